@@ -1,1 +1,31 @@
-fn main(){}
+//! The `mcp-supervisor` binary: parses the command line, sets up logging, and hands each
+//! command to its module. It holds no supervision logic of its own.
+//!
+//! Exit codes: 0 success, 1 runtime failure, 2 bad usage or an invalid config.
+
+mod cli;
+mod commands;
+mod logging;
+
+use std::process::ExitCode;
+
+use clap::Parser;
+
+fn main() -> ExitCode {
+    let args = cli::Cli::parse();
+    logging::init(&args.log);
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            eprintln!("mcp-supervisor: could not start the async runtime: {error}");
+            return ExitCode::from(1);
+        }
+    };
+    match runtime.block_on(commands::run(args.command)) {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("mcp-supervisor: {error:#}");
+            ExitCode::from(1)
+        }
+    }
+}

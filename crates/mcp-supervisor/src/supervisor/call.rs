@@ -1,0 +1,315 @@
+//! The call path of one server (SPEC §5): wait for ready, send on the current generation with a
+//! deadline, classify a failure, and recover or replay under the rule.
+//!
+//! It runs in the caller's task and only reads the supervisor's snapshot and sends it signals;
+//! it never touches a generation's state itself, and never sends a call twice unless the
+//! verdict and the tool's safety allow it.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::Duration;
+
+use mcp_supervisor_core::classify::{self, AfterProbe, Failure, Recovery, ToolSafety, Verdict};
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, ProgressNotificationParam};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{ServerState, SupervisorHandle};
+use crate::error::{CallError, Restored};
+use crate::link::{CallOptions, Link, describe};
+
+/// How long the "unclear" probe may take at most (SPEC §5).
+const UNCLEAR_PROBE: Duration = Duration::from_secs(5);
+
+/// One tool call as the caller asks for it.
+#[derive(Clone, Debug, Default)]
+pub struct CallRequest {
+    /// The tool's name on the upstream server.
+    pub tool: String,
+    pub arguments: Option<JsonObject>,
+    /// A deadline shorter than the server's `toolCallTimeoutMs`.
+    pub timeout: Option<Duration>,
+    /// Where progress notifications go.
+    pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+    /// Cancel the call (sends `notifications/cancelled` upstream).
+    pub cancel: Option<CancellationToken>,
+    /// What the tool's annotations say; `retryTools` is added here.
+    pub safety: ToolSafety,
+}
+
+/// Why waiting for a ready generation ended without one.
+struct NotReady {
+    state: ServerState,
+    last_error: Option<String>,
+    next_attempt_in: Option<Duration>,
+    /// The attempt we waited for failed.
+    attempt_failed: bool,
+}
+
+/// Decrements the in-flight count when a send ends, however it ends.
+struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
+
+impl<'a> InFlight<'a> {
+    fn enter(count: &'a std::sync::atomic::AtomicUsize) -> Self {
+        count.fetch_add(1, Ordering::SeqCst);
+        Self(count)
+    }
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl SupervisorHandle {
+    /// Call a tool on this server under the recovery rules.
+    pub async fn call(&self, request: CallRequest) -> Result<CallToolResult, CallError> {
+        let config = &self.shared.config;
+        let limit = request
+            .timeout
+            .map_or(config.tool_call_timeout, |t| t.min(config.tool_call_timeout));
+        let deadline = Instant::now() + limit;
+        let mut safety = request.safety;
+        safety.listed_in_retry_tools |= config.retry_tools.iter().any(|t| *t == request.tool);
+        let cancel = request.cancel.clone().unwrap_or_default();
+        let server = self.name.to_string();
+        let tool = request.tool.clone();
+
+        // A generation newer than this one is needed before the next send.
+        let mut after_generation = 0;
+        // How many times the call was sent again (at most once, SPEC §5).
+        let mut resent = false;
+        // The failure that made us reconnect, to report with a failed reconnect.
+        let mut first_failure: Option<String> = None;
+        loop {
+            let (generation, link) = match self.wait_ready(deadline, after_generation, &cancel).await {
+                Ok(ready) => ready,
+                Err(not_ready) => {
+                    if cancel.is_cancelled() {
+                        return Err(CallError::Cancelled { server, tool });
+                    }
+                    return Err(match first_failure {
+                        Some(first) => CallError::ReconnectFailed {
+                            server,
+                            tool,
+                            first,
+                            reconnect: not_ready_text(&not_ready),
+                        },
+                        None => CallError::NotReady {
+                            server,
+                            tool,
+                            state: not_ready.state.to_string(),
+                            last_error: not_ready.last_error,
+                            next_attempt_in: not_ready.next_attempt_in,
+                        },
+                    });
+                }
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            if remaining.is_zero() {
+                return Err(CallError::TimedOut { server, tool, after_ms: limit.as_millis() });
+            }
+            let mut params = CallToolRequestParams::new(request.tool.clone());
+            params.arguments = request.arguments.clone();
+            let options = CallOptions {
+                timeout: remaining,
+                progress: request.progress.clone(),
+                cancel: cancel.clone(),
+            };
+            let outcome = {
+                let _busy = InFlight::enter(&self.shared.in_flight);
+                link.call_tool(params, options).await
+            };
+            let failure = match outcome {
+                Ok(result) => {
+                    self.shared.misses.store(0, Ordering::SeqCst);
+                    return Ok(result);
+                }
+                Err(failure) => failure,
+            };
+            let verdict = classify::classify(&failure);
+            let cause = describe(&failure);
+            let replay_allowed = !resent;
+            match classify::recovery(verdict, safety) {
+                Recovery::Return => {
+                    return Err(self.returned(verdict, failure, generation, &server, &tool, limit));
+                }
+                Recovery::ReconnectAndSend if replay_allowed => {
+                    // Not delivered (the server did not run it), or outcome unknown for a tool
+                    // that is safe to repeat: reconnect, then send once more on the fresh one.
+                    self.suspect(generation, cause.clone(), is_stale_session(&failure));
+                    resent = true;
+                    after_generation = generation;
+                    first_failure = Some(cause);
+                }
+                Recovery::ReconnectAndSend | Recovery::ReconnectAndFailUnknown => {
+                    self.suspect(generation, cause.clone(), is_stale_session(&failure));
+                    let restored = self.restored(deadline, generation, &cancel).await;
+                    return Err(match verdict {
+                        Verdict::NotDelivered => CallError::NotDelivered { server, tool, cause, restored },
+                        _ => CallError::OutcomeUnknown { server, tool, cause, restored },
+                    });
+                }
+                Recovery::Probe => {
+                    let alive = self.probe_alive(&*link, deadline).await;
+                    match classify::after_probe(alive, safety) {
+                        AfterProbe::SendAgain if replay_allowed => {
+                            resent = true;
+                            after_generation = generation - 1; // the same generation again
+                        }
+                        AfterProbe::SendAgain | AfterProbe::FailUnknown => {
+                            let restored = Restored::Yes { generation };
+                            return Err(CallError::OutcomeUnknown { server, tool, cause, restored });
+                        }
+                        AfterProbe::Reconnect(_) => {
+                            self.suspect(generation, format!("{cause}; then the server did not answer a ping"), false);
+                            if safety.replay_safe() && replay_allowed {
+                                resent = true;
+                                after_generation = generation;
+                                first_failure = Some(cause);
+                            } else {
+                                let restored = self.restored(deadline, generation, &cancel).await;
+                                return Err(CallError::OutcomeUnknown { server, tool, cause, restored });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The error for a verdict that is returned as is.
+    fn returned(
+        &self,
+        verdict: Verdict,
+        failure: Failure,
+        generation: u64,
+        server: &str,
+        tool: &str,
+        limit: Duration,
+    ) -> CallError {
+        let (server, tool) = (server.to_string(), tool.to_string());
+        match (verdict, failure) {
+            (Verdict::DeadlinePassed, _) => {
+                // No reconnect by itself, but probe at once: a hung server is found even while
+                // calls keep arriving.
+                self.call_timed_out(generation);
+                CallError::TimedOut { server, tool, after_ms: limit.as_millis() }
+            }
+            (Verdict::Aborted, _) => CallError::Cancelled { server, tool },
+            (_, Failure::ServerError { code, message }) => CallError::ServerError { server, tool, code, message },
+            (_, other) => CallError::Malformed { server, tool, detail: describe(&other) },
+        }
+    }
+
+    /// Ping the generation, bounded by 5 s and the call's deadline.
+    async fn probe_alive(&self, link: &dyn Link, deadline: Instant) -> bool {
+        let bound = deadline.saturating_duration_since(Instant::now()).min(UNCLEAR_PROBE);
+        let no_ping = std::sync::atomic::AtomicBool::new(false);
+        super::health::probe(link, bound, &no_ping).await.is_ok()
+    }
+
+    /// Whether a generation newer than `generation` became ready within the deadline.
+    async fn restored(&self, deadline: Instant, generation: u64, cancel: &CancellationToken) -> Restored {
+        match self.wait_ready(deadline, generation, cancel).await {
+            Ok((generation, _)) => Restored::Yes { generation },
+            Err(not_ready) => Restored::No { state: not_ready_text(&not_ready) },
+        }
+    }
+
+    /// Wait for a ready generation newer than `after`: through the attempt under way, or the next
+    /// one when it is due before the deadline. Fails at once otherwise.
+    async fn wait_ready(
+        &self,
+        deadline: Instant,
+        after: u64,
+        cancel: &CancellationToken,
+    ) -> Result<(u64, Arc<dyn Link>), NotReady> {
+        let mut watch = self.snapshot.clone();
+        // The generation whose attempt we are waiting for, once we wait for one.
+        let mut waiting_for: Option<u64> = None;
+        loop {
+            let snap = watch.borrow_and_update().clone();
+            let not_ready = |attempt_failed: bool| NotReady {
+                state: snap.state,
+                last_error: snap.last_error.clone(),
+                next_attempt_in: snap.next_attempt_at.map(|at| at.saturating_duration_since(Instant::now())),
+                attempt_failed,
+            };
+            match snap.state {
+                ServerState::Ready if snap.generation > after => {
+                    if let Some(link) = snap.link.clone() {
+                        return Ok((snap.generation, link));
+                    }
+                }
+                ServerState::Ready => {} // the loss of this generation is being handled
+                ServerState::GaveUp | ServerState::Down | ServerState::Stopped => {
+                    return Err(not_ready(waiting_for.is_some()));
+                }
+                ServerState::Connecting | ServerState::Retrying | ServerState::Reconnecting => {
+                    if snap.attempting {
+                        waiting_for = Some(waiting_for.map_or(snap.generation, |w| w.max(snap.generation)));
+                    } else {
+                        if waiting_for.is_some_and(|w| snap.generation >= w) {
+                            return Err(not_ready(true)); // the attempt we waited for failed
+                        }
+                        match snap.next_attempt_at {
+                            Some(at) if at <= deadline => waiting_for = Some(snap.generation + 1),
+                            _ => return Err(not_ready(false)),
+                        }
+                    }
+                }
+            }
+            tokio::select! {
+                changed = watch.changed() => {
+                    if changed.is_err() {
+                        return Err(NotReady { state: ServerState::Stopped, last_error: None, next_attempt_in: None, attempt_failed: false });
+                    }
+                }
+                () = tokio::time::sleep_until(deadline) => {
+                    let snap = watch.borrow().clone();
+                    return Err(NotReady {
+                        state: snap.state,
+                        last_error: snap.last_error.clone(),
+                        next_attempt_in: snap.next_attempt_at.map(|at| at.saturating_duration_since(Instant::now())),
+                        attempt_failed: false,
+                    });
+                }
+                () = cancel.cancelled() => {
+                    return Err(NotReady { state: snap.state, last_error: None, next_attempt_in: None, attempt_failed: false });
+                }
+            }
+        }
+    }
+}
+
+/// A stale session: the server answers, it just forgot us, so reconnect at once.
+fn is_stale_session(failure: &Failure) -> bool {
+    match failure {
+        Failure::SessionExpired | Failure::HttpStatus { .. } | Failure::ServerError { .. } => true,
+        Failure::NoLiveGeneration
+        | Failure::ConnectRefused
+        | Failure::TransportClosedBeforeSend
+        | Failure::ConnectionLostAfterSend
+        | Failure::TransportError { .. }
+        | Failure::DeadlinePassed
+        | Failure::CancelledByCaller
+        | Failure::UnexpectedResponse => false,
+    }
+}
+
+fn not_ready_text(not_ready: &NotReady) -> String {
+    let mut text = format!("server is {}", not_ready.state);
+    if let Some(error) = &not_ready.last_error {
+        text.push_str(&format!(" (last error: {error})"));
+    }
+    if let Some(next) = not_ready.next_attempt_in {
+        text.push_str(&format!(", next attempt in {} ms", next.as_millis()));
+    }
+    if not_ready.attempt_failed {
+        text.push_str(", the reconnect attempt failed");
+    }
+    text
+}

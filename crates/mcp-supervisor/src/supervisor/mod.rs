@@ -1,0 +1,739 @@
+//! One supervisor per server: it owns the server's generations and their fence, the state
+//! machine, the backoff timer and outage budget, the serialized tool-sync queue, the health
+//! probes, and the server's tools in the registry.
+//!
+//! Nothing else touches those. Other parts talk to it through [`SupervisorHandle`]: commands in,
+//! a watch of its [`Snapshot`] out. It must never run two generations of one server at once.
+
+mod call;
+mod health;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::time::Duration;
+
+use mcp_supervisor_core::config::ServerConfig;
+use mcp_supervisor_core::policy::{Budget, Decision};
+use rmcp::model::{ServerNotification, Tool};
+use tokio::sync::{Mutex as AsyncMutex, broadcast, mpsc, oneshot, watch};
+use tokio::time::Instant;
+
+use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
+use crate::registry::Registry;
+
+pub use call::CallRequest;
+
+/// How long a generation may take to close before reconnecting stops (SPEC §3).
+pub const CLOSE_BARRIER: Duration = Duration::from_secs(5);
+
+/// The states people see (SPEC §8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ServerState {
+    /// The first attempt is under way.
+    Connecting,
+    /// Connected and serving.
+    Ready,
+    /// No connection was established in this outage; retrying.
+    Retrying,
+    /// An established connection was lost; reconnecting.
+    Reconnecting,
+    /// The outage budget is spent; waiting for an explicit reconnect or a reload.
+    GaveUp,
+    /// Lost with reconnect disabled.
+    Down,
+    /// Stopped for good.
+    Stopped,
+}
+
+impl ServerState {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ServerState::Connecting => "connecting",
+            ServerState::Ready => "ready",
+            ServerState::Retrying => "retrying",
+            ServerState::Reconnecting => "reconnecting",
+            ServerState::GaveUp => "gave_up",
+            ServerState::Down => "down",
+            ServerState::Stopped => "stopped",
+        }
+    }
+}
+
+impl std::fmt::Display for ServerState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What a supervisor shows of itself.
+#[derive(Clone)]
+pub struct Snapshot {
+    pub state: ServerState,
+    /// The generation most recently started (0 before the first).
+    pub generation: u64,
+    /// The attempt number within the current outage (0 when ready).
+    pub attempt: u32,
+    pub max_attempts: u32,
+    /// How many times a lost or failed connection was replaced by a ready one.
+    pub restarts: u64,
+    pub last_error: Option<String>,
+    /// When the next attempt is due, during a backoff.
+    pub next_attempt_at: Option<Instant>,
+    /// Whether an attempt (or the close before one) is under way.
+    pub attempting: bool,
+    /// Since when the current generation is ready.
+    pub ready_since: Option<Instant>,
+    pub pid: Option<u32>,
+    link: Option<Arc<dyn Link>>,
+}
+
+impl std::fmt::Debug for Snapshot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Snapshot")
+            .field("state", &self.state)
+            .field("generation", &self.generation)
+            .field("attempt", &self.attempt)
+            .field("restarts", &self.restarts)
+            .field("last_error", &self.last_error)
+            .field("attempting", &self.attempting)
+            .finish()
+    }
+}
+
+/// Commands to a supervisor.
+enum Command {
+    /// Start over with a fresh budget (also out of `gave_up` and `down`).
+    Reconnect,
+    /// A call proved generation `generation` unusable: end it and reconnect. `immediate` skips
+    /// the backoff (a stale session: the server evidently answers).
+    Suspect { generation: u64, cause: String, immediate: bool },
+    /// A call on `generation` passed its deadline: probe now; it counts toward `failures`.
+    CallTimedOut { generation: u64 },
+    /// Stop for good; reply when quiet.
+    Stop(oneshot::Sender<()>),
+}
+
+/// A notification from a server, for whoever fronts the hub.
+#[derive(Clone, Debug)]
+pub struct ServerEvent {
+    pub server: Arc<str>,
+    pub notification: ServerNotification,
+}
+
+/// State shared between a supervisor and the call paths of its handle.
+struct Shared {
+    config: ServerConfig,
+    /// Calls in flight on the current generation (the idle probe skips a busy connection).
+    in_flight: AtomicUsize,
+    /// Timed-out calls and missed probes in a row; any sign of life resets it.
+    misses: AtomicU32,
+}
+
+/// The way to talk to one supervisor.
+#[derive(Clone)]
+pub struct SupervisorHandle {
+    name: Arc<str>,
+    commands: mpsc::UnboundedSender<Command>,
+    snapshot: watch::Receiver<Snapshot>,
+    shared: Arc<Shared>,
+}
+
+impl SupervisorHandle {
+    /// Start a supervisor task for `config`. It begins connecting at once (unless the server is
+    /// disabled in the config, in which case it stays stopped).
+    pub fn spawn(
+        config: ServerConfig,
+        connector: Arc<dyn Connector>,
+        registry: Arc<Registry>,
+        notifications: broadcast::Sender<ServerEvent>,
+        jitter: Box<dyn FnMut() -> f64 + Send + Sync>,
+    ) -> (Self, tokio::task::JoinHandle<()>) {
+        let name: Arc<str> = config.name.as_str().into();
+        let (commands_tx, commands_rx) = mpsc::unbounded_channel();
+        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (synced_tx, synced_rx) = mpsc::unbounded_channel();
+        let (probe_tx, probe_rx) = mpsc::unbounded_channel();
+        let (snapshot_tx, snapshot_rx) = watch::channel(Snapshot {
+            state: ServerState::Connecting,
+            generation: 0,
+            attempt: 0,
+            max_attempts: config.reconnect.max_attempts,
+            restarts: 0,
+            last_error: None,
+            next_attempt_at: None,
+            attempting: true,
+            ready_since: None,
+            pid: None,
+            link: None,
+        });
+        let shared = Arc::new(Shared {
+            config: config.clone(),
+            in_flight: AtomicUsize::new(0),
+            misses: AtomicU32::new(0),
+        });
+        let supervisor = Supervisor {
+            name: name.clone(),
+            config,
+            connector,
+            registry,
+            notifications,
+            jitter,
+            commands: commands_rx,
+            events_tx,
+            events: events_rx,
+            synced_tx,
+            synced: synced_rx,
+            probe_tx,
+            probes: probe_rx,
+            sync_queue: Arc::new(AsyncMutex::new(())),
+            snapshot: snapshot_tx,
+            shared: shared.clone(),
+            generation: 0,
+            stop_reply: Vec::new(),
+        };
+        let join = tokio::spawn(supervisor.run());
+        let handle = Self {
+            name,
+            commands: commands_tx,
+            snapshot: snapshot_rx,
+            shared,
+        };
+        (handle, join)
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn config(&self) -> &ServerConfig {
+        &self.shared.config
+    }
+
+    /// The current snapshot.
+    pub fn snapshot(&self) -> Snapshot {
+        self.snapshot.borrow().clone()
+    }
+
+    /// A watch of the snapshot, for waiting on state changes.
+    pub fn watch(&self) -> watch::Receiver<Snapshot> {
+        self.snapshot.clone()
+    }
+
+    /// Ask for a fresh connection with a fresh budget (also out of `gave_up`).
+    pub fn reconnect(&self) {
+        let _ = self.commands.send(Command::Reconnect);
+    }
+
+    /// Stop for good and wait until the supervisor is quiet: generation closed, sync queue
+    /// drained, tools withdrawn.
+    pub async fn stop(&self) {
+        let (tx, rx) = oneshot::channel();
+        if self.commands.send(Command::Stop(tx)).is_ok() {
+            let _ = rx.await;
+        }
+    }
+
+    fn suspect(&self, generation: u64, cause: String, immediate: bool) {
+        let _ = self.commands.send(Command::Suspect { generation, cause, immediate });
+    }
+
+    fn call_timed_out(&self, generation: u64) {
+        let _ = self.commands.send(Command::CallTimedOut { generation });
+    }
+}
+
+/// How the wait in `ready` ended.
+enum ReadyEnd {
+    Lost { cause: String, uptime: Duration, immediate: bool },
+    Reconnect,
+    Stop,
+    /// The generation did not close within the barrier.
+    Stuck(String),
+}
+
+/// How an attempt ended.
+enum AttemptEnd {
+    Ready(Arc<dyn Link>),
+    Failed(String),
+    Stop,
+    Stuck(String),
+}
+
+/// What comes after a failure has been judged.
+enum Next {
+    /// Make the next attempt with the current budget.
+    Attempt,
+    /// Make the next attempt with a fresh budget (an explicit reconnect).
+    FreshBudget,
+    Stop,
+}
+
+/// A failure on its way to a decision.
+struct Judged {
+    decision: Decision,
+    cause: String,
+    verb: &'static str,
+    immediate: bool,
+}
+
+struct SyncDone {
+    generation: u64,
+    result: Result<Vec<Tool>, String>,
+}
+
+struct Supervisor {
+    name: Arc<str>,
+    config: ServerConfig,
+    connector: Arc<dyn Connector>,
+    registry: Arc<Registry>,
+    notifications: broadcast::Sender<ServerEvent>,
+    jitter: Box<dyn FnMut() -> f64 + Send + Sync>,
+    commands: mpsc::UnboundedReceiver<Command>,
+    events_tx: mpsc::UnboundedSender<(u64, LinkEvent)>,
+    events: mpsc::UnboundedReceiver<(u64, LinkEvent)>,
+    synced_tx: mpsc::UnboundedSender<SyncDone>,
+    synced: mpsc::UnboundedReceiver<SyncDone>,
+    probe_tx: mpsc::UnboundedSender<health::ProbeDone>,
+    probes: mpsc::UnboundedReceiver<health::ProbeDone>,
+    /// The per-server sync queue: every tools/list of every generation runs under it, one at a
+    /// time, in order.
+    sync_queue: Arc<AsyncMutex<()>>,
+    snapshot: watch::Sender<Snapshot>,
+    shared: Arc<Shared>,
+    generation: u64,
+    stop_reply: Vec<oneshot::Sender<()>>,
+}
+
+impl Supervisor {
+    // === the run loop ===
+
+    async fn run(mut self) {
+        let policy = self.config.reconnect;
+        let mut budget = Budget::new(policy);
+        // Whether the current outage began with the loss of an established connection.
+        let mut lost_established = false;
+        let mut first = true;
+        loop {
+            // connecting | retrying | reconnecting → ready | judged failure | stop | stuck
+            let state = if first {
+                ServerState::Connecting
+            } else if lost_established {
+                ServerState::Reconnecting
+            } else {
+                ServerState::Retrying
+            };
+            let judged = match self.attempt(state, budget.failures()).await {
+                AttemptEnd::Stop => break,
+                AttemptEnd::Stuck(cause) => {
+                    if let Next::Stop = self.park_stuck(cause).await {
+                        break;
+                    }
+                    (budget, first, lost_established) = (Budget::new(policy), true, false);
+                    continue;
+                }
+                AttemptEnd::Failed(cause) => Judged {
+                    decision: budget.on_failure(None, (self.jitter)()),
+                    cause,
+                    verb: "connection failed",
+                    immediate: false,
+                },
+                AttemptEnd::Ready(link) => {
+                    if first {
+                        tracing::info!(server = %self.name, generation = self.generation, "connected");
+                    } else {
+                        self.snapshot.send_modify(|s| s.restarts += 1);
+                        tracing::info!(server = %self.name, generation = self.generation, "recovered: the connection is ready again");
+                    }
+                    first = false;
+                    // ready → lost | reconnect | stop | stuck
+                    match self.ready(link).await {
+                        ReadyEnd::Stop => break,
+                        ReadyEnd::Reconnect => {
+                            (budget, lost_established) = (Budget::new(policy), true);
+                            continue;
+                        }
+                        ReadyEnd::Stuck(cause) => {
+                            if let Next::Stop = self.park_stuck(cause).await {
+                                break;
+                            }
+                            (budget, first, lost_established) = (Budget::new(policy), true, false);
+                            continue;
+                        }
+                        ReadyEnd::Lost { cause, uptime, immediate } => {
+                            lost_established = true;
+                            Judged {
+                                decision: budget.on_failure(Some(uptime), (self.jitter)()),
+                                cause,
+                                verb: "connection lost",
+                                immediate,
+                            }
+                        }
+                    }
+                }
+            };
+            match self.after_failure(judged, lost_established).await {
+                Next::Attempt => {}
+                Next::FreshBudget => budget = Budget::new(policy),
+                Next::Stop => break,
+            }
+        }
+        self.quiesce().await;
+    }
+
+    /// A judged failure: down (reconnect disabled), gave up, or a backoff before the next try.
+    async fn after_failure(&mut self, judged: Judged, lost_established: bool) -> Next {
+        let Judged { decision, cause, verb, immediate } = judged;
+        let name = self.name.clone();
+        self.snapshot.send_modify(|s| s.last_error = Some(cause.clone()));
+        if !self.config.reconnect.enabled {
+            tracing::error!(
+                server = %name,
+                "{verb}: {cause}; reconnect is disabled for this server, so it stays down with its tools registered; \
+                 recover by hand with an explicit reconnect (`mcp-supervisor reconnect {name}` or POST /servers/{name}/reconnect) or a config reload"
+            );
+            self.publish_state(ServerState::Down, None, false);
+            return self.park().await;
+        }
+        match decision {
+            Decision::GiveUp { failures } => {
+                tracing::error!(
+                    server = %name,
+                    "{verb}: {cause}; giving up after {failures} failures in a row ({max} attempts); its tools are withdrawn; \
+                     recover with an explicit reconnect (`mcp-supervisor reconnect {name}` or POST /servers/{name}/reconnect) or a config reload",
+                    max = self.config.reconnect.max_attempts,
+                );
+                self.registry.withdraw(&name);
+                self.publish_state(ServerState::GaveUp, None, false);
+                self.park().await
+            }
+            Decision::Retry { attempt, max_attempts, delay } => {
+                let (state, action) = if lost_established {
+                    (ServerState::Reconnecting, "reconnecting")
+                } else {
+                    (ServerState::Retrying, "retrying")
+                };
+                let delay = if immediate { Duration::ZERO } else { delay };
+                tracing::warn!(
+                    server = %name,
+                    attempt, max_attempts, delay_ms = delay.as_millis() as u64,
+                    "{verb}: {cause}; {action} in {} ms (attempt {attempt}/{max_attempts})",
+                    delay.as_millis()
+                );
+                let until = Instant::now() + delay;
+                self.snapshot.send_modify(|s| s.attempt = attempt);
+                self.publish_state(state, Some(until), false);
+                self.backoff(until).await
+            }
+        }
+    }
+
+    /// Wait out a backoff. A stop ends it; an explicit reconnect cuts it short with a fresh budget.
+    async fn backoff(&mut self, until: Instant) -> Next {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep_until(until) => return Next::Attempt,
+                command = self.commands.recv() => match command {
+                    None => return Next::Stop,
+                    Some(Command::Stop(reply)) => {
+                        self.stop_reply.push(reply);
+                        return Next::Stop;
+                    }
+                    Some(Command::Reconnect) => return Next::FreshBudget,
+                    Some(_) => {} // signals about a generation that is already gone
+                },
+            }
+        }
+    }
+
+    /// Wait in `gave_up` or `down` for an explicit reconnect or a stop.
+    async fn park(&mut self) -> Next {
+        loop {
+            match self.commands.recv().await {
+                None => return Next::Stop,
+                Some(Command::Stop(reply)) => {
+                    self.stop_reply.push(reply);
+                    return Next::Stop;
+                }
+                Some(Command::Reconnect) => {
+                    tracing::info!(server = %self.name, "explicit reconnect: starting with a fresh budget");
+                    return Next::FreshBudget;
+                }
+                Some(_) => {}
+            }
+        }
+    }
+
+    /// A generation would not close: stop reconnecting, say why, wait for a human.
+    async fn park_stuck(&mut self, cause: String) -> Next {
+        tracing::error!(server = %self.name, "{cause}");
+        self.registry.withdraw(&self.name);
+        self.snapshot.send_modify(|s| s.last_error = Some(cause));
+        self.publish_state(ServerState::GaveUp, None, false);
+        self.park().await
+    }
+
+    /// After the loop: wait for the sync queue, withdraw the tools, report stopped.
+    async fn quiesce(&mut self) {
+        let _ = tokio::time::timeout(CLOSE_BARRIER, self.sync_queue.lock()).await;
+        self.registry.withdraw(&self.name);
+        self.publish_state(ServerState::Stopped, None, false);
+        tracing::info!(server = %self.name, "stopped");
+        for reply in self.stop_reply.drain(..) {
+            let _ = reply.send(());
+        }
+    }
+
+    /// Publish a state; `until` is the next attempt's due time during a backoff.
+    fn publish_state(&self, state: ServerState, until: Option<Instant>, attempting: bool) {
+        self.snapshot.send_modify(|s| {
+            s.state = state;
+            s.next_attempt_at = until;
+            s.attempting = attempting;
+            if state != ServerState::Ready {
+                s.ready_since = None;
+                s.link = None;
+                s.pid = None;
+            }
+        });
+    }
+
+    // === one attempt: open, initialize, first sync ===
+
+    async fn attempt(&mut self, state: ServerState, failures: u32) -> AttemptEnd {
+        self.generation += 1;
+        let generation = self.generation;
+        self.shared.misses.store(0, Ordering::SeqCst);
+        self.snapshot.send_modify(|s| {
+            s.generation = generation;
+            s.attempt = if state == ServerState::Connecting { 0 } else { failures };
+        });
+        self.publish_state(state, None, true);
+        let events = LinkEvents::new(generation, self.events_tx.clone());
+        let link = match self.connector.open(generation, events) {
+            Ok(link) => link,
+            Err(cause) => return AttemptEnd::Failed(cause),
+        };
+        let timeout = self.config.connect_timeout;
+        let queue = self.sync_queue.clone();
+        let connect = {
+            let link = link.clone();
+            async move {
+                link.initialize().await?;
+                // The first sync runs through the queue like every later one.
+                let _turn = queue.lock().await;
+                link.list_tools(timeout)
+                    .await
+                    .map_err(|f| format!("the first tools/list failed: {}", crate::link::describe(&f)))
+            }
+        };
+        let connect = tokio::time::timeout(timeout, connect);
+        tokio::pin!(connect);
+        let outcome = loop {
+            tokio::select! {
+                outcome = &mut connect => break outcome,
+                command = self.commands.recv() => match command {
+                    None | Some(Command::Stop(_)) => {
+                        if let Some(Command::Stop(reply)) = command {
+                            self.stop_reply.push(reply);
+                        }
+                        link.close(CloseHow::Kill);
+                        if let Err(stuck) = self.barrier(&link).await {
+                            tracing::error!(server = %self.name, "{stuck}");
+                        }
+                        return AttemptEnd::Stop;
+                    }
+                    Some(_) => {} // an attempt is already under way; signals about older generations are stale
+                },
+            }
+        };
+        let cause = match outcome {
+            Ok(Ok(tools)) => {
+                self.registry.publish(&self.name, tools);
+                let pid = link.pid();
+                let since = Instant::now();
+                self.snapshot.send_modify(|s| {
+                    s.state = ServerState::Ready;
+                    s.attempt = 0;
+                    s.attempting = false;
+                    s.next_attempt_at = None;
+                    s.ready_since = Some(since);
+                    s.link = Some(link.clone());
+                    s.pid = pid;
+                });
+                return AttemptEnd::Ready(link);
+            }
+            Ok(Err(cause)) => cause,
+            Err(_) => format!(
+                "no answer within connectTimeoutMs ({} ms) over spawn, initialize and the first tools/list",
+                timeout.as_millis()
+            ),
+        };
+        // The failed generation must be gone before any backoff starts.
+        link.close(CloseHow::Kill);
+        if let Err(stuck) = self.barrier(&link).await {
+            return AttemptEnd::Stuck(stuck);
+        }
+        AttemptEnd::Failed(with_stderr(cause, &link))
+    }
+
+    // === ready: serve until the generation is lost ===
+
+    async fn ready(&mut self, link: Arc<dyn Link>) -> ReadyEnd {
+        let generation = self.generation;
+        let since = Instant::now();
+        let closed = link.closed();
+        tokio::pin!(closed);
+        let health = self.config.health;
+        let mut prober = health::Prober::new(health);
+        let mut next_idle_probe = health.interval.map(|i| Instant::now() + i);
+        let end = loop {
+            let idle_tick = async {
+                match next_idle_probe {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = &mut closed => {
+                    let cause = match link.pid() {
+                        Some(pid) => format!("the server process (pid {pid}) exited or closed its stdout"),
+                        None => "the connection closed".to_string(),
+                    };
+                    break ReadyEnd::Lost { cause: with_stderr(cause, &link), uptime: since.elapsed(), immediate: false };
+                }
+                command = self.commands.recv() => match command {
+                    None | Some(Command::Stop(_)) => {
+                        if let Some(Command::Stop(reply)) = command {
+                            self.stop_reply.push(reply);
+                        }
+                        link.close(CloseHow::Graceful);
+                        if let Err(stuck) = self.barrier(&link).await {
+                            tracing::error!(server = %self.name, "{stuck}");
+                        }
+                        return ReadyEnd::Stop;
+                    }
+                    Some(Command::Reconnect) => {
+                        tracing::info!(server = %self.name, "explicit reconnect: replacing generation {generation}");
+                        link.close(CloseHow::Graceful);
+                        break ReadyEnd::Reconnect;
+                    }
+                    Some(Command::Suspect { generation: g, cause, immediate }) if g == generation => {
+                        link.close(CloseHow::Kill);
+                        break ReadyEnd::Lost { cause, uptime: since.elapsed(), immediate };
+                    }
+                    Some(Command::CallTimedOut { generation: g }) if g == generation => {
+                        let misses = self.shared.misses.fetch_add(1, Ordering::SeqCst) + 1;
+                        if misses >= health.failures {
+                            link.close(CloseHow::Kill);
+                            break ReadyEnd::Lost {
+                                cause: format!("{misses} timed-out calls and missed health probes in a row"),
+                                uptime: since.elapsed(),
+                                immediate: false,
+                            };
+                        }
+                        prober.start(generation, link.clone(), self.probe_tx.clone());
+                    }
+                    Some(_) => {} // about a replaced generation: the fence ignores it
+                },
+                Some((g, event)) = self.events.recv() => {
+                    if g != generation {
+                        continue; // a replaced generation's signal
+                    }
+                    match event {
+                        LinkEvent::ToolListChanged => self.enqueue_sync(generation, link.clone()),
+                        LinkEvent::SignOfLife => self.shared.misses.store(0, Ordering::SeqCst),
+                        LinkEvent::Notification(notification) => {
+                            let _ = self.notifications.send(ServerEvent { server: self.name.clone(), notification });
+                        }
+                    }
+                }
+                Some(done) = self.synced.recv() => {
+                    if done.generation != generation {
+                        continue; // a sync of a replaced generation publishes nothing
+                    }
+                    match done.result {
+                        Ok(tools) => {
+                            if self.registry.publish(&self.name, tools) {
+                                tracing::info!(server = %self.name, "tool list changed upstream; registry updated");
+                            }
+                        }
+                        Err(cause) => tracing::warn!(server = %self.name, "re-syncing tools after list_changed failed: {cause}"),
+                    }
+                }
+                Some(probe) = self.probes.recv() => {
+                    prober.finished();
+                    if probe.generation != generation {
+                        continue;
+                    }
+                    match probe.result {
+                        Ok(()) => self.shared.misses.store(0, Ordering::SeqCst),
+                        Err(cause) => {
+                            let misses = self.shared.misses.fetch_add(1, Ordering::SeqCst) + 1;
+                            tracing::warn!(server = %self.name, "health probe missed ({misses}/{}): {cause}", health.failures);
+                            if misses >= health.failures {
+                                link.close(CloseHow::Kill);
+                                break ReadyEnd::Lost {
+                                    cause: format!("{misses} health probes and timed-out calls in a row; last: {cause}"),
+                                    uptime: since.elapsed(),
+                                    immediate: false,
+                                };
+                            }
+                        }
+                    }
+                }
+                () = idle_tick => {
+                    if let Some(interval) = health.interval {
+                        next_idle_probe = Some(Instant::now() + interval);
+                    }
+                    // The idle timer leaves a busy connection to its calls' deadlines.
+                    if self.shared.in_flight.load(Ordering::SeqCst) == 0 {
+                        prober.start(generation, link.clone(), self.probe_tx.clone());
+                    }
+                }
+            }
+        };
+        // The lost generation must be gone before any backoff starts.
+        self.publish_state(ServerState::Reconnecting, None, true);
+        if let Err(stuck) = self.barrier(&link).await {
+            return ReadyEnd::Stuck(stuck);
+        }
+        end
+    }
+
+    /// Queue a re-sync of `generation`'s tools behind any sync in flight.
+    fn enqueue_sync(&self, generation: u64, link: Arc<dyn Link>) {
+        let queue = self.sync_queue.clone();
+        let done = self.synced_tx.clone();
+        let timeout = self.config.connect_timeout;
+        tokio::spawn(async move {
+            let _turn = queue.lock().await;
+            let result = link.list_tools(timeout).await.map_err(|f| crate::link::describe(&f));
+            let _ = done.send(SyncDone { generation, result });
+        });
+    }
+
+    /// Wait until `link` has fully closed, at most [`CLOSE_BARRIER`].
+    async fn barrier(&self, link: &Arc<dyn Link>) -> Result<(), String> {
+        match tokio::time::timeout(CLOSE_BARRIER, link.closed()).await {
+            Ok(()) => Ok(()),
+            Err(_) => Err(format!(
+                "generation {} did not close within {} s (its process group may still be running); \
+                 reconnecting stopped so that two copies of the server never run at once; \
+                 end the stray process, then reconnect explicitly",
+                self.generation,
+                CLOSE_BARRIER.as_secs()
+            )),
+        }
+    }
+}
+
+/// Append the server's last stderr lines to a failure's cause.
+fn with_stderr(cause: String, link: &Arc<dyn Link>) -> String {
+    let tail = link.stderr_tail();
+    if tail.is_empty() {
+        cause
+    } else {
+        format!("{cause}; last stderr lines: {}", tail.join(" | "))
+    }
+}
