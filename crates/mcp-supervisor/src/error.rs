@@ -19,7 +19,7 @@ impl std::fmt::Display for Restored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Restored::Yes { generation } => write!(f, "the connection was restored (generation {generation})"),
-            Restored::No { state } => write!(f, "the connection is not restored yet (server is {state})"),
+            Restored::No { state } => write!(f, "the connection is not restored yet ({state})"),
         }
     }
 }

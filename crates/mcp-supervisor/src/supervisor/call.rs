@@ -249,8 +249,11 @@ impl SupervisorHandle {
                     return Err(not_ready(waiting_for.is_some()));
                 }
                 ServerState::Connecting | ServerState::Retrying | ServerState::Reconnecting => {
-                    if snap.attempting {
+                    if snap.attempting && snap.generation > after {
+                        // A new generation's attempt is under way: its outcome decides.
                         waiting_for = Some(waiting_for.map_or(snap.generation, |w| w.max(snap.generation)));
+                    } else if snap.attempting {
+                        // The lost generation is still closing; the attempt comes after.
                     } else {
                         if waiting_for.is_some_and(|w| snap.generation >= w) {
                             return Err(not_ready(true)); // the attempt we waited for failed
