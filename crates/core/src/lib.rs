@@ -1,1 +1,19 @@
-//! placeholder
+//! The pure logic of mcp-supervisor: the config, the reconnect and health policies, public tool
+//! names and the failure classifier, as plain values and functions. It must never depend on tokio,
+//! rmcp or anything that does I/O, reads a clock or draws a random number.
+
+#![forbid(unsafe_code)]
+
+pub mod classify;
+pub mod config;
+pub mod naming;
+pub mod policy;
+
+pub use classify::{
+    AfterProbe, Failure, Recovery, ToolSafety, Verdict, after_probe, classify, recovery,
+};
+pub use config::{
+    Config, ConfigErrors, Problem, Secret, ServerConfig, TransportConfig, parse_config,
+};
+pub use naming::{NamingConfig, NamingMode, assign, prefixed_name};
+pub use policy::{Budget, Decision, HealthPolicy, ReconnectPolicy};

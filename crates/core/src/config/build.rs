@@ -1,0 +1,473 @@
+//! Stage 2 of the config: the real values built from stage 1's raw ones. It applies the built-in
+//! defaults, then `defaults`, then each server's own keys (field by field), checks how fields
+//! relate, picks the transport and expands `${VAR}` references. It never sees JSON and never puts
+//! an expanded value into a message.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use super::expand::expand;
+use super::raw::{Given, Kind, RawConfig, RawServer, RawTuning, Text, child};
+use super::{
+    Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TOOL_CALL_TIMEOUT, Problem, Secret, ServerConfig,
+    TransportConfig,
+};
+use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
+use crate::policy::{HealthPolicy, ReconnectPolicy};
+
+type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+
+/// Builds the config, adding every problem found to `problems`. The result is meaningful only when
+/// no problem was found (here or in stage 1).
+pub(crate) fn build(raw: &RawConfig, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Config {
+    let defaults = Tuning::builtin().apply(&raw.defaults, Origin::Defaults);
+    check_delays(&raw.defaults, &defaults, problems);
+    let servers = raw
+        .servers
+        .iter()
+        .filter_map(|server| build_server(server, &defaults, env, problems))
+        .collect();
+    let naming = NamingConfig {
+        mode: raw
+            .naming
+            .mode
+            .value()
+            .copied()
+            .unwrap_or(NamingMode::Prefixed),
+        separator: raw
+            .naming
+            .separator
+            .value()
+            .cloned()
+            .unwrap_or_else(|| DEFAULT_SEPARATOR.to_owned()),
+    };
+    Config { servers, naming }
+}
+
+fn build_server(
+    raw: &RawServer,
+    defaults: &Tuning,
+    env: Lookup<'_>,
+    problems: &mut Vec<Problem>,
+) -> Option<ServerConfig> {
+    if !raw.is_object {
+        return None;
+    }
+    let tuning = defaults.apply(&raw.tuning, Origin::Here);
+    check_delays(&raw.tuning, &tuning, problems);
+    let transport = transport(raw, env, problems)?;
+    Some(ServerConfig {
+        name: raw.name.clone(),
+        transport,
+        reconnect: tuning.reconnect,
+        health: tuning.health,
+        tool_call_timeout: tuning.tool_call_timeout,
+        connect_timeout: tuning.connect_timeout,
+        retry_tools: raw.retry_tools.value().cloned().unwrap_or_default(),
+        enabled: raw.enabled.value().copied().unwrap_or(true),
+    })
+}
+
+// === Tuning: defaults merged field by field ===
+
+/// Where an effective value came from, for messages.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Origin {
+    Builtin,
+    Defaults,
+    Here,
+}
+
+impl Origin {
+    fn note(self) -> &'static str {
+        match self {
+            Origin::Builtin => ", the default",
+            Origin::Defaults => ", from defaults",
+            Origin::Here => "",
+        }
+    }
+}
+
+#[derive(Clone, Copy, Debug)]
+struct Tuning {
+    reconnect: ReconnectPolicy,
+    health: HealthPolicy,
+    tool_call_timeout: Duration,
+    connect_timeout: Duration,
+    initial_from: Origin,
+    max_from: Origin,
+}
+
+impl Tuning {
+    fn builtin() -> Self {
+        Self {
+            reconnect: ReconnectPolicy::default(),
+            health: HealthPolicy::default(),
+            tool_call_timeout: DEFAULT_TOOL_CALL_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            initial_from: Origin::Builtin,
+            max_from: Origin::Builtin,
+        }
+    }
+
+    /// This tuning with every valid value of `raw` laid over it.
+    fn apply(&self, raw: &RawTuning, origin: Origin) -> Self {
+        let mut t = *self;
+        let r = &raw.reconnect;
+        let ms = |given: &Given<u64>| given.value().map(|ms| Duration::from_millis(*ms));
+        if let Some(v) = r.enabled.value() {
+            t.reconnect.enabled = *v;
+        }
+        if let Some(v) = ms(&r.initial_delay_ms) {
+            t.reconnect.initial_delay = v;
+            t.initial_from = origin;
+        }
+        if let Some(v) = ms(&r.max_delay_ms) {
+            t.reconnect.max_delay = v;
+            t.max_from = origin;
+        }
+        if let Some(v) = r.max_attempts.value() {
+            t.reconnect.max_attempts = *v;
+        }
+        if let Some(v) = r.jitter.value() {
+            t.reconnect.jitter = *v;
+        }
+        let h = &raw.health;
+        if let Some(v) = h.interval_ms.value() {
+            t.health.interval = (*v > 0).then(|| Duration::from_millis(*v));
+        }
+        if let Some(v) = ms(&h.timeout_ms) {
+            t.health.timeout = v;
+        }
+        if let Some(v) = h.failures.value() {
+            t.health.failures = *v;
+        }
+        if let Some(v) = ms(&raw.tool_call_timeout_ms) {
+            t.tool_call_timeout = v;
+        }
+        if let Some(v) = ms(&raw.connect_timeout_ms) {
+            t.connect_timeout = v;
+        }
+        t
+    }
+}
+
+/// `initialDelayMs ≤ maxDelayMs` on the effective values, reported at this level's key only when
+/// this level sets one of the two (so a bad `defaults` is reported once, not once per server).
+fn check_delays(raw: &RawTuning, eff: &Tuning, problems: &mut Vec<Problem>) {
+    let r = &raw.reconnect;
+    if r.initial_delay_ms.is_invalid() || r.max_delay_ms.is_invalid() {
+        return;
+    }
+    if r.initial_delay_ms.is_absent() && r.max_delay_ms.is_absent() {
+        return;
+    }
+    let initial = eff.reconnect.initial_delay.as_millis();
+    let max = eff.reconnect.max_delay.as_millis();
+    if initial <= max {
+        return;
+    }
+    if r.initial_delay_ms.is_absent() {
+        problems.push(Problem::new(
+            child(&raw.reconnect_path, "maxDelayMs"),
+            format!(
+                "({max}) must not be less than initialDelayMs ({initial}{})",
+                eff.initial_from.note()
+            ),
+        ));
+    } else {
+        problems.push(Problem::new(
+            child(&raw.reconnect_path, "initialDelayMs"),
+            format!(
+                "({initial}) must not exceed maxDelayMs ({max}{})",
+                eff.max_from.note()
+            ),
+        ));
+    }
+}
+
+// === Transport ===
+
+fn transport(
+    raw: &RawServer,
+    env: Lookup<'_>,
+    problems: &mut Vec<Problem>,
+) -> Option<TransportConfig> {
+    let has_command = !raw.command.is_absent();
+    let has_url = !raw.url.is_absent();
+    let type_path = child(&raw.path, "type");
+    let kind = match (&raw.kind, has_command, has_url) {
+        // The type itself was wrong (e.g. "sse"); that problem says enough.
+        (Given::Invalid, _, _) => return None,
+        (_, true, true) => {
+            problems.push(Problem::new(
+                &raw.path,
+                "has both \"command\" (stdio) and \"url\" (streamable HTTP); keep one",
+            ));
+            return None;
+        }
+        (Given::Value(Kind::Stdio), false, _) => {
+            problems.push(Problem::new(
+                type_path,
+                if has_url {
+                    "is \"stdio\", which needs \"command\", but this server has \"url\": set \"type\" to \"http\" or remove it"
+                } else {
+                    "is \"stdio\", which needs \"command\""
+                },
+            ));
+            return None;
+        }
+        (Given::Value(Kind::Http), _, false) => {
+            problems.push(Problem::new(
+                type_path,
+                if has_command {
+                    "is \"http\", which needs \"url\", but this server has \"command\": set \"type\" to \"stdio\" or remove it"
+                } else {
+                    "is \"http\", which needs \"url\""
+                },
+            ));
+            return None;
+        }
+        (Given::Absent, false, false) => {
+            problems.push(Problem::new(
+                &raw.path,
+                "needs either \"command\" (stdio) or \"url\" (streamable HTTP)",
+            ));
+            return None;
+        }
+        (Given::Absent | Given::Value(Kind::Stdio), true, false) => Kind::Stdio,
+        (Given::Absent | Given::Value(Kind::Http), false, true) => Kind::Http,
+    };
+    let mut misplaced = |present: bool, key: &str, message: &str| {
+        if present {
+            problems.push(Problem::new(child(&raw.path, key), message));
+        }
+    };
+    match kind {
+        Kind::Stdio => {
+            misplaced(
+                !raw.headers.is_absent(),
+                "headers",
+                "applies only to \"url\" servers (streamable HTTP); this server has \"command\"",
+            );
+            stdio(raw, env, problems)
+        }
+        Kind::Http => {
+            let only_stdio = "applies only to \"command\" servers (stdio); this server has \"url\"";
+            misplaced(!raw.args.is_absent(), "args", only_stdio);
+            misplaced(!raw.env.is_absent(), "env", only_stdio);
+            misplaced(!raw.cwd.is_absent(), "cwd", only_stdio);
+            http(raw, env, problems)
+        }
+    }
+}
+
+fn stdio(raw: &RawServer, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Option<TransportConfig> {
+    let command = expand_given(&raw.command, env, problems, check_process_text);
+    if let Some(command) = &command
+        && command.trim().is_empty()
+    {
+        problems.push(Problem::new(
+            child(&raw.path, "command"),
+            "is empty: name the program to run",
+        ));
+    }
+    let args = expand_all(&raw.args, env, problems, check_process_text);
+    let vars = expand_map(&raw.env, env, problems, check_process_text);
+    let cwd = expand_given(&raw.cwd, env, problems, check_process_text);
+    if let Some(cwd) = &cwd
+        && cwd.is_empty()
+    {
+        problems.push(Problem::new(
+            child(&raw.path, "cwd"),
+            "is empty: name a directory or remove the key",
+        ));
+    }
+    Some(TransportConfig::Stdio {
+        command: command?,
+        args: args?,
+        env: vars?,
+        cwd: cwd.map(PathBuf::from),
+    })
+}
+
+fn http(raw: &RawServer, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Option<TransportConfig> {
+    let url = expand_given(&raw.url, env, problems, check_url);
+    let headers = expand_map(&raw.headers, env, problems, check_header_value);
+    Some(TransportConfig::Http {
+        url: url?,
+        headers: headers?,
+    })
+}
+
+// === Expansion ===
+
+/// A check of an expanded value: the message of its problem, if any. It must not quote the value.
+type Check = fn(&str) -> Option<String>;
+
+/// Expands one text, recording each problem at its path. `None` when absent or wrong.
+fn expand_text(
+    text: &Text,
+    env: Lookup<'_>,
+    problems: &mut Vec<Problem>,
+    check: Check,
+) -> Option<String> {
+    match expand(text.raw.expose(), env) {
+        Ok(value) => match check(&value) {
+            None => Some(value),
+            Some(message) => {
+                problems.push(Problem::new(&text.path, message));
+                None
+            }
+        },
+        Err(errors) => {
+            for e in errors {
+                problems.push(Problem::new(&text.path, e.message()));
+            }
+            None
+        }
+    }
+}
+
+/// An absent field is `None` without a problem; callers tell absent from wrong by stage 1's record.
+fn expand_given(
+    given: &Given<Text>,
+    env: Lookup<'_>,
+    problems: &mut Vec<Problem>,
+    check: Check,
+) -> Option<String> {
+    given
+        .value()
+        .and_then(|t| expand_text(t, env, problems, check))
+}
+
+/// Every text of an optional list, expanded; absent is an empty list, any problem is `None`.
+fn expand_all(
+    given: &Given<Vec<Text>>,
+    env: Lookup<'_>,
+    problems: &mut Vec<Problem>,
+    check: Check,
+) -> Option<Vec<String>> {
+    match given {
+        Given::Absent => Some(Vec::new()),
+        Given::Invalid => None,
+        Given::Value(texts) => {
+            let expanded: Vec<_> = texts
+                .iter()
+                .map(|t| expand_text(t, env, problems, check))
+                .collect();
+            expanded.into_iter().collect()
+        }
+    }
+}
+
+/// Every value of an optional map, expanded into secrets; absent is empty, any problem is `None`.
+fn expand_map(
+    given: &Given<Vec<(String, Text)>>,
+    env: Lookup<'_>,
+    problems: &mut Vec<Problem>,
+    check: Check,
+) -> Option<Vec<(String, Secret)>> {
+    match given {
+        Given::Absent => Some(Vec::new()),
+        Given::Invalid => None,
+        Given::Value(entries) => {
+            let expanded: Vec<_> = entries
+                .iter()
+                .map(|(key, t)| {
+                    expand_text(t, env, problems, check).map(|v| (key.clone(), Secret::new(v)))
+                })
+                .collect();
+            expanded.into_iter().collect()
+        }
+    }
+}
+
+fn check_process_text(value: &str) -> Option<String> {
+    value.contains('\0').then(|| {
+        "contains a NUL character, which a process argument or variable cannot hold".to_owned()
+    })
+}
+
+fn check_header_value(value: &str) -> Option<String> {
+    value.contains(['\r', '\n', '\0']).then(|| {
+        "contains a line break or NUL character, which an HTTP header value cannot hold".to_owned()
+    })
+}
+
+fn check_url(url: &str) -> Option<String> {
+    let lower = url.to_ascii_lowercase();
+    let Some(rest) = lower
+        .strip_prefix("http://")
+        .or_else(|| lower.strip_prefix("https://"))
+    else {
+        let scheme = url.split_once("://").map(|(s, _)| s).filter(|s| {
+            !s.is_empty()
+                && s.len() <= 16
+                && s.chars()
+                    .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+        });
+        return Some(match scheme {
+            Some(scheme) => format!("must be an http:// or https:// URL (got scheme {scheme:?})"),
+            None => "must be an http:// or https:// URL".to_owned(),
+        });
+    };
+    if rest.is_empty() || rest.starts_with(['/', '?', '#']) {
+        return Some("must name a host after the scheme (http://HOST/…)".to_owned());
+    }
+    if url.contains(|c: char| c.is_whitespace() || c.is_control()) {
+        return Some("must not contain spaces or control characters".to_owned());
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn urls() {
+        for ok in [
+            "http://localhost:3000/mcp",
+            "https://example.com",
+            "HTTPS://EXAMPLE.COM/mcp?x=1",
+        ] {
+            assert_eq!(check_url(ok), None, "{ok}");
+        }
+        let cases = [
+            (
+                "ftp://x",
+                "must be an http:// or https:// URL (got scheme \"ftp\")",
+            ),
+            (
+                "ws://x/mcp",
+                "must be an http:// or https:// URL (got scheme \"ws\")",
+            ),
+            ("localhost:3000", "must be an http:// or https:// URL"),
+            ("", "must be an http:// or https:// URL"),
+            (
+                "http://",
+                "must name a host after the scheme (http://HOST/…)",
+            ),
+            (
+                "https:///mcp",
+                "must name a host after the scheme (http://HOST/…)",
+            ),
+            (
+                "http://a b",
+                "must not contain spaces or control characters",
+            ),
+        ];
+        for (url, message) in cases {
+            assert_eq!(check_url(url).as_deref(), Some(message), "{url}");
+        }
+    }
+
+    #[test]
+    fn header_values_and_process_texts() {
+        assert_eq!(check_header_value("Bearer x"), None);
+        assert!(check_header_value("a\r\nX-Evil: 1").is_some());
+        assert_eq!(check_process_text("--flag"), None);
+        assert!(check_process_text("a\0b").is_some());
+    }
+}

@@ -1,0 +1,269 @@
+//! The proxy's config (SPEC §9): the validated types, and `parse_config`, which reads the
+//! `mcpServers` JSON in two stages kept apart (`raw`: what the user typed; `build`: the real values
+//! with defaults applied) and reports every problem at once, each with its full path. It never reads
+//! a file or the environment (both are handed in), and never shows a secret.
+
+mod build;
+mod expand;
+mod json;
+mod raw;
+mod secret;
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use crate::naming::NamingConfig;
+use crate::policy::{HealthPolicy, ReconnectPolicy};
+
+pub use raw::{MAX_MS, is_valid_server_name};
+pub use secret::Secret;
+
+/// `toolCallTimeoutMs` when neither the server nor `defaults` sets it.
+pub const DEFAULT_TOOL_CALL_TIMEOUT: Duration = Duration::from_millis(60_000);
+/// `connectTimeoutMs` when neither the server nor `defaults` sets it.
+pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(30_000);
+
+// === Config ===
+
+/// A validated config: every server in config order, and how their tools are named.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Config {
+    pub servers: Vec<ServerConfig>,
+    pub naming: NamingConfig,
+}
+
+impl Config {
+    /// The server called `name`, if any.
+    pub fn server(&self, name: &str) -> Option<&ServerConfig> {
+        self.servers.iter().find(|s| s.name == name)
+    }
+}
+
+/// One upstream server, with `defaults` and built-in defaults applied. Comparable, so a reload can
+/// tell changed servers from unchanged ones.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ServerConfig {
+    pub name: String,
+    pub transport: TransportConfig,
+    pub reconnect: ReconnectPolicy,
+    pub health: HealthPolicy,
+    pub tool_call_timeout: Duration,
+    pub connect_timeout: Duration,
+    pub retry_tools: Vec<String>,
+    pub enabled: bool,
+}
+
+/// How a server is reached. `env` and `headers` values are [`Secret`]s.
+#[derive(Clone, Debug, PartialEq)]
+pub enum TransportConfig {
+    Stdio {
+        command: String,
+        args: Vec<String>,
+        env: Vec<(String, Secret)>,
+        cwd: Option<PathBuf>,
+    },
+    Http {
+        url: String,
+        headers: Vec<(String, Secret)>,
+    },
+}
+
+// === impl ServerConfig ===
+
+impl ServerConfig {
+    /// A server with every policy at its built-in default (as `wrap` builds one).
+    pub fn new(name: impl Into<String>, transport: TransportConfig) -> Self {
+        Self {
+            name: name.into(),
+            transport,
+            reconnect: ReconnectPolicy::default(),
+            health: HealthPolicy::default(),
+            tool_call_timeout: DEFAULT_TOOL_CALL_TIMEOUT,
+            connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            retry_tools: Vec::new(),
+            enabled: true,
+        }
+    }
+
+    /// A one-line description safe to log or show in status: the command and its arguments, or the
+    /// URL with any user info and query redacted. Never an `env` or `headers` value.
+    pub fn describe(&self) -> String {
+        match &self.transport {
+            TransportConfig::Stdio { command, args, .. } => {
+                let mut line = quote_word(command);
+                for arg in args {
+                    line.push(' ');
+                    line.push_str(&quote_word(arg));
+                }
+                line
+            }
+            TransportConfig::Http { url, .. } => redact_url(url),
+        }
+    }
+}
+
+/// A word as is, or quoted when it is empty or holds whitespace or quotes.
+fn quote_word(word: &str) -> String {
+    if word.is_empty() || word.contains(|c: char| c.is_whitespace() || c == '"' || c == '\'') {
+        format!("{word:?}")
+    } else {
+        word.to_owned()
+    }
+}
+
+/// `scheme://user:pass@host/path?query` → `scheme://<redacted>@host/path?<redacted>`.
+fn redact_url(url: &str) -> String {
+    let (scheme, rest) = match url.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, url),
+    };
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(authority_end);
+    let host = match authority.rsplit_once('@') {
+        Some((_, host)) => format!("<redacted>@{host}"),
+        None => authority.to_owned(),
+    };
+    let tail = match tail.split_once('?') {
+        Some((path, _)) => format!("{path}?<redacted>"),
+        None => tail.to_owned(),
+    };
+    match scheme {
+        Some(scheme) => format!("{scheme}://{host}{tail}"),
+        None => format!("{host}{tail}"),
+    }
+}
+
+// === Errors ===
+
+/// One thing wrong with a config: where (`mcpServers.fs.reconnect.maxDelayMs`; empty for the
+/// document as a whole) and what.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Problem {
+    pub path: String,
+    pub message: String,
+}
+
+impl Problem {
+    pub fn new(path: impl Into<String>, message: impl Into<String>) -> Self {
+        Self {
+            path: path.into(),
+            message: message.into(),
+        }
+    }
+}
+
+impl fmt::Display for Problem {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.path.is_empty() {
+            f.write_str(&self.message)
+        } else {
+            write!(f, "{} {}", self.path, self.message)
+        }
+    }
+}
+
+/// Every problem of a config that failed validation, grouped by server in document order. Display
+/// lists them one per line.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}", list_problems(.problems))]
+pub struct ConfigErrors {
+    pub problems: Vec<Problem>,
+}
+
+fn list_problems(problems: &[Problem]) -> String {
+    problems
+        .iter()
+        .map(Problem::to_string)
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+// === parse_config ===
+
+/// Parses and validates a config. `env` resolves `${VAR}` references in `command`, `args`, `env`,
+/// `cwd`, `url` and `headers` values. Either a config or every problem found.
+pub fn parse_config(
+    text: &str,
+    env: &dyn Fn(&str) -> Option<String>,
+) -> Result<Config, ConfigErrors> {
+    let root = json::Json::parse(text).map_err(|e| ConfigErrors {
+        problems: vec![Problem::new(
+            "",
+            format!("the config is not valid JSON: {e}"),
+        )],
+    })?;
+    let mut problems = Vec::new();
+    let raw = raw::walk(&root, &mut problems);
+    let config = build::build(&raw, env, &mut problems);
+    group_problems(&mut problems, &raw.anchors);
+    if problems.is_empty() {
+        Ok(config)
+    } else {
+        Err(ConfigErrors { problems })
+    }
+}
+
+/// Orders problems by the part of the document they belong to (a top-level key, or one server),
+/// in document order, keeping each part's own order: stage 2's problems of a server follow its
+/// stage 1 problems instead of trailing the whole list.
+fn group_problems(problems: &mut [Problem], anchors: &[String]) {
+    let under = |path: &str, anchor: &str| {
+        path.strip_prefix(anchor)
+            .is_some_and(|rest| rest.is_empty() || rest.starts_with(['.', '[']))
+    };
+    let rank = |p: &Problem| {
+        anchors
+            .iter()
+            .enumerate()
+            .filter(|(_, anchor)| under(&p.path, anchor))
+            .max_by_key(|(_, anchor)| anchor.len())
+            .map_or(0, |(i, _)| i + 1)
+    };
+    problems.sort_by_cached_key(rank);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn problems_are_grouped_by_server_in_document_order() {
+        let anchors = ["mcpServers", "mcpServers.a", "mcpServers.ab", "defaults"].map(String::from);
+        let mut problems = [
+            Problem::new("defaults.x", "4"),
+            Problem::new("mcpServers.ab", "3"),
+            Problem::new("mcpServers.a.y", "2"),
+            Problem::new("", "0"),
+            Problem::new("mcpServers.a[\"k\"]", "2b"),
+            Problem::new("mcpServers", "1"),
+        ];
+        group_problems(&mut problems, &anchors);
+        let order: Vec<_> = problems.iter().map(|p| p.message.as_str()).collect();
+        assert_eq!(order, ["0", "1", "2", "2b", "3", "4"]);
+    }
+
+    #[test]
+    fn urls_are_redacted_for_display() {
+        let cases = [
+            ("https://example.com/mcp", "https://example.com/mcp"),
+            (
+                "https://user:pw@example.com/mcp?key=abc",
+                "https://<redacted>@example.com/mcp?<redacted>",
+            ),
+            ("http://h:8080?x=1#f", "http://h:8080?<redacted>"),
+            ("http://h/p#frag", "http://h/p#frag"),
+            ("weird", "weird"),
+        ];
+        for (url, shown) in cases {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    #[test]
+    fn words_with_spaces_are_quoted() {
+        assert_eq!(quote_word("npx"), "npx");
+        assert_eq!(quote_word("a b"), "\"a b\"");
+        assert_eq!(quote_word(""), "\"\"");
+    }
+}

@@ -1,0 +1,765 @@
+//! Stage 1 of the config: what the user typed, walked from the ordered JSON tree into raw values
+//! with every key, type and single-field range checked. It records each problem with its full path
+//! and goes on walking; it never applies defaults, expands `${VAR}` or judges how fields relate
+//! (stage 2 does), and never puts a string value of the config into a message.
+
+use super::json::{Json, Number};
+use super::{Problem, Secret};
+use crate::naming::{NamingMode, is_name_char};
+
+/// The largest number of milliseconds (and count) a config may hold: `2^31 − 1`.
+pub const MAX_MS: u64 = 2_147_483_647;
+
+const TOP_KEYS: &[&str] = &["mcpServers", "defaults", "naming"];
+const DEFAULTS_KEYS: &[&str] = &[
+    "reconnect",
+    "health",
+    "toolCallTimeoutMs",
+    "connectTimeoutMs",
+];
+const SERVER_KEYS: &[&str] = &[
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "reconnect",
+    "health",
+    "toolCallTimeoutMs",
+    "connectTimeoutMs",
+    "retryTools",
+    "enabled",
+];
+const RECONNECT_KEYS: &[&str] = &[
+    "enabled",
+    "initialDelayMs",
+    "maxDelayMs",
+    "maxAttempts",
+    "jitter",
+];
+const HEALTH_KEYS: &[&str] = &["intervalMs", "timeoutMs", "failures"];
+const NAMING_KEYS: &[&str] = &["mode", "separator"];
+
+// === Raw values ===
+
+/// One optional field: absent, present but wrong (a problem was recorded), or a checked value. A
+/// list or map whose shape is right is a `Value` holding its good items only; its bad items were
+/// recorded as problems, so the config fails all the same.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) enum Given<T> {
+    #[default]
+    Absent,
+    Invalid,
+    Value(T),
+}
+
+impl<T> Given<T> {
+    pub(crate) fn is_absent(&self) -> bool {
+        matches!(self, Given::Absent)
+    }
+
+    pub(crate) fn is_invalid(&self) -> bool {
+        matches!(self, Given::Invalid)
+    }
+
+    pub(crate) fn value(&self) -> Option<&T> {
+        match self {
+            Given::Value(v) => Some(v),
+            Given::Absent | Given::Invalid => None,
+        }
+    }
+}
+
+/// A string the user typed, before `${VAR}` expansion, with the path it was found at. Held as a
+/// [`Secret`] because it may be one.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct Text {
+    pub(crate) path: String,
+    pub(crate) raw: Secret,
+}
+
+/// How the server is reached, from `type`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    Stdio,
+    Http,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawReconnect {
+    pub(crate) enabled: Given<bool>,
+    pub(crate) initial_delay_ms: Given<u64>,
+    pub(crate) max_delay_ms: Given<u64>,
+    pub(crate) max_attempts: Given<u32>,
+    pub(crate) jitter: Given<f64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawHealth {
+    pub(crate) interval_ms: Given<u64>,
+    pub(crate) timeout_ms: Given<u64>,
+    pub(crate) failures: Given<u32>,
+}
+
+/// The keys a `defaults` block and a server share.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawTuning {
+    /// The path of the `reconnect` block (present or not), for stage 2's messages.
+    pub(crate) reconnect_path: String,
+    pub(crate) reconnect: RawReconnect,
+    pub(crate) health: RawHealth,
+    pub(crate) tool_call_timeout_ms: Given<u64>,
+    pub(crate) connect_timeout_ms: Given<u64>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawServer {
+    /// Whether the server was an object at all; if not, stage 2 has nothing to judge.
+    pub(crate) is_object: bool,
+    pub(crate) path: String,
+    pub(crate) name: String,
+    pub(crate) kind: Given<Kind>,
+    pub(crate) command: Given<Text>,
+    pub(crate) args: Given<Vec<Text>>,
+    pub(crate) env: Given<Vec<(String, Text)>>,
+    pub(crate) cwd: Given<Text>,
+    pub(crate) url: Given<Text>,
+    pub(crate) headers: Given<Vec<(String, Text)>>,
+    pub(crate) tuning: RawTuning,
+    pub(crate) retry_tools: Given<Vec<String>>,
+    pub(crate) enabled: Given<bool>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawNaming {
+    pub(crate) mode: Given<NamingMode>,
+    pub(crate) separator: Given<String>,
+}
+
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawConfig {
+    /// The paths that group problems, in document order: each top-level key, and each server
+    /// right after `mcpServers`.
+    pub(crate) anchors: Vec<String>,
+    pub(crate) servers: Vec<RawServer>,
+    pub(crate) defaults: RawTuning,
+    pub(crate) naming: RawNaming,
+}
+
+/// Walks the whole tree, recording every problem found.
+pub(crate) fn walk(root: &Json, problems: &mut Vec<Problem>) -> RawConfig {
+    Walker { problems }.config(root)
+}
+
+/// Whether `name` is a valid server name: 1–64 of `A-Za-z0-9_-`.
+pub fn is_valid_server_name(name: &str) -> bool {
+    (1..=64).contains(&name.len())
+        && name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+}
+
+// === Paths ===
+
+/// `parent.key`, or `parent["key"]` when the key is not a plain word of `A-Za-z0-9_-`.
+pub(crate) fn child(parent: &str, key: &str) -> String {
+    let plain = !key.is_empty()
+        && key
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+    match (parent.is_empty(), plain) {
+        (true, true) => key.to_owned(),
+        (false, true) => format!("{parent}.{key}"),
+        (_, false) => format!("{parent}[{key:?}]"),
+    }
+}
+
+fn index(parent: &str, i: usize) -> String {
+    format!("{parent}[{i}]")
+}
+
+// === impl Walker ===
+
+struct Walker<'p> {
+    problems: &'p mut Vec<Problem>,
+}
+
+/// The entries of one object; a repeated key yields its last value, as JSON parsers do.
+struct Fields<'a>(&'a [(String, Json)]);
+
+impl<'a> Fields<'a> {
+    fn get(&self, key: &str) -> Option<&'a Json> {
+        self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
+    }
+}
+
+impl Walker<'_> {
+    fn problem(&mut self, path: &str, message: impl Into<String>) {
+        self.problems.push(Problem::new(path, message));
+    }
+
+    fn config(&mut self, root: &Json) -> RawConfig {
+        let mut raw = RawConfig::default();
+        if !matches!(root, Json::Object(_)) {
+            self.problem(
+                "",
+                format!(
+                    "the config must be a JSON object with an \"mcpServers\" key (got {})",
+                    root.kind()
+                ),
+            );
+            return raw;
+        }
+        let Some(top) = self.object("", root, Some(TOP_KEYS)) else {
+            return raw;
+        };
+        for (key, value) in top.0 {
+            raw.anchors.push(child("", key));
+            if key == "mcpServers"
+                && let Json::Object(servers) = value
+            {
+                raw.anchors
+                    .extend(servers.iter().map(|(name, _)| child("mcpServers", name)));
+            }
+        }
+        match top.get("mcpServers") {
+            None => self.problem(
+                "mcpServers",
+                "is missing: the config needs an \"mcpServers\" object that maps server names to servers",
+            ),
+            Some(servers) => {
+                if let Some(servers) = self.object("mcpServers", servers, None) {
+                    for (name, server) in servers.0 {
+                        raw.servers.push(self.server(name, server));
+                    }
+                }
+            }
+        }
+        if let Some(defaults) = top.get("defaults")
+            && let Some(fields) = self.object("defaults", defaults, Some(DEFAULTS_KEYS))
+        {
+            raw.defaults = self.tuning("defaults", &fields);
+        } else {
+            raw.defaults.reconnect_path = child("defaults", "reconnect");
+        }
+        if let Some(naming) = top.get("naming") {
+            raw.naming = self.naming(naming);
+        }
+        raw
+    }
+
+    fn server(&mut self, name: &str, value: &Json) -> RawServer {
+        let path = child("mcpServers", name);
+        if !is_valid_server_name(name) {
+            self.problem(
+                &path,
+                "is not a valid server name: use 1 to 64 characters of A-Za-z0-9_-",
+            );
+        }
+        let mut raw = RawServer {
+            path: path.clone(),
+            name: name.to_owned(),
+            ..RawServer::default()
+        };
+        raw.tuning.reconnect_path = child(&path, "reconnect");
+        let Some(fields) = self.object(&path, value, Some(SERVER_KEYS)) else {
+            return raw;
+        };
+        raw.is_object = true;
+        let at = |key: &str| child(&path, key);
+        if let Some(v) = fields.get("type") {
+            raw.kind = self.kind(&at("type"), v);
+        }
+        if let Some(v) = fields.get("command") {
+            raw.command = self.text(&at("command"), v);
+        }
+        if let Some(v) = fields.get("args") {
+            raw.args = self.text_array(&at("args"), v);
+        }
+        if let Some(v) = fields.get("env") {
+            raw.env = self.text_map(&at("env"), v, MapKeys::EnvVar);
+        }
+        if let Some(v) = fields.get("cwd") {
+            raw.cwd = self.text(&at("cwd"), v);
+        }
+        if let Some(v) = fields.get("url") {
+            raw.url = self.text(&at("url"), v);
+        }
+        if let Some(v) = fields.get("headers") {
+            raw.headers = self.text_map(&at("headers"), v, MapKeys::Header);
+        }
+        raw.tuning = self.tuning(&path, &fields);
+        if let Some(v) = fields.get("retryTools") {
+            raw.retry_tools = self.tool_names(&at("retryTools"), v);
+        }
+        if let Some(v) = fields.get("enabled") {
+            raw.enabled = self.boolean(&at("enabled"), v);
+        }
+        raw
+    }
+
+    fn tuning(&mut self, path: &str, fields: &Fields<'_>) -> RawTuning {
+        let at = |key: &str| child(path, key);
+        let mut raw = RawTuning {
+            reconnect_path: at("reconnect"),
+            ..RawTuning::default()
+        };
+        if let Some(v) = fields.get("reconnect") {
+            raw.reconnect = self.reconnect(&at("reconnect"), v);
+        }
+        if let Some(v) = fields.get("health") {
+            raw.health = self.health(&at("health"), v);
+        }
+        if let Some(v) = fields.get("toolCallTimeoutMs") {
+            raw.tool_call_timeout_ms = self.millis(&at("toolCallTimeoutMs"), v, false);
+        }
+        if let Some(v) = fields.get("connectTimeoutMs") {
+            raw.connect_timeout_ms = self.millis(&at("connectTimeoutMs"), v, false);
+        }
+        raw
+    }
+
+    fn reconnect(&mut self, path: &str, value: &Json) -> RawReconnect {
+        let mut raw = RawReconnect::default();
+        let Some(fields) = self.object(path, value, Some(RECONNECT_KEYS)) else {
+            return raw;
+        };
+        let at = |key: &str| child(path, key);
+        if let Some(v) = fields.get("enabled") {
+            raw.enabled = self.boolean(&at("enabled"), v);
+        }
+        if let Some(v) = fields.get("initialDelayMs") {
+            raw.initial_delay_ms = self.millis(&at("initialDelayMs"), v, false);
+        }
+        if let Some(v) = fields.get("maxDelayMs") {
+            raw.max_delay_ms = self.millis(&at("maxDelayMs"), v, false);
+        }
+        if let Some(v) = fields.get("maxAttempts") {
+            raw.max_attempts = self.count(&at("maxAttempts"), v);
+        }
+        if let Some(v) = fields.get("jitter") {
+            raw.jitter = self.fraction(&at("jitter"), v);
+        }
+        raw
+    }
+
+    fn health(&mut self, path: &str, value: &Json) -> RawHealth {
+        let mut raw = RawHealth::default();
+        let Some(fields) = self.object(path, value, Some(HEALTH_KEYS)) else {
+            return raw;
+        };
+        let at = |key: &str| child(path, key);
+        if let Some(v) = fields.get("intervalMs") {
+            raw.interval_ms = self.millis(&at("intervalMs"), v, true);
+        }
+        if let Some(v) = fields.get("timeoutMs") {
+            raw.timeout_ms = self.millis(&at("timeoutMs"), v, false);
+        }
+        if let Some(v) = fields.get("failures") {
+            raw.failures = self.count(&at("failures"), v);
+        }
+        raw
+    }
+
+    fn naming(&mut self, value: &Json) -> RawNaming {
+        let mut raw = RawNaming::default();
+        let Some(fields) = self.object("naming", value, Some(NAMING_KEYS)) else {
+            return raw;
+        };
+        if let Some(v) = fields.get("mode") {
+            raw.mode = match v {
+                Json::String(s) if s == "prefixed" => Given::Value(NamingMode::Prefixed),
+                Json::String(s) if s == "original" => Given::Value(NamingMode::Original),
+                Json::String(s) => {
+                    self.problem(
+                        "naming.mode",
+                        format!("must be \"prefixed\" or \"original\" (got {s:?})"),
+                    );
+                    Given::Invalid
+                }
+                other => {
+                    self.problem(
+                        "naming.mode",
+                        format!(
+                            "must be \"prefixed\" or \"original\" (got {})",
+                            other.kind()
+                        ),
+                    );
+                    Given::Invalid
+                }
+            };
+        }
+        if let Some(v) = fields.get("separator") {
+            const RULE: &str = "must be one or more characters of A-Za-z0-9_.-";
+            raw.separator = match v {
+                Json::String(s) if !s.is_empty() && s.chars().all(is_name_char) => {
+                    Given::Value(s.clone())
+                }
+                Json::String(s) => {
+                    self.problem("naming.separator", format!("{RULE} (got {s:?})"));
+                    Given::Invalid
+                }
+                other => {
+                    self.problem("naming.separator", format!("{RULE} (got {})", other.kind()));
+                    Given::Invalid
+                }
+            };
+        }
+        raw
+    }
+
+    // --- Shapes ---
+
+    /// Checks that `value` is an object, reports repeated keys and (when `known` is given) unknown
+    /// ones, and hands back its entries.
+    fn object<'a>(
+        &mut self,
+        path: &str,
+        value: &'a Json,
+        known: Option<&[&str]>,
+    ) -> Option<Fields<'a>> {
+        let Json::Object(entries) = value else {
+            self.problem(path, format!("must be an object (got {})", value.kind()));
+            return None;
+        };
+        for (i, (key, _)) in entries.iter().enumerate() {
+            let earlier = entries
+                .get(..i)
+                .unwrap_or_default()
+                .iter()
+                .filter(|(k, _)| k == key)
+                .count();
+            if earlier == 1 {
+                self.problem(
+                    &child(path, key),
+                    "appears more than once in the same object; keep one",
+                );
+            }
+            if let Some(known) = known
+                && earlier == 0
+                && !known.contains(&key.as_str())
+            {
+                self.problem(&child(path, key), unknown_key_message(key, known));
+            }
+        }
+        Some(Fields(entries))
+    }
+
+    fn kind(&mut self, path: &str, value: &Json) -> Given<Kind> {
+        const ACCEPTED: &str =
+            "must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\"";
+        match value {
+            Json::String(s) => match s.as_str() {
+                "stdio" => Given::Value(Kind::Stdio),
+                "http" | "streamable-http" | "streamableHttp" => Given::Value(Kind::Http),
+                s if s.eq_ignore_ascii_case("sse") => {
+                    self.problem(
+                        path,
+                        "is \"sse\", which mcp-supervisor does not support: it speaks streamable HTTP \
+                         only. If the server also offers streamable HTTP (often at /mcp), point \
+                         \"url\" there and set \"type\": \"http\"",
+                    );
+                    Given::Invalid
+                }
+                s => {
+                    self.problem(path, format!("{ACCEPTED} (got {s:?})"));
+                    Given::Invalid
+                }
+            },
+            other => {
+                self.problem(path, format!("{ACCEPTED} (got {})", other.kind()));
+                Given::Invalid
+            }
+        }
+    }
+
+    fn text(&mut self, path: &str, value: &Json) -> Given<Text> {
+        match value {
+            Json::String(s) => Given::Value(Text {
+                path: path.to_owned(),
+                raw: Secret::new(s.clone()),
+            }),
+            Json::Number(_) | Json::Bool(_) => {
+                self.problem(
+                    path,
+                    format!(
+                        "must be a string (got {}); write it in quotes",
+                        value.kind()
+                    ),
+                );
+                Given::Invalid
+            }
+            other => {
+                self.problem(path, format!("must be a string (got {})", other.kind()));
+                Given::Invalid
+            }
+        }
+    }
+
+    fn text_array(&mut self, path: &str, value: &Json) -> Given<Vec<Text>> {
+        let Json::Array(items) = value else {
+            self.problem(
+                path,
+                format!(
+                    "must be an array of strings, one per argument (got {})",
+                    value.kind()
+                ),
+            );
+            return Given::Invalid;
+        };
+        // The good items go on to stage 2, so that their own problems are found too; the bad ones
+        // were reported, which alone fails the config.
+        let texts = items
+            .iter()
+            .enumerate()
+            .filter_map(|(i, item)| self.text(&index(path, i), item).value().cloned())
+            .collect();
+        Given::Value(texts)
+    }
+
+    fn text_map(&mut self, path: &str, value: &Json, keys: MapKeys) -> Given<Vec<(String, Text)>> {
+        let Some(fields) = self.object(path, value, None) else {
+            return Given::Invalid;
+        };
+        // As for arrays: every entry whose value is a string goes on to stage 2.
+        let mut entries = Vec::with_capacity(fields.0.len());
+        for (key, item) in fields.0 {
+            let key_path = child(path, key);
+            if let Some(message) = keys.check(key) {
+                self.problem(&key_path, message);
+            }
+            if let Given::Value(t) = self.text(&key_path, item) {
+                entries.push((key.clone(), t));
+            }
+        }
+        Given::Value(entries)
+    }
+
+    fn tool_names(&mut self, path: &str, value: &Json) -> Given<Vec<String>> {
+        let Json::Array(items) = value else {
+            self.problem(
+                path,
+                format!(
+                    "must be an array of upstream tool names (got {})",
+                    value.kind()
+                ),
+            );
+            return Given::Invalid;
+        };
+        let mut names = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            match item {
+                Json::String(s) if !s.is_empty() => names.push(s.clone()),
+                Json::String(_) => {
+                    self.problem(&index(path, i), "must be a tool name (got an empty string)");
+                    ok = false;
+                }
+                other => {
+                    self.problem(
+                        &index(path, i),
+                        format!("must be a tool name (got {})", other.kind()),
+                    );
+                    ok = false;
+                }
+            }
+        }
+        if ok {
+            Given::Value(names)
+        } else {
+            Given::Invalid
+        }
+    }
+
+    // --- Scalars ---
+
+    fn boolean(&mut self, path: &str, value: &Json) -> Given<bool> {
+        match value {
+            Json::Bool(b) => Given::Value(*b),
+            other => {
+                self.problem(
+                    path,
+                    format!("must be true or false (got {})", other.kind()),
+                );
+                Given::Invalid
+            }
+        }
+    }
+
+    /// Milliseconds: a whole number in 1..=MAX_MS, or 0 as well when `zero_is_off`.
+    fn millis(&mut self, path: &str, value: &Json, zero_is_off: bool) -> Given<u64> {
+        let rule = if zero_is_off {
+            "must be 0 (off) or a positive number of milliseconds no greater than 2147483647"
+        } else {
+            "must be a positive number of milliseconds no greater than 2147483647"
+        };
+        let Json::Number(n) = value else {
+            self.problem(path, format!("{rule} (got {})", value.kind()));
+            return Given::Invalid;
+        };
+        match whole(*n) {
+            Whole::Fraction => {
+                self.problem(
+                    path,
+                    format!("must be a whole number of milliseconds (got {n})"),
+                );
+                Given::Invalid
+            }
+            Whole::Value(ms) if (ms > 0 || zero_is_off) && ms <= MAX_MS => Given::Value(ms),
+            Whole::Value(_) | Whole::Negative => {
+                self.problem(path, format!("{rule} (got {n})"));
+                Given::Invalid
+            }
+        }
+    }
+
+    /// A positive whole number no greater than MAX_MS.
+    fn count(&mut self, path: &str, value: &Json) -> Given<u32> {
+        const RULE: &str = "must be a positive integer no greater than 2147483647";
+        let Json::Number(n) = value else {
+            self.problem(path, format!("{RULE} (got {})", value.kind()));
+            return Given::Invalid;
+        };
+        match whole(*n) {
+            Whole::Value(c) if c > 0 && c <= MAX_MS => match u32::try_from(c) {
+                Ok(c) => Given::Value(c),
+                Err(_) => {
+                    self.problem(path, format!("{RULE} (got {n})"));
+                    Given::Invalid
+                }
+            },
+            Whole::Value(_) | Whole::Negative | Whole::Fraction => {
+                self.problem(path, format!("{RULE} (got {n})"));
+                Given::Invalid
+            }
+        }
+    }
+
+    /// A number in [0, 1].
+    fn fraction(&mut self, path: &str, value: &Json) -> Given<f64> {
+        const RULE: &str = "must be a number from 0 to 1";
+        let Json::Number(n) = value else {
+            self.problem(path, format!("{RULE} (got {})", value.kind()));
+            return Given::Invalid;
+        };
+        let f = match *n {
+            Number::Unsigned(u) => u as f64,
+            Number::Signed(i) => i as f64,
+            Number::Float(f) => f,
+        };
+        if (0.0..=1.0).contains(&f) {
+            Given::Value(f)
+        } else {
+            self.problem(path, format!("{RULE} (got {n})"));
+            Given::Invalid
+        }
+    }
+}
+
+/// What the keys of a string map must be.
+#[derive(Clone, Copy)]
+enum MapKeys {
+    EnvVar,
+    Header,
+}
+
+impl MapKeys {
+    fn check(self, key: &str) -> Option<&'static str> {
+        match self {
+            MapKeys::EnvVar => (key.is_empty() || key.contains(['=', '\0'])).then_some(
+                "is not a valid environment variable name: it must be non-empty and hold no \"=\"",
+            ),
+            MapKeys::Header => (key.is_empty() || !key.chars().all(is_header_name_char))
+                .then_some("is not a valid HTTP header name"),
+        }
+    }
+}
+
+/// RFC 9110 `tchar`.
+fn is_header_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c)
+}
+
+enum Whole {
+    Negative,
+    Fraction,
+    /// Saturated at u64::MAX.
+    Value(u64),
+}
+
+fn whole(n: Number) -> Whole {
+    match n {
+        Number::Unsigned(u) => Whole::Value(u),
+        Number::Signed(i) => u64::try_from(i).map_or(Whole::Negative, Whole::Value),
+        Number::Float(f) if f.fract() != 0.0 => Whole::Fraction,
+        Number::Float(f) if f < 0.0 => Whole::Negative,
+        // Float-to-int `as` saturates; the value is whole and not negative here.
+        Number::Float(f) => Whole::Value(f as u64),
+    }
+}
+
+fn unknown_key_message(key: &str, known: &[&str]) -> String {
+    let normalize = |s: &str| {
+        s.chars()
+            .filter(|c| !matches!(c, '_' | '-' | ' '))
+            .flat_map(char::to_lowercase)
+            .collect::<String>()
+    };
+    let list = known.join(", ");
+    match known.iter().find(|k| normalize(k) == normalize(key)) {
+        Some(k) => format!("is not a known key; did you mean {k:?}? (known: {list})"),
+        None => format!("is not a known key (known: {list})"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn paths_quote_keys_that_are_not_plain_words() {
+        assert_eq!(child("", "mcpServers"), "mcpServers");
+        assert_eq!(child("mcpServers", "fs"), "mcpServers.fs");
+        assert_eq!(
+            child("mcpServers", "my server"),
+            "mcpServers[\"my server\"]"
+        );
+        assert_eq!(child("mcpServers", ""), "mcpServers[\"\"]");
+        assert_eq!(child("a", "x.y"), "a[\"x.y\"]");
+        assert_eq!(index("a.args", 2), "a.args[2]");
+    }
+
+    #[test]
+    fn server_names() {
+        for ok in ["a", "fs", "my-server_2", &"x".repeat(64)] {
+            assert!(is_valid_server_name(ok), "{ok}");
+        }
+        for bad in ["", "a b", "a.b", "ü", "a/b", &"x".repeat(65)] {
+            assert!(!is_valid_server_name(bad), "{bad}");
+        }
+    }
+
+    #[test]
+    fn whole_numbers() {
+        assert!(matches!(whole(Number::Float(5.0)), Whole::Value(5)));
+        assert!(matches!(whole(Number::Float(-0.0)), Whole::Value(0)));
+        assert!(matches!(whole(Number::Float(1e30)), Whole::Value(u64::MAX)));
+        assert!(matches!(whole(Number::Float(0.5)), Whole::Fraction));
+        assert!(matches!(whole(Number::Float(-2.0)), Whole::Negative));
+        assert!(matches!(whole(Number::Signed(-5)), Whole::Negative));
+    }
+
+    #[test]
+    fn unknown_keys_suggest_a_near_miss() {
+        assert_eq!(
+            unknown_key_message("retry_tools", &["retryTools", "enabled"]),
+            "is not a known key; did you mean \"retryTools\"? (known: retryTools, enabled)"
+        );
+        assert_eq!(
+            unknown_key_message("colour", &["enabled"]),
+            "is not a known key (known: enabled)"
+        );
+    }
+}

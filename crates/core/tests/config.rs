@@ -1,0 +1,1063 @@
+//! The config contract (SPEC §2 validation, §9 config keys) through `parse_config`: what parses, what
+//! it becomes, and every problem reported with its path. Never touches a file or the real
+//! environment: the lookup is a fixed table.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use mcp_supervisor_core::config::{
+    Config, ConfigErrors, Secret, ServerConfig, TransportConfig, parse_config,
+};
+use mcp_supervisor_core::naming::{NamingConfig, NamingMode};
+use mcp_supervisor_core::policy::{HealthPolicy, ReconnectPolicy};
+
+const TOKEN: &str = "tok-SECRET-123";
+
+fn env(name: &str) -> Option<String> {
+    match name {
+        "HOME" => Some("/home/me".to_owned()),
+        "API_TOKEN_SET" | "TOKEN" => Some(TOKEN.to_owned()),
+        "EMPTY" => Some(String::new()),
+        "PORT" => Some("8080".to_owned()),
+        _ => None,
+    }
+}
+
+fn parse(text: &str) -> Result<Config, ConfigErrors> {
+    parse_config(text, &env)
+}
+
+fn ok(text: &str) -> Config {
+    match parse(text) {
+        Ok(config) => config,
+        Err(e) => panic!("expected a valid config, got:\n{e}"),
+    }
+}
+
+fn problems(text: &str) -> Vec<String> {
+    match parse(text) {
+        Ok(config) => panic!("expected problems, got {config:?}"),
+        Err(e) => e.problems.iter().map(ToString::to_string).collect(),
+    }
+}
+
+/// A config of one server called `s`.
+fn one(server: &str) -> String {
+    format!(r#"{{ "mcpServers": {{ "s": {server} }} }}"#)
+}
+
+fn server(server: &str) -> ServerConfig {
+    ok(&one(server)).servers.remove(0)
+}
+
+fn ms(n: u64) -> Duration {
+    Duration::from_millis(n)
+}
+
+/// Each case: the JSON of server `s`, and the problems it must yield, exactly.
+fn assert_server_cases(cases: &[(&str, &[&str])]) {
+    for (json, expected) in cases {
+        assert_eq!(problems(&one(json)), *expected, "server: {json}");
+    }
+}
+
+// === What parses ===
+
+#[test]
+fn a_claude_desktop_config_copied_verbatim_parses() {
+    let text = r#"{
+  "mcpServers": {
+    "filesystem": {
+      "command": "npx",
+      "args": [
+        "-y",
+        "@modelcontextprotocol/server-filesystem",
+        "/Users/username/Desktop",
+        "/Users/username/Downloads"
+      ]
+    },
+    "github": {
+      "command": "docker",
+      "args": ["run", "-i", "--rm", "-e", "GITHUB_PERSONAL_ACCESS_TOKEN", "ghcr.io/github/github-mcp-server"],
+      "env": {
+        "GITHUB_PERSONAL_ACCESS_TOKEN": "<YOUR_TOKEN>"
+      }
+    }
+  }
+}"#;
+    let config = ok(text);
+    assert_eq!(config.naming, NamingConfig::default());
+    assert_eq!(config.servers.len(), 2);
+    let fs = &config.servers[0];
+    assert_eq!(fs.name, "filesystem");
+    assert_eq!(
+        fs.transport,
+        TransportConfig::Stdio {
+            command: "npx".into(),
+            args: vec![
+                "-y".into(),
+                "@modelcontextprotocol/server-filesystem".into(),
+                "/Users/username/Desktop".into(),
+                "/Users/username/Downloads".into()
+            ],
+            env: vec![],
+            cwd: None,
+        }
+    );
+    let TransportConfig::Stdio { env, .. } = &config.servers[1].transport else {
+        panic!("github is stdio");
+    };
+    assert_eq!(
+        env,
+        &vec![(
+            "GITHUB_PERSONAL_ACCESS_TOKEN".to_owned(),
+            Secret::new("<YOUR_TOKEN>")
+        )]
+    );
+}
+
+#[test]
+fn a_claude_code_mcp_json_with_types_and_env_references_parses() {
+    let text = r#"{
+  "mcpServers": {
+    "api-server": {
+      "type": "http",
+      "url": "${API_BASE_URL:-https://api.example.com}/mcp",
+      "headers": { "Authorization": "Bearer ${TOKEN}" }
+    },
+    "local": {
+      "type": "stdio",
+      "command": "${HOME}/bin/server",
+      "args": ["--port", "${PORT}"],
+      "env": { "CACHE_DIR": "${HOME}/.cache", "LEVEL": "${LOG_LEVEL:-info}" }
+    }
+  }
+}"#;
+    let config = ok(text);
+    assert_eq!(
+        config.servers[0].transport,
+        TransportConfig::Http {
+            url: "https://api.example.com/mcp".into(),
+            headers: vec![(
+                "Authorization".into(),
+                Secret::new(format!("Bearer {TOKEN}"))
+            )],
+        }
+    );
+    assert_eq!(
+        config.servers[1].transport,
+        TransportConfig::Stdio {
+            command: "/home/me/bin/server".into(),
+            args: vec!["--port".into(), "8080".into()],
+            env: vec![
+                ("CACHE_DIR".into(), Secret::new("/home/me/.cache")),
+                ("LEVEL".into(), Secret::new("info")),
+            ],
+            cwd: None,
+        }
+    );
+}
+
+#[test]
+fn every_accepted_type_spelling_parses() {
+    for kind in ["http", "streamable-http", "streamableHttp"] {
+        let s = server(&format!(
+            r#"{{ "type": "{kind}", "url": "http://127.0.0.1:3000/mcp" }}"#
+        ));
+        assert!(
+            matches!(s.transport, TransportConfig::Http { .. }),
+            "{kind}"
+        );
+    }
+    let s = server(r#"{ "type": "stdio", "command": "x" }"#);
+    assert!(matches!(s.transport, TransportConfig::Stdio { .. }));
+}
+
+#[test]
+fn a_server_without_policy_keys_gets_the_built_in_defaults() {
+    let s = server(r#"{ "command": "x" }"#);
+    assert_eq!(s, ServerConfig::new("s", s.transport.clone()));
+    assert_eq!(s.reconnect, ReconnectPolicy::default());
+    assert_eq!(s.health, HealthPolicy::default());
+    assert_eq!(s.tool_call_timeout, ms(60_000));
+    assert_eq!(s.connect_timeout, ms(30_000));
+    assert_eq!(s.retry_tools, Vec::<String>::new());
+    assert!(s.enabled);
+}
+
+#[test]
+fn every_per_server_key_is_read() {
+    let s = server(
+        r#"{
+        "command": "node", "args": ["server.js"], "env": {"K": "v"}, "cwd": "/srv",
+        "reconnect": { "enabled": false, "initialDelayMs": 100, "maxDelayMs": 2000, "maxAttempts": 4, "jitter": 0.25 },
+        "health": { "intervalMs": 1000, "timeoutMs": 200, "failures": 2 },
+        "toolCallTimeoutMs": 5000, "connectTimeoutMs": 7000,
+        "retryTools": ["search", "fetch"], "enabled": false
+    }"#,
+    );
+    assert_eq!(
+        s.transport,
+        TransportConfig::Stdio {
+            command: "node".into(),
+            args: vec!["server.js".into()],
+            env: vec![("K".into(), Secret::new("v"))],
+            cwd: Some(PathBuf::from("/srv")),
+        }
+    );
+    assert_eq!(
+        s.reconnect,
+        ReconnectPolicy {
+            enabled: false,
+            initial_delay: ms(100),
+            max_delay: ms(2000),
+            max_attempts: 4,
+            jitter: 0.25
+        }
+    );
+    assert_eq!(
+        s.health,
+        HealthPolicy {
+            interval: Some(ms(1000)),
+            timeout: ms(200),
+            failures: 2
+        }
+    );
+    assert_eq!(s.tool_call_timeout, ms(5000));
+    assert_eq!(s.connect_timeout, ms(7000));
+    assert_eq!(s.retry_tools, ["search", "fetch"]);
+    assert!(!s.enabled);
+}
+
+#[test]
+fn health_interval_zero_turns_probing_off() {
+    let s = server(r#"{ "command": "x", "health": { "intervalMs": 0 } }"#);
+    assert_eq!(s.health.interval, None);
+    assert_eq!(s.health.timeout, ms(5000));
+}
+
+#[test]
+fn the_largest_values_are_accepted() {
+    let s = server(
+        r#"{ "command": "x", "reconnect": { "initialDelayMs": 2147483647, "maxDelayMs": 2147483647,
+             "maxAttempts": 2147483647, "jitter": 1 }, "health": { "failures": 2147483647 } }"#,
+    );
+    assert_eq!(s.reconnect.max_delay, ms(2_147_483_647));
+    assert_eq!(s.reconnect.max_attempts, 2_147_483_647);
+    assert_eq!(s.reconnect.jitter, 1.0);
+    assert_eq!(s.health.failures, 2_147_483_647);
+}
+
+#[test]
+fn whole_numbers_written_as_floats_are_accepted() {
+    let s = server(
+        r#"{ "command": "x", "toolCallTimeoutMs": 1.5e3, "reconnect": { "maxAttempts": 3.0 } }"#,
+    );
+    assert_eq!(s.tool_call_timeout, ms(1500));
+    assert_eq!(s.reconnect.max_attempts, 3);
+}
+
+#[test]
+fn server_order_is_preserved() {
+    let config = ok(r#"{ "mcpServers": {
+        "zeta": { "command": "z" }, "alpha": { "command": "a" }, "mid": { "url": "http://m" } } }"#);
+    let names: Vec<_> = config.servers.iter().map(|s| s.name.as_str()).collect();
+    assert_eq!(names, ["zeta", "alpha", "mid"]);
+    assert_eq!(
+        config.server("alpha").map(|s| s.describe()),
+        Some("a".to_owned())
+    );
+    assert!(config.server("nope").is_none());
+}
+
+#[test]
+fn an_empty_server_map_is_a_valid_config() {
+    assert_eq!(ok(r#"{ "mcpServers": {} }"#), Config::default());
+}
+
+#[test]
+fn naming_block_is_read() {
+    let config = ok(r#"{ "mcpServers": {}, "naming": { "mode": "original", "separator": "." } }"#);
+    assert_eq!(
+        config.naming,
+        NamingConfig {
+            mode: NamingMode::Original,
+            separator: ".".into()
+        }
+    );
+    let config = ok(r#"{ "mcpServers": {}, "naming": { "separator": "-_.x9" } }"#);
+    assert_eq!(config.naming.mode, NamingMode::Prefixed);
+    assert_eq!(config.naming.separator, "-_.x9");
+}
+
+// === defaults ===
+
+#[test]
+fn defaults_apply_to_every_server_and_server_keys_override_field_by_field() {
+    let config = ok(r#"{
+        "defaults": {
+            "reconnect": { "maxDelayMs": 60000, "maxAttempts": 3, "jitter": 0.5 },
+            "health": { "intervalMs": 0, "failures": 5 },
+            "toolCallTimeoutMs": 10000,
+            "connectTimeoutMs": 20000
+        },
+        "mcpServers": {
+            "plain": { "command": "a" },
+            "own": {
+                "command": "b",
+                "reconnect": { "initialDelayMs": 1000, "maxAttempts": 7 },
+                "health": { "intervalMs": 15000 },
+                "toolCallTimeoutMs": 500
+            }
+        }
+    }"#);
+    let plain = &config.servers[0];
+    assert_eq!(
+        plain.reconnect,
+        ReconnectPolicy {
+            enabled: true,
+            initial_delay: ms(500),
+            max_delay: ms(60_000),
+            max_attempts: 3,
+            jitter: 0.5
+        }
+    );
+    assert_eq!(
+        plain.health,
+        HealthPolicy {
+            interval: None,
+            timeout: ms(5000),
+            failures: 5
+        }
+    );
+    assert_eq!(plain.tool_call_timeout, ms(10_000));
+    assert_eq!(plain.connect_timeout, ms(20_000));
+
+    let own = &config.servers[1];
+    assert_eq!(
+        own.reconnect,
+        ReconnectPolicy {
+            enabled: true,
+            initial_delay: ms(1000),
+            max_delay: ms(60_000),
+            max_attempts: 7,
+            jitter: 0.5
+        }
+    );
+    assert_eq!(
+        own.health,
+        HealthPolicy {
+            interval: Some(ms(15_000)),
+            timeout: ms(5000),
+            failures: 5
+        }
+    );
+    assert_eq!(own.tool_call_timeout, ms(500));
+    assert_eq!(own.connect_timeout, ms(20_000));
+}
+
+#[test]
+fn delay_order_is_judged_on_the_merged_values_and_reported_where_it_was_written() {
+    // The defaults block alone is wrong: reported once, at defaults.
+    let text = r#"{ "defaults": { "reconnect": { "initialDelayMs": 60000 } },
+        "mcpServers": { "a": { "command": "a" }, "b": { "command": "b" } } }"#;
+    assert_eq!(
+        problems(text),
+        [
+            "defaults.reconnect.initialDelayMs (60000) must not exceed maxDelayMs (30000, the default)"
+        ]
+    );
+    // A server that fixes it is fine; a server lowering maxDelayMs under the defaults' initial is not.
+    let text = r#"{ "defaults": { "reconnect": { "initialDelayMs": 2000 } },
+        "mcpServers": { "a": { "command": "a", "reconnect": { "maxDelayMs": 1000 } } } }"#;
+    assert_eq!(
+        problems(text),
+        [
+            "mcpServers.a.reconnect.maxDelayMs (1000) must not be less than initialDelayMs (2000, from defaults)"
+        ]
+    );
+    let text = r#"{ "defaults": { "reconnect": { "maxDelayMs": 1000 } },
+        "mcpServers": { "a": { "command": "a", "reconnect": { "initialDelayMs": 1001 } } } }"#;
+    assert_eq!(
+        problems(text),
+        [
+            "mcpServers.a.reconnect.initialDelayMs (1001) must not exceed maxDelayMs (1000, from defaults)"
+        ]
+    );
+    let text = r#"{ "defaults": { "reconnect": { "maxDelayMs": 100000 } },
+        "mcpServers": { "a": { "command": "a", "reconnect": { "initialDelayMs": 60000 } } } }"#;
+    assert_eq!(ok(text).servers[0].reconnect.initial_delay, ms(60_000));
+}
+
+// === Every problem at once ===
+
+#[test]
+fn five_mistakes_yield_five_problems_with_their_paths() {
+    let text = r#"{
+  "mcpServers": {
+    "fs": { "command": "npx", "reconnect": { "maxDelayMs": -5 } },
+    "bad name": { "command": "x" },
+    "api": { "url": "https://api.example.com/mcp", "headers": { "Authorization": "Bearer ${API_TOKEN}" } },
+    "both": { "command": "x", "url": "http://localhost/mcp" },
+    "j": { "command": "x", "reconnect": { "jitter": 2 } }
+  }
+}"#;
+    let err = parse(text).unwrap_err();
+    let paths: Vec<_> = err.problems.iter().map(|p| p.path.as_str()).collect();
+    assert_eq!(
+        paths,
+        [
+            "mcpServers.fs.reconnect.maxDelayMs",
+            "mcpServers[\"bad name\"]",
+            "mcpServers.api.headers.Authorization",
+            "mcpServers.both",
+            "mcpServers.j.reconnect.jitter",
+        ]
+    );
+    assert_eq!(
+        err.to_string(),
+        "mcpServers.fs.reconnect.maxDelayMs must be a positive number of milliseconds no greater than 2147483647 (got -5)\n\
+         mcpServers[\"bad name\"] is not a valid server name: use 1 to 64 characters of A-Za-z0-9_-\n\
+         mcpServers.api.headers.Authorization references ${API_TOKEN}, which is not set\n\
+         mcpServers.both has both \"command\" (stdio) and \"url\" (streamable HTTP); keep one\n\
+         mcpServers.j.reconnect.jitter must be a number from 0 to 1 (got 2)"
+    );
+}
+
+#[test]
+fn problems_in_defaults_naming_and_servers_are_all_reported() {
+    let text = r#"{
+  "defaults": { "toolCallTimeoutMs": 0, "colour": 1 },
+  "mcpServers": { "a": { "command": 5, "args": "-y x", "retryTools": ["", 3] } },
+  "naming": { "mode": "short", "separator": "::" },
+  "extra": true
+}"#;
+    assert_eq!(
+        problems(text),
+        [
+            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs)",
+            "defaults.toolCallTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got 0)",
+            "mcpServers.a.command must be a string (got a number); write it in quotes",
+            "mcpServers.a.args must be an array of strings, one per argument (got a string)",
+            "mcpServers.a.retryTools[0] must be a tool name (got an empty string)",
+            "mcpServers.a.retryTools[1] must be a tool name (got a number)",
+            "naming.mode must be \"prefixed\" or \"original\" (got \"short\")",
+            "naming.separator must be one or more characters of A-Za-z0-9_.- (got \"::\")",
+            "extra is not a known key (known: mcpServers, defaults, naming)",
+        ]
+    );
+}
+
+// === The document ===
+
+#[test]
+fn document_level_problems() {
+    assert_eq!(
+        problems("{}"),
+        [
+            "mcpServers is missing: the config needs an \"mcpServers\" object that maps server names to servers"
+        ]
+    );
+    assert_eq!(
+        problems(r#"{ "mcpServers": [] }"#),
+        ["mcpServers must be an object (got an array)"]
+    );
+    assert_eq!(
+        problems(r#"{ "mcpServers": null }"#),
+        ["mcpServers must be an object (got null)"]
+    );
+    assert_eq!(
+        problems("[1]"),
+        ["the config must be a JSON object with an \"mcpServers\" key (got an array)"]
+    );
+    assert_eq!(
+        problems(r#"{ "mcpServers": { "s": "npx x" } }"#),
+        ["mcpServers.s must be an object (got a string)"]
+    );
+    assert_eq!(
+        problems(r#"{ "mcpServers": {}, "defaults": [], "naming": "original" }"#),
+        [
+            "defaults must be an object (got an array)",
+            "naming must be an object (got a string)"
+        ]
+    );
+}
+
+#[test]
+fn invalid_json_is_reported_with_line_and_column() {
+    assert_eq!(
+        problems("{\n  \"mcpServers\": {\n    \"a\": { \"command\": \"x\", }\n  }\n}"),
+        ["the config is not valid JSON: trailing comma at line 3 column 28"]
+    );
+    assert_eq!(
+        problems(""),
+        ["the config is not valid JSON: EOF while parsing a value at line 1 column 0"]
+    );
+    assert_eq!(
+        problems("{ \"mcpServers\": {} } x"),
+        ["the config is not valid JSON: trailing characters at line 1 column 22"]
+    );
+}
+
+#[test]
+fn repeated_keys_are_reported() {
+    assert_eq!(
+        problems(r#"{ "mcpServers": { "a": { "command": "x" }, "a": { "command": "y" } } }"#),
+        ["mcpServers.a appears more than once in the same object; keep one"]
+    );
+    assert_eq!(
+        problems(&one(
+            r#"{ "command": "x", "env": { "K": "1", "K": "2", "K": "3" } }"#
+        )),
+        ["mcpServers.s.env.K appears more than once in the same object; keep one"]
+    );
+}
+
+// === Server names ===
+
+#[test]
+fn server_names_must_be_1_to_64_of_a_z_0_9_underscore_dash() {
+    let long = "x".repeat(64);
+    let text = format!(
+        r#"{{ "mcpServers": {{ "{long}": {{ "command": "x" }}, "A-b_9": {{ "command": "x" }} }} }}"#
+    );
+    assert_eq!(ok(&text).servers.len(), 2);
+    let rule = "is not a valid server name: use 1 to 64 characters of A-Za-z0-9_-";
+    let too_long = "x".repeat(65);
+    for name in ["", "my server", "a.b", "naïve", "a/b", too_long.as_str()] {
+        let text = format!(
+            r#"{{ "mcpServers": {{ {}: {{ "command": "x" }} }} }}"#,
+            serde_json_string(name)
+        );
+        let path = if name.contains(|c: char| !c.is_ascii_alphanumeric() && c != '_' && c != '-')
+            || name.is_empty()
+        {
+            format!("mcpServers[{name:?}]")
+        } else {
+            format!("mcpServers.{name}")
+        };
+        assert_eq!(problems(&text), [format!("{path} {rule}")], "{name}");
+    }
+}
+
+fn serde_json_string(s: &str) -> String {
+    format!("{s:?}")
+}
+
+// === Transport ===
+
+#[test]
+fn transport_rules() {
+    assert_server_cases(&[
+        (
+            "{}",
+            &["mcpServers.s needs either \"command\" (stdio) or \"url\" (streamable HTTP)"],
+        ),
+        (
+            r#"{ "args": ["x"] }"#,
+            &["mcpServers.s needs either \"command\" (stdio) or \"url\" (streamable HTTP)"],
+        ),
+        (
+            r#"{ "command": "x", "url": "http://h" }"#,
+            &["mcpServers.s has both \"command\" (stdio) and \"url\" (streamable HTTP); keep one"],
+        ),
+        (
+            r#"{ "type": "stdio", "url": "http://h" }"#,
+            &[
+                "mcpServers.s.type is \"stdio\", which needs \"command\", but this server has \"url\": set \"type\" to \"http\" or remove it",
+            ],
+        ),
+        (
+            r#"{ "type": "stdio" }"#,
+            &["mcpServers.s.type is \"stdio\", which needs \"command\""],
+        ),
+        (
+            r#"{ "type": "http", "command": "x" }"#,
+            &[
+                "mcpServers.s.type is \"http\", which needs \"url\", but this server has \"command\": set \"type\" to \"stdio\" or remove it",
+            ],
+        ),
+        (
+            r#"{ "type": "streamableHttp" }"#,
+            &["mcpServers.s.type is \"http\", which needs \"url\""],
+        ),
+        (
+            r#"{ "type": "sse", "url": "http://h/sse" }"#,
+            &[
+                "mcpServers.s.type is \"sse\", which mcp-supervisor does not support: it speaks streamable HTTP only. If the server also offers streamable HTTP (often at /mcp), point \"url\" there and set \"type\": \"http\"",
+            ],
+        ),
+        (
+            r#"{ "type": "websocket", "url": "http://h" }"#,
+            &[
+                "mcpServers.s.type must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\" (got \"websocket\")",
+            ],
+        ),
+        (
+            r#"{ "type": 1, "url": "http://h" }"#,
+            &[
+                "mcpServers.s.type must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\" (got a number)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "headers": { "A": "b" } }"#,
+            &[
+                "mcpServers.s.headers applies only to \"url\" servers (streamable HTTP); this server has \"command\"",
+            ],
+        ),
+        (
+            r#"{ "url": "http://h", "args": [], "env": {}, "cwd": "/" }"#,
+            &[
+                "mcpServers.s.args applies only to \"command\" servers (stdio); this server has \"url\"",
+                "mcpServers.s.env applies only to \"command\" servers (stdio); this server has \"url\"",
+                "mcpServers.s.cwd applies only to \"command\" servers (stdio); this server has \"url\"",
+            ],
+        ),
+        (
+            r#"{ "command": "" }"#,
+            &["mcpServers.s.command is empty: name the program to run"],
+        ),
+        (
+            r#"{ "command": "  " }"#,
+            &["mcpServers.s.command is empty: name the program to run"],
+        ),
+        (
+            r#"{ "command": "x", "cwd": "" }"#,
+            &["mcpServers.s.cwd is empty: name a directory or remove the key"],
+        ),
+        (
+            r#"{ "command": "x", "args": ["a\u0000b"] }"#,
+            &[
+                "mcpServers.s.args[0] contains a NUL character, which a process argument or variable cannot hold",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn urls_must_be_http_or_https() {
+    assert_server_cases(&[
+        (
+            r#"{ "url": "ftp://h/mcp" }"#,
+            &["mcpServers.s.url must be an http:// or https:// URL (got scheme \"ftp\")"],
+        ),
+        (
+            r#"{ "url": "localhost:3000/mcp" }"#,
+            &["mcpServers.s.url must be an http:// or https:// URL"],
+        ),
+        (
+            r#"{ "url": "https://" }"#,
+            &["mcpServers.s.url must name a host after the scheme (http://HOST/…)"],
+        ),
+        (
+            r#"{ "url": "${NOPE:-ws://h}" }"#,
+            &["mcpServers.s.url must be an http:// or https:// URL (got scheme \"ws\")"],
+        ),
+    ]);
+    let s = server(r#"{ "url": "HTTP://127.0.0.1:8000/mcp" }"#);
+    assert_eq!(s.describe(), "HTTP://127.0.0.1:8000/mcp");
+}
+
+#[test]
+fn string_fields_must_be_strings() {
+    assert_server_cases(&[
+        (
+            r#"{ "command": ["npx"] }"#,
+            &["mcpServers.s.command must be a string (got an array)"],
+        ),
+        (
+            r#"{ "command": "x", "args": ["-p", 8080, null] }"#,
+            &[
+                "mcpServers.s.args[1] must be a string (got a number); write it in quotes",
+                "mcpServers.s.args[2] must be a string (got null)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "env": { "PORT": 3000, "DEBUG": true } }"#,
+            &[
+                "mcpServers.s.env.PORT must be a string (got a number); write it in quotes",
+                "mcpServers.s.env.DEBUG must be a string (got a boolean); write it in quotes",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "env": ["A=1"] }"#,
+            &["mcpServers.s.env must be an object (got an array)"],
+        ),
+        (
+            r#"{ "url": "http://h", "headers": "Authorization: x" }"#,
+            &["mcpServers.s.headers must be an object (got a string)"],
+        ),
+        (
+            r#"{ "command": "x", "cwd": 1 }"#,
+            &["mcpServers.s.cwd must be a string (got a number); write it in quotes"],
+        ),
+        (
+            r#"{ "url": {} }"#,
+            &["mcpServers.s.url must be a string (got an object)"],
+        ),
+        (
+            r#"{ "command": "x", "enabled": "yes" }"#,
+            &["mcpServers.s.enabled must be true or false (got a string)"],
+        ),
+        (
+            r#"{ "command": "x", "retryTools": "search" }"#,
+            &["mcpServers.s.retryTools must be an array of upstream tool names (got a string)"],
+        ),
+        (
+            r#"{ "command": "x", "env": { "A=B": "1", "": "2" } }"#,
+            &[
+                "mcpServers.s.env[\"A=B\"] is not a valid environment variable name: it must be non-empty and hold no \"=\"",
+                "mcpServers.s.env[\"\"] is not a valid environment variable name: it must be non-empty and hold no \"=\"",
+            ],
+        ),
+        (
+            r#"{ "url": "http://h", "headers": { "X Api": "1", "X-Ok": "a\r\nb" } }"#,
+            &[
+                "mcpServers.s.headers[\"X Api\"] is not a valid HTTP header name",
+                "mcpServers.s.headers.X-Ok contains a line break or NUL character, which an HTTP header value cannot hold",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn unknown_keys_are_rejected_with_the_known_ones_listed() {
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "reconnect": { "colour": "red" } }"#,
+            &[
+                "mcpServers.s.reconnect.colour is not a known key (known: enabled, initialDelayMs, maxDelayMs, maxAttempts, jitter)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "health": { "interval": 5 } }"#,
+            &[
+                "mcpServers.s.health.interval is not a known key (known: intervalMs, timeoutMs, failures)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "retry_tools": [] }"#,
+            &[
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "reconnect": { "maxdelayms": 5 } }"#,
+            &[
+                "mcpServers.s.reconnect.maxdelayms is not a known key; did you mean \"maxDelayMs\"? (known: enabled, initialDelayMs, maxDelayMs, maxAttempts, jitter)",
+            ],
+        ),
+    ]);
+    assert_eq!(
+        problems(r#"{ "mcpServers": {}, "naming": { "sep": "_" } }"#),
+        ["naming.sep is not a known key (known: mode, separator)"]
+    );
+}
+
+// === Reconnect and health values (SPEC §2) ===
+
+#[test]
+fn delays_must_be_positive_whole_milliseconds_no_greater_than_2147483647() {
+    let rule = "must be a positive number of milliseconds no greater than 2147483647";
+    for (value, got) in [
+        ("-5", "-5"),
+        ("0", "0"),
+        ("2147483648", "2147483648"),
+        ("1e300", "1e300"),
+        ("-1.0", "-1"),
+        ("\"500\"", "a string"),
+        ("null", "null"),
+        ("true", "a boolean"),
+    ] {
+        for key in ["initialDelayMs", "maxDelayMs"] {
+            let json = format!(r#"{{ "command": "x", "reconnect": {{ "{key}": {value} }} }}"#);
+            assert_eq!(
+                problems(&one(&json)),
+                [format!("mcpServers.s.reconnect.{key} {rule} (got {got})")],
+                "{key}: {value}"
+            );
+        }
+        for key in ["toolCallTimeoutMs", "connectTimeoutMs"] {
+            let json = format!(r#"{{ "command": "x", "{key}": {value} }}"#);
+            assert_eq!(
+                problems(&one(&json)),
+                [format!("mcpServers.s.{key} {rule} (got {got})")],
+                "{key}: {value}"
+            );
+        }
+        let json = format!(r#"{{ "command": "x", "health": {{ "timeoutMs": {value} }} }}"#);
+        assert_eq!(
+            problems(&one(&json)),
+            [format!("mcpServers.s.health.timeoutMs {rule} (got {got})")]
+        );
+    }
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "reconnect": { "maxDelayMs": 1.5 } }"#,
+            &["mcpServers.s.reconnect.maxDelayMs must be a whole number of milliseconds (got 1.5)"],
+        ),
+        (
+            r#"{ "command": "x", "health": { "intervalMs": -1 } }"#,
+            &[
+                "mcpServers.s.health.intervalMs must be 0 (off) or a positive number of milliseconds no greater than 2147483647 (got -1)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "health": { "intervalMs": 0.5 } }"#,
+            &["mcpServers.s.health.intervalMs must be a whole number of milliseconds (got 0.5)"],
+        ),
+    ]);
+}
+
+#[test]
+fn initial_delay_must_not_exceed_max_delay() {
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "reconnect": { "initialDelayMs": 60000, "maxDelayMs": 30000 } }"#,
+            &["mcpServers.s.reconnect.initialDelayMs (60000) must not exceed maxDelayMs (30000)"],
+        ),
+        (
+            r#"{ "command": "x", "reconnect": { "initialDelayMs": 60000 } }"#,
+            &[
+                "mcpServers.s.reconnect.initialDelayMs (60000) must not exceed maxDelayMs (30000, the default)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "reconnect": { "maxDelayMs": 100 } }"#,
+            &[
+                "mcpServers.s.reconnect.maxDelayMs (100) must not be less than initialDelayMs (500, the default)",
+            ],
+        ),
+        // A delay that is itself wrong is reported alone, not also compared.
+        (
+            r#"{ "command": "x", "reconnect": { "initialDelayMs": 60000, "maxDelayMs": -1 } }"#,
+            &[
+                "mcpServers.s.reconnect.maxDelayMs must be a positive number of milliseconds no greater than 2147483647 (got -1)",
+            ],
+        ),
+    ]);
+    let s =
+        server(r#"{ "command": "x", "reconnect": { "initialDelayMs": 700, "maxDelayMs": 700 } }"#);
+    assert_eq!(s.reconnect.base_delay(1), ms(700));
+}
+
+#[test]
+fn counts_must_be_positive_integers() {
+    let rule = "must be a positive integer no greater than 2147483647";
+    for (value, got) in [
+        ("0", "0"),
+        ("-1", "-1"),
+        ("1.5", "1.5"),
+        ("2147483648", "2147483648"),
+        ("\"3\"", "a string"),
+        ("true", "a boolean"),
+    ] {
+        let json = format!(r#"{{ "command": "x", "reconnect": {{ "maxAttempts": {value} }} }}"#);
+        assert_eq!(
+            problems(&one(&json)),
+            [format!(
+                "mcpServers.s.reconnect.maxAttempts {rule} (got {got})"
+            )]
+        );
+        let json = format!(r#"{{ "command": "x", "health": {{ "failures": {value} }} }}"#);
+        assert_eq!(
+            problems(&one(&json)),
+            [format!("mcpServers.s.health.failures {rule} (got {got})")]
+        );
+    }
+}
+
+#[test]
+fn jitter_must_be_within_0_and_1() {
+    for value in ["0", "0.0", "0.3", "1", "1.0"] {
+        let json = format!(r#"{{ "command": "x", "reconnect": {{ "jitter": {value} }} }}"#);
+        server(&json);
+    }
+    for (value, got) in [
+        ("-0.1", "-0.1"),
+        ("1.5", "1.5"),
+        ("2", "2"),
+        ("-1", "-1"),
+        ("\"0.5\"", "a string"),
+    ] {
+        let json = format!(r#"{{ "command": "x", "reconnect": {{ "jitter": {value} }} }}"#);
+        assert_eq!(
+            problems(&one(&json)),
+            [format!(
+                "mcpServers.s.reconnect.jitter must be a number from 0 to 1 (got {got})"
+            )]
+        );
+    }
+}
+
+#[test]
+fn policy_blocks_must_be_objects() {
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "reconnect": false }"#,
+            &["mcpServers.s.reconnect must be an object (got a boolean)"],
+        ),
+        (
+            r#"{ "command": "x", "health": 3 }"#,
+            &["mcpServers.s.health must be an object (got a number)"],
+        ),
+        (
+            r#"{ "command": "x", "reconnect": { "enabled": "no" } }"#,
+            &["mcpServers.s.reconnect.enabled must be true or false (got a string)"],
+        ),
+    ]);
+}
+
+#[test]
+fn naming_rules() {
+    let cases: [(&str, &[&str]); 4] = [
+        (
+            r#"{ "separator": "" }"#,
+            &["naming.separator must be one or more characters of A-Za-z0-9_.- (got \"\")"],
+        ),
+        (
+            r#"{ "separator": 5 }"#,
+            &["naming.separator must be one or more characters of A-Za-z0-9_.- (got a number)"],
+        ),
+        (
+            r#"{ "mode": "Original" }"#,
+            &["naming.mode must be \"prefixed\" or \"original\" (got \"Original\")"],
+        ),
+        (
+            r#"{ "mode": null }"#,
+            &["naming.mode must be \"prefixed\" or \"original\" (got null)"],
+        ),
+    ];
+    for (naming, expected) in cases {
+        let text = format!(r#"{{ "mcpServers": {{}}, "naming": {naming} }}"#);
+        assert_eq!(problems(&text), expected, "{naming}");
+    }
+}
+
+// === Environment references and secrets ===
+
+#[test]
+fn an_unset_variable_is_a_problem_at_the_path_that_references_it() {
+    assert_server_cases(&[
+        (
+            r#"{ "url": "https://h/mcp", "headers": { "Authorization": "Bearer ${API_TOKEN}" } }"#,
+            &["mcpServers.s.headers.Authorization references ${API_TOKEN}, which is not set"],
+        ),
+        (
+            r#"{ "command": "${BIN}", "args": ["${A}", "ok", "${B}-${C}"], "env": { "K": "${D}" }, "cwd": "${E}" }"#,
+            &[
+                "mcpServers.s.command references ${BIN}, which is not set",
+                "mcpServers.s.args[0] references ${A}, which is not set",
+                "mcpServers.s.args[2] references ${B}, which is not set",
+                "mcpServers.s.args[2] references ${C}, which is not set",
+                "mcpServers.s.env.K references ${D}, which is not set",
+                "mcpServers.s.cwd references ${E}, which is not set",
+            ],
+        ),
+        (
+            r#"{ "url": "${BASE}/mcp" }"#,
+            &["mcpServers.s.url references ${BASE}, which is not set"],
+        ),
+        (
+            r#"{ "command": "x", "env": { "K": "${not valid}", "L": "${OPEN" } }"#,
+            &[
+                "mcpServers.s.env.K contains a malformed \"${...}\" reference: a variable name is letters, digits and \"_\", not starting with a digit",
+                "mcpServers.s.env.L has a \"${\" with no closing \"}\"",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn defaults_in_references_fill_in_for_unset_or_empty_variables() {
+    let s = server(
+        r#"{ "command": "x", "env": { "A": "${NOPE:-one}", "B": "${EMPTY:-two}", "C": "${HOME:-three}", "D": "${EMPTY}", "E": "$HOME" } }"#,
+    );
+    let TransportConfig::Stdio { env, .. } = s.transport else {
+        panic!("stdio")
+    };
+    let values: Vec<_> = env.iter().map(|(k, v)| (k.as_str(), v.expose())).collect();
+    assert_eq!(
+        values,
+        [
+            ("A", "one"),
+            ("B", "two"),
+            ("C", "/home/me"),
+            ("D", ""),
+            ("E", "$HOME")
+        ]
+    );
+}
+
+#[test]
+fn secrets_never_appear_in_debug_output_errors_or_descriptions() {
+    let text = format!(
+        r#"{{ "mcpServers": {{
+            "api": {{ "url": "https://h/mcp", "headers": {{ "Authorization": "Bearer ${{TOKEN}}", "X-Raw": "{TOKEN}" }} }},
+            "local": {{ "command": "x", "env": {{ "KEY": "${{TOKEN}}", "RAW": "{TOKEN}" }} }}
+        }} }}"#
+    );
+    let config = ok(&text);
+    let debug = format!("{config:?} {:#?}", config);
+    assert!(!debug.contains(TOKEN), "{debug}");
+    assert!(debug.contains("<redacted>"));
+    for s in &config.servers {
+        assert!(!s.describe().contains(TOKEN));
+    }
+
+    // Wrong values next to secrets: no message quotes a value.
+    let text = format!(
+        r#"{{ "mcpServers": {{
+            "api": {{ "url": "https://h/mcp", "headers": {{ "Authorization": "{TOKEN}\r\n", "Y": "{TOKEN} ${{MISSING}}", "Z": "{TOKEN} ${{bad name}}" }} }},
+            "local": {{ "command": "x", "env": {{ "K": "{TOKEN}\u0000", "L": "${{TOKEN}} ${{NOPE}}" }}, "colour": "{TOKEN}" }},
+            "u": {{ "url": "ftp://{TOKEN}@h/${{TOKEN}}" }}
+        }} }}"#
+    );
+    let err = parse(&text).unwrap_err();
+    assert_eq!(err.problems.len(), 7, "{err}");
+    let shown = format!("{err} {err:?}");
+    assert!(!shown.contains(TOKEN), "{shown}");
+    assert!(!shown.contains("SECRET"), "{shown}");
+}
+
+#[test]
+fn describe_shows_the_command_or_the_url_but_no_secret() {
+    let s =
+        server(r#"{ "command": "npx", "args": ["-y", "some server", ""], "env": { "K": "v" } }"#);
+    assert_eq!(s.describe(), r#"npx -y "some server" """#);
+    let s = server(
+        r#"{ "url": "https://user:pw@api.example.com/mcp?key=abc", "headers": { "A": "b" } }"#,
+    );
+    assert_eq!(
+        s.describe(),
+        "https://<redacted>@api.example.com/mcp?<redacted>"
+    );
+}
+
+// === Reload: changed versus unchanged ===
+
+#[test]
+fn server_configs_compare_equal_only_when_nothing_changed() {
+    let base = r#"{ "url": "https://h/mcp", "headers": { "Authorization": "Bearer ${TOKEN}" }, "retryTools": ["a"] }"#;
+    assert_eq!(server(base), server(base));
+    for changed in [
+        r#"{ "url": "https://h/mcp", "headers": { "Authorization": "Bearer other" }, "retryTools": ["a"] }"#,
+        r#"{ "url": "https://h/mcp2", "headers": { "Authorization": "Bearer ${TOKEN}" }, "retryTools": ["a"] }"#,
+        r#"{ "url": "https://h/mcp", "headers": { "Authorization": "Bearer ${TOKEN}" }, "retryTools": [] }"#,
+        r#"{ "url": "https://h/mcp", "headers": { "Authorization": "Bearer ${TOKEN}" }, "retryTools": ["a"], "toolCallTimeoutMs": 1 }"#,
+        r#"{ "url": "https://h/mcp", "headers": { "Authorization": "Bearer ${TOKEN}" }, "retryTools": ["a"], "enabled": false }"#,
+    ] {
+        assert_ne!(server(base), server(changed), "{changed}");
+    }
+}
+
+#[test]
+fn config_errors_display_one_problem_per_line() {
+    let err = parse(r#"{ "mcpServers": { "a": {}, "b": {} } }"#).unwrap_err();
+    assert_eq!(
+        err.to_string(),
+        "mcpServers.a needs either \"command\" (stdio) or \"url\" (streamable HTTP)\n\
+         mcpServers.b needs either \"command\" (stdio) or \"url\" (streamable HTTP)"
+    );
+    assert_eq!(err.to_string().lines().count(), err.problems.len());
+}
