@@ -16,17 +16,102 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// Where the proxy serves.
+#[derive(Clone, Debug, clap::Args)]
+pub struct FaceArgs {
+    /// Serve MCP over stdio (the default when --http is not given).
+    #[arg(long)]
+    pub stdio: bool,
+    /// Serve MCP over streamable HTTP at http://ADDR/mcp, with the admin endpoints beside it.
+    #[arg(long, value_name = "ADDR")]
+    pub http: Option<std::net::SocketAddr>,
+    /// Serve only the admin endpoints (/status, /healthz, /metrics, reconnect) on ADDR.
+    #[arg(long, value_name = "ADDR")]
+    pub admin: Option<std::net::SocketAddr>,
+    /// Require `Authorization: Bearer <token>` on HTTP, the token read from this environment variable.
+    #[arg(long, value_name = "VAR")]
+    pub auth_token_env: Option<String>,
+    /// Accept this Host header too (needed when binding a non-loopback address).
+    #[arg(long, value_name = "HOST")]
+    pub allow_host: Vec<String>,
+    /// Accept this browser Origin too (loopback origins are always accepted).
+    #[arg(long, value_name = "ORIGIN")]
+    pub allow_origin: Vec<String>,
+}
+
+/// Reconnect policy flags of `wrap`.
+#[derive(Clone, Debug, clap::Args)]
+pub struct PolicyArgs {
+    /// Delay before the first reconnect attempt.
+    #[arg(long, default_value_t = 500)]
+    pub initial_delay_ms: u64,
+    /// Longest delay between attempts (also the stability window).
+    #[arg(long, default_value_t = 30_000)]
+    pub max_delay_ms: u64,
+    /// Attempts after a loss before giving up.
+    #[arg(long, default_value_t = 10)]
+    pub max_attempts: u32,
+    /// Do not reconnect a lost server.
+    #[arg(long)]
+    pub no_reconnect: bool,
+    /// Deadline of each tool call.
+    #[arg(long, default_value_t = 60_000)]
+    pub tool_call_timeout_ms: u64,
+    /// Deadline of spawn + initialize + first tools/list.
+    #[arg(long, default_value_t = 30_000)]
+    pub connect_timeout_ms: u64,
+    /// Idle health-probe interval (0 = off).
+    #[arg(long, default_value_t = 30_000)]
+    pub health_interval_ms: u64,
+    /// A tool that is safe to send again when its outcome is unknown (repeatable).
+    #[arg(long, value_name = "TOOL")]
+    pub retry_tool: Vec<String>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
+    /// Supervise every server of a config and serve their tools as one MCP server.
+    #[command(
+        after_help = "Examples:\n  mcp-supervisor serve --config servers.json                  # MCP over stdio\n  mcp-supervisor serve --config servers.json --http 127.0.0.1:8080\n  mcp-supervisor serve --config servers.json --stdio --admin 127.0.0.1:9090\n\nThe config reloads on SIGHUP and when the file changes. SIGINT, SIGTERM or the end of stdin stop it."
+    )]
+    Serve {
+        #[arg(long, short)]
+        config: PathBuf,
+        #[command(flatten)]
+        faces: FaceArgs,
+    },
+    /// Front one server, transparently: its tools keep their names.
+    #[command(
+        after_help = "Examples:\n  mcp-supervisor wrap -- npx -y @modelcontextprotocol/server-everything\n  mcp-supervisor wrap --max-attempts 20 -- python my_server.py\n  mcp-supervisor wrap --url http://127.0.0.1:3001/mcp --http 127.0.0.1:8080\n\nPut `mcp-supervisor wrap --` in front of any command in your host's mcpServers config."
+    )]
+    Wrap {
+        /// The name used in logs and status (default: from the command).
+        #[arg(long)]
+        name: Option<String>,
+        /// Front a streamable-HTTP server instead of a command.
+        #[arg(long, conflicts_with = "command")]
+        url: Option<String>,
+        #[command(flatten)]
+        policy: PolicyArgs,
+        #[command(flatten)]
+        faces: FaceArgs,
+        /// The server's command and arguments, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
+    },
     /// Validate a config and print every problem.
-    #[command(after_help = "Example:\n  mcp-supervisor check --config examples/servers.json\n\nExit code 0 when valid, 2 with every problem listed otherwise.")]
+    #[command(
+        after_help = "Example:\n  mcp-supervisor check --config examples/servers.json\n\nExit code 0 when valid, 2 with every problem listed otherwise."
+    )]
     Check {
         /// The `mcpServers` JSON file.
         #[arg(long, short)]
         config: PathBuf,
     },
     /// Start every server of a config and list the aggregate tool list.
-    #[command(after_help = "Example:\n  mcp-supervisor tools --config examples/servers.json --json")]
+    #[command(
+        after_help = "Example:\n  mcp-supervisor tools --config examples/servers.json --json"
+    )]
     Tools {
         #[arg(long, short)]
         config: PathBuf,
@@ -38,7 +123,9 @@ pub enum Command {
         wait_ms: u64,
     },
     /// Start the servers of a config, call one tool by its public name, print the result.
-    #[command(after_help = "Example:\n  mcp-supervisor call --config examples/servers.json fault__echo --args '{\"message\":\"hi\"}'\n\nExits non-zero when the call fails or its result has isError: true.")]
+    #[command(
+        after_help = "Example:\n  mcp-supervisor call --config examples/servers.json fault__echo --args '{\"message\":\"hi\"}'\n\nExits non-zero when the call fails or its result has isError: true."
+    )]
     Call {
         #[arg(long, short)]
         config: PathBuf,

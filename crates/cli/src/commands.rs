@@ -17,8 +17,52 @@ const USAGE: u8 = 2;
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Check { config } => check(&config),
-        Command::Tools { config, json, wait_ms } => tools(&config, json, wait_ms).await,
-        Command::Call { config, tool, args, timeout_ms } => call(&config, &tool, &args, timeout_ms).await,
+        Command::Serve { config, faces } => {
+            let loaded = match load(&config) {
+                Ok(loaded) => loaded,
+                Err(code) => return Ok(code),
+            };
+            crate::serve::run(
+                loaded,
+                Some(config),
+                crate::proxy::Mode::Aggregate,
+                faces_of(faces)?,
+            )
+            .await
+        }
+        Command::Wrap {
+            name,
+            url,
+            policy,
+            faces,
+            command,
+        } => {
+            let config = match wrap_config(name, url, &policy, command) {
+                Ok(config) => config,
+                Err(message) => {
+                    eprintln!("mcp-supervisor wrap: {message}");
+                    return Ok(ExitCode::from(USAGE));
+                }
+            };
+            crate::serve::run(
+                config,
+                None,
+                crate::proxy::Mode::Transparent,
+                faces_of(faces)?,
+            )
+            .await
+        }
+        Command::Tools {
+            config,
+            json,
+            wait_ms,
+        } => tools(&config, json, wait_ms).await,
+        Command::Call {
+            config,
+            tool,
+            args,
+            timeout_ms,
+        } => call(&config, &tool, &args, timeout_ms).await,
     }
 }
 
@@ -27,7 +71,10 @@ fn load(path: &Path) -> Result<Config, ExitCode> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) => {
-            eprintln!("mcp-supervisor: cannot read config {}: {error}", path.display());
+            eprintln!(
+                "mcp-supervisor: cannot read config {}: {error}",
+                path.display()
+            );
             return Err(ExitCode::from(USAGE));
         }
     };
@@ -45,7 +92,11 @@ fn check(path: &Path) -> anyhow::Result<ExitCode> {
         Ok(config) => config,
         Err(code) => return Ok(code),
     };
-    println!("{}: valid, {} server(s)", path.display(), config.servers.len());
+    println!(
+        "{}: valid, {} server(s)",
+        path.display(),
+        config.servers.len()
+    );
     for server in &config.servers {
         let enabled = if server.enabled { "" } else { " (disabled)" };
         println!("  {}: {}{enabled}", server.name, server.describe());
@@ -63,7 +114,10 @@ async fn start(path: &Path, wait_ms: u64) -> Result<Hub, ExitCode> {
             eprintln!(
                 "mcp-supervisor: server \"{name}\" is not ready ({}){}",
                 status.state,
-                status.last_error.map(|e| format!(": {e}")).unwrap_or_default()
+                status
+                    .last_error
+                    .map(|e| format!(": {e}"))
+                    .unwrap_or_default()
             );
         }
     }
@@ -80,19 +134,32 @@ async fn tools(path: &Path, json: bool, wait_ms: u64) -> anyhow::Result<ExitCode
         let list: Vec<_> = tools.iter().map(|t| &t.tool).collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
     } else {
-        let width = tools.iter().map(|t| t.public_name.len()).max().unwrap_or(4).max(4);
+        let width = tools
+            .iter()
+            .map(|t| t.public_name.len())
+            .max()
+            .unwrap_or(4)
+            .max(4);
         println!("{:<width$}  {:<12}  DESCRIPTION", "TOOL", "SERVER");
         for tool in tools.iter() {
             let description = tool.tool.description.as_deref().unwrap_or("");
             let description = description.lines().next().unwrap_or("");
-            println!("{:<width$}  {:<12}  {description}", tool.public_name, tool.server);
+            println!(
+                "{:<width$}  {:<12}  {description}",
+                tool.public_name, tool.server
+            );
         }
     }
     hub.stop().await;
     Ok(ExitCode::SUCCESS)
 }
 
-async fn call(path: &Path, tool: &str, args: &str, timeout_ms: Option<u64>) -> anyhow::Result<ExitCode> {
+async fn call(
+    path: &Path,
+    tool: &str,
+    args: &str,
+    timeout_ms: Option<u64>,
+) -> anyhow::Result<ExitCode> {
     let arguments: serde_json::Value =
         serde_json::from_str(args).with_context(|| format!("--args is not valid JSON: {args}"))?;
     let serde_json::Value::Object(arguments) = arguments else {
@@ -116,11 +183,137 @@ async fn call(path: &Path, tool: &str, args: &str, timeout_ms: Option<u64>) -> a
     match outcome {
         Ok(result) => {
             println!("{}", serde_json::to_string_pretty(&result)?);
-            Ok(if result.is_error == Some(true) { ExitCode::from(1) } else { ExitCode::SUCCESS })
+            Ok(if result.is_error == Some(true) {
+                ExitCode::from(1)
+            } else {
+                ExitCode::SUCCESS
+            })
         }
         Err(error) => {
             eprintln!("mcp-supervisor: {error}");
             Ok(ExitCode::from(1))
         }
+    }
+}
+
+fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
+    let token = match &args.auth_token_env {
+        Some(var) => match std::env::var(var) {
+            Ok(token) if !token.is_empty() => Some(token),
+            _ => bail!(
+                "--auth-token-env {var}: the environment variable {var} is not set or empty; set it to the bearer token clients must send"
+            ),
+        },
+        None => None,
+    };
+    Ok(crate::serve::Faces {
+        stdio: args.stdio || args.http.is_none(),
+        http: args.http,
+        admin: args.admin,
+        guard: crate::http::Guard {
+            token,
+            hosts: args.allow_host,
+            origins: args.allow_origin,
+        },
+    })
+}
+
+/// The one-server config of `wrap`: naming mode `original`, policy from the flags.
+fn wrap_config(
+    name: Option<String>,
+    url: Option<String>,
+    policy: &crate::cli::PolicyArgs,
+    command: Vec<String>,
+) -> Result<Config, String> {
+    use mcp_supervisor::core::config::{Secret, TransportConfig};
+    use mcp_supervisor::core::naming::{NamingConfig, NamingMode};
+    let transport = match (url, command.split_first()) {
+        (Some(url), None) => TransportConfig::Http { url, headers: Vec::<(String, Secret)>::new() },
+        (None, Some((program, args))) => TransportConfig::Stdio {
+            command: program.clone(),
+            args: args.to_vec(),
+            env: Vec::new(),
+            cwd: None,
+        },
+        (None, None) => return Err("give the server's command after `--` (e.g. `mcp-supervisor wrap -- npx -y some-server`) or --url URL".into()),
+        (Some(_), Some(_)) => return Err("give either --url or a command, not both".into()),
+    };
+    let name = name.unwrap_or_else(|| default_name(&transport));
+    // The same rules as a config file: build the JSON and validate it, so flags get the same
+    // checks and messages.
+    let mut server = serde_json::json!({
+        "reconnect": {
+            "enabled": !policy.no_reconnect,
+            "initialDelayMs": policy.initial_delay_ms,
+            "maxDelayMs": policy.max_delay_ms,
+            "maxAttempts": policy.max_attempts,
+        },
+        "health": { "intervalMs": policy.health_interval_ms },
+        "toolCallTimeoutMs": policy.tool_call_timeout_ms,
+        "connectTimeoutMs": policy.connect_timeout_ms,
+        "retryTools": policy.retry_tool,
+    });
+    match &transport {
+        TransportConfig::Http { url, .. } => server["url"] = url.clone().into(),
+        // The command line was already expanded by the shell: validate the policy with a
+        // placeholder command and keep the arguments exactly as given.
+        TransportConfig::Stdio { .. } => server["command"] = "command".into(),
+    }
+    let text = serde_json::json!({ "mcpServers": { name.clone(): server } }).to_string();
+    let mut config = parse_config(&text, &|_| None).map_err(|errors| errors.to_string())?;
+    config.naming = NamingConfig {
+        mode: NamingMode::Original,
+        separator: config.naming.separator.clone(),
+    };
+    if let Some(server) = config.servers.first_mut() {
+        server.transport = transport;
+    }
+    Ok(config)
+}
+
+/// A server name from the command or URL: 1-64 of A-Za-z0-9_-.
+fn default_name(transport: &mcp_supervisor::core::config::TransportConfig) -> String {
+    use mcp_supervisor::core::config::TransportConfig;
+    let raw = match transport {
+        TransportConfig::Stdio { command, args, .. } => {
+            // For launchers (npx, uvx, python …) the first non-flag argument names the server.
+            let base = Path::new(command)
+                .file_name()
+                .and_then(|s| s.to_str())
+                .unwrap_or("server");
+            match base {
+                "npx" | "uvx" | "pnpx" | "bunx" | "python" | "python3" | "node" | "uv" | "sh"
+                | "bash" | "docker" => args
+                    .iter()
+                    .find(|a| !a.starts_with('-'))
+                    .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
+                    .unwrap_or_else(|| base.to_string()),
+                other => other.to_string(),
+            }
+        }
+        TransportConfig::Http { url, .. } => url
+            .split("://")
+            .nth(1)
+            .unwrap_or(url)
+            .split('/')
+            .next()
+            .unwrap_or("server")
+            .to_string(),
+    };
+    let clean: String = raw
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
+                c
+            } else {
+                '_'
+            }
+        })
+        .take(64)
+        .collect();
+    if clean.is_empty() {
+        "server".into()
+    } else {
+        clean
     }
 }

@@ -5,7 +5,11 @@
 
 mod cli;
 mod commands;
+mod http;
 mod logging;
+mod metrics;
+mod proxy;
+mod serve;
 
 use std::process::ExitCode;
 
@@ -14,7 +18,10 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     logging::init(&args.log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+    {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("mcp-supervisor: could not start the async runtime: {error}");

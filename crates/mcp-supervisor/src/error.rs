@@ -18,7 +18,9 @@ pub enum Restored {
 impl std::fmt::Display for Restored {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            Restored::Yes { generation } => write!(f, "the connection was restored (generation {generation})"),
+            Restored::Yes { generation } => {
+                write!(f, "the connection was restored (generation {generation})")
+            }
             Restored::No { state } => write!(f, "the connection is not restored yet ({state})"),
         }
     }
@@ -42,32 +44,76 @@ pub enum CallError {
         next_attempt_in: Option<Duration>,
     },
 
-    #[error("server \"{server}\" answered \"{tool}\" with error {code}: {message} (the call was not retried)")]
-    ServerError { server: String, tool: String, code: i32, message: String },
+    #[error(
+        "server \"{server}\" answered \"{tool}\" with error {code}: {message} (the call was not retried)"
+    )]
+    ServerError {
+        server: String,
+        tool: String,
+        code: i32,
+        message: String,
+    },
 
-    #[error("\"{tool}\" on server \"{server}\" timed out after {after_ms} ms; cancellation was sent upstream and the call may have run; the server is being probed")]
-    TimedOut { server: String, tool: String, after_ms: u128 },
+    #[error(
+        "\"{tool}\" on server \"{server}\" timed out after {after_ms} ms; cancellation was sent upstream and the call may have run; the server is being probed"
+    )]
+    TimedOut {
+        server: String,
+        tool: String,
+        after_ms: u128,
+    },
 
     #[error("\"{tool}\" on server \"{server}\" did not run: {cause}; {restored}")]
-    NotDelivered { server: String, tool: String, cause: String, restored: Restored },
+    NotDelivered {
+        server: String,
+        tool: String,
+        cause: String,
+        restored: Restored,
+    },
 
-    #[error("\"{tool}\" on server \"{server}\" may have run: {cause}; it was not sent again because the tool is not marked read-only or idempotent (list it in retryTools if repeating it is safe); {restored}")]
-    OutcomeUnknown { server: String, tool: String, cause: String, restored: Restored },
+    #[error(
+        "\"{tool}\" on server \"{server}\" may have run: {cause}; it was not sent again because the tool is not marked read-only or idempotent (list it in retryTools if repeating it is safe); {restored}"
+    )]
+    OutcomeUnknown {
+        server: String,
+        tool: String,
+        cause: String,
+        restored: Restored,
+    },
 
-    #[error("\"{tool}\" on server \"{server}\" failed ({first}) and reconnecting failed too ({reconnect}); the call did not run again")]
-    ReconnectFailed { server: String, tool: String, first: String, reconnect: String },
+    #[error(
+        "\"{tool}\" on server \"{server}\" failed ({first}) and reconnecting failed too ({reconnect}); the call did not run again"
+    )]
+    ReconnectFailed {
+        server: String,
+        tool: String,
+        first: String,
+        reconnect: String,
+    },
 
-    #[error("\"{tool}\" on server \"{server}\" was cancelled by the caller; cancellation was sent upstream")]
+    #[error(
+        "\"{tool}\" on server \"{server}\" was cancelled by the caller; cancellation was sent upstream"
+    )]
     Cancelled { server: String, tool: String },
 
-    #[error("server \"{server}\" sent a reply to \"{tool}\" that is not a tool result: {detail} (not retried)")]
-    Malformed { server: String, tool: String, detail: String },
+    #[error(
+        "server \"{server}\" sent a reply to \"{tool}\" that is not a tool result: {detail} (not retried)"
+    )]
+    Malformed {
+        server: String,
+        tool: String,
+        detail: String,
+    },
 }
 
 fn hint(state: &str) -> &'static str {
     match state {
-        "gave_up" => "; it gave up reconnecting: use an explicit reconnect (library call, `mcp-supervisor reconnect`, or POST /servers/NAME/reconnect) or reload the config",
-        "down" => "; reconnect is disabled for it: reconnect it explicitly or enable reconnect in its config",
+        "gave_up" => {
+            "; it gave up reconnecting: use an explicit reconnect (library call, `mcp-supervisor reconnect`, or POST /servers/NAME/reconnect) or reload the config"
+        }
+        "down" => {
+            "; reconnect is disabled for it: reconnect it explicitly or enable reconnect in its config"
+        }
         "stopped" => "; it has been stopped",
         _ => "",
     }

@@ -55,7 +55,11 @@ pub struct ServerStatus {
 #[derive(Clone, Debug)]
 pub enum HubEvent {
     /// A server's state or generation changed.
-    State { server: String, state: ServerState, generation: u64 },
+    State {
+        server: String,
+        state: ServerState,
+        generation: u64,
+    },
     /// The aggregate tool list changed.
     ToolsChanged,
     /// A server sent a notification to pass downstream.
@@ -86,9 +90,12 @@ pub struct Hub {
 impl Hub {
     /// Start supervising every enabled server of `config` over rmcp.
     pub fn start(config: Config) -> Self {
-        Self::start_with(config, Arc::new(|server: &ServerConfig| {
-            Arc::new(RmcpConnector::new(server.clone())) as Arc<dyn Connector>
-        }))
+        Self::start_with(
+            config,
+            Arc::new(|server: &ServerConfig| {
+                Arc::new(RmcpConnector::new(server.clone())) as Arc<dyn Connector>
+            }),
+        )
     }
 
     /// Start with a connector of the caller's (tests use a scripted fake).
@@ -126,7 +133,10 @@ impl Hub {
         }
         let hub = Self {
             registry,
-            inner: Mutex::new(Inner { order: config.servers.clone(), running: HashMap::new() }),
+            inner: Mutex::new(Inner {
+                order: config.servers.clone(),
+                running: HashMap::new(),
+            }),
             events,
             notifications,
             factory,
@@ -169,7 +179,11 @@ impl Hub {
                     };
                     if last != Some((state, generation)) {
                         last = Some((state, generation));
-                        let _ = events.send(HubEvent::State { server: server.clone(), state, generation });
+                        let _ = events.send(HubEvent::State {
+                            server: server.clone(),
+                            state,
+                            generation,
+                        });
                     }
                     if state == ServerState::Stopped || watch.changed().await.is_err() {
                         break;
@@ -177,7 +191,14 @@ impl Hub {
                 }
             })
         };
-        self.lock().running.insert(name, Running { handle, join, forwarder });
+        self.lock().running.insert(
+            name,
+            Running {
+                handle,
+                join,
+                forwarder,
+            },
+        );
     }
 
     /// The aggregate tool list.
@@ -200,9 +221,15 @@ impl Hub {
     }
 
     /// Call a tool by its public name.
-    pub async fn call(&self, public_name: &str, args: CallArgs) -> Result<CallToolResult, CallError> {
+    pub async fn call(
+        &self,
+        public_name: &str,
+        args: CallArgs,
+    ) -> Result<CallToolResult, CallError> {
         let Some(tool) = self.registry.resolve(public_name) else {
-            return Err(CallError::UnknownTool { name: public_name.to_string() });
+            return Err(CallError::UnknownTool {
+                name: public_name.to_string(),
+            });
         };
         let Some(handle) = self.handle(&tool.server) else {
             return Err(CallError::NotReady {
@@ -227,8 +254,15 @@ impl Hub {
 
     /// Call a tool by its upstream name on a named server (no registry lookup; `wrap` uses this
     /// for names the registry does not hold, so the server's own answer comes back).
-    pub async fn call_on(&self, server: &str, tool: &str, args: CallArgs) -> Result<CallToolResult, Error> {
-        let handle = self.handle(server).ok_or_else(|| Error::UnknownServer(server.to_string()))?;
+    pub async fn call_on(
+        &self,
+        server: &str,
+        tool: &str,
+        args: CallArgs,
+    ) -> Result<CallToolResult, Error> {
+        let handle = self
+            .handle(server)
+            .ok_or_else(|| Error::UnknownServer(server.to_string()))?;
         let safety = self
             .registry
             .tools()
@@ -246,6 +280,31 @@ impl Hub {
                 safety,
             })
             .await?)
+    }
+
+    /// Send any other request (prompts, resources, completions, logging) to one server, with
+    /// the same readiness wait and one safe resend.
+    pub async fn request(
+        &self,
+        server: &str,
+        request: rmcp::model::ClientRequest,
+        timeout: Duration,
+    ) -> Result<rmcp::model::ServerResult, Error> {
+        let handle = self
+            .handle(server)
+            .ok_or_else(|| Error::UnknownServer(server.to_string()))?;
+        Ok(handle.request(request, timeout).await?)
+    }
+
+    /// The names of the servers being supervised, in config order.
+    pub fn servers(&self) -> Vec<String> {
+        let inner = self.lock();
+        inner
+            .order
+            .iter()
+            .filter(|s| inner.running.contains_key(&s.name))
+            .map(|s| s.name.clone())
+            .collect()
     }
 
     /// Every configured server, in config order.
@@ -268,7 +327,9 @@ impl Hub {
                             restarts: s.restarts,
                             last_error: s.last_error.clone(),
                             tools,
-                            uptime_ms: s.ready_since.map(|t| Instant::now().saturating_duration_since(t).as_millis() as u64),
+                            uptime_ms: s.ready_since.map(|t| {
+                                Instant::now().saturating_duration_since(t).as_millis() as u64
+                            }),
                             pid: s.pid,
                             enabled: true,
                         }
@@ -292,19 +353,33 @@ impl Hub {
     }
 
     /// A watch of one server's snapshot.
-    pub fn watch(&self, server: &str) -> Result<watch::Receiver<crate::supervisor::Snapshot>, Error> {
-        self.handle(server).map(|h| h.watch()).ok_or_else(|| Error::UnknownServer(server.to_string()))
+    pub fn watch(
+        &self,
+        server: &str,
+    ) -> Result<watch::Receiver<crate::supervisor::Snapshot>, Error> {
+        self.handle(server)
+            .map(|h| h.watch())
+            .ok_or_else(|| Error::UnknownServer(server.to_string()))
     }
 
     /// Wait until every enabled server is ready, or `timeout` passes. Returns the names of those
     /// that are not.
     pub async fn wait_ready(&self, timeout: Duration) -> Vec<String> {
         let deadline = Instant::now() + timeout;
-        let handles: Vec<SupervisorHandle> = self.lock().running.values().map(|r| r.handle.clone()).collect();
+        let handles: Vec<SupervisorHandle> = self
+            .lock()
+            .running
+            .values()
+            .map(|r| r.handle.clone())
+            .collect();
         let mut pending = Vec::new();
         for handle in handles {
             let mut watch = handle.watch();
-            let ready = tokio::time::timeout_at(deadline, watch.wait_for(|s| s.state == ServerState::Ready)).await;
+            let ready = tokio::time::timeout_at(
+                deadline,
+                watch.wait_for(|s| s.state == ServerState::Ready),
+            )
+            .await;
             if !matches!(ready, Ok(Ok(_))) {
                 pending.push(handle.name().to_string());
             }
@@ -312,9 +387,31 @@ impl Hub {
         pending
     }
 
+    /// Wait until no server is still on its very first attempt (bounded by `timeout`), so that a
+    /// client's first tools/list sees every server that can come up.
+    pub async fn wait_started(&self, timeout: Duration) {
+        let deadline = Instant::now() + timeout;
+        let handles: Vec<SupervisorHandle> = self
+            .lock()
+            .running
+            .values()
+            .map(|r| r.handle.clone())
+            .collect();
+        for handle in handles {
+            let mut watch = handle.watch();
+            let _ = tokio::time::timeout_at(
+                deadline,
+                watch.wait_for(|s| s.state != ServerState::Connecting),
+            )
+            .await;
+        }
+    }
+
     /// Reconnect one server now with a fresh budget (also out of `gave_up` or `down`).
     pub fn reconnect(&self, server: &str) -> Result<(), Error> {
-        let handle = self.handle(server).ok_or_else(|| Error::UnknownServer(server.to_string()))?;
+        let handle = self
+            .handle(server)
+            .ok_or_else(|| Error::UnknownServer(server.to_string()))?;
         handle.reconnect();
         Ok(())
     }
@@ -325,8 +422,11 @@ impl Hub {
         let mut summary = ReloadSummary::default();
         let (to_stop, to_start) = {
             let mut inner = self.lock();
-            let old: HashMap<String, ServerConfig> =
-                inner.order.iter().map(|s| (s.name.clone(), s.clone())).collect();
+            let old: HashMap<String, ServerConfig> = inner
+                .order
+                .iter()
+                .map(|s| (s.name.clone(), s.clone()))
+                .collect();
             let mut to_stop = Vec::new();
             let mut to_start = Vec::new();
             for (name, old_server) in &old {
@@ -365,7 +465,8 @@ impl Hub {
             let _ = running.join.await;
             running.forwarder.abort();
         }
-        self.registry.set_servers(config.servers.iter().map(|s| s.name.clone()).collect());
+        self.registry
+            .set_servers(config.servers.iter().map(|s| s.name.clone()).collect());
         for server in to_start {
             self.spawn_server(server);
         }
@@ -407,5 +508,7 @@ pub struct ReloadSummary {
 
 /// A per-server seed so that servers' jitter draws differ but runs are reproducible.
 fn jitter_seed(name: &str) -> u64 {
-    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3))
+    name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+    })
 }

@@ -84,7 +84,7 @@ pub enum LinkEvent {
     /// Any sign that the server is alive (a progress notification, a log message).
     SignOfLife,
     /// A notification to pass downstream (resources, prompts, logging).
-    Notification(ServerNotification),
+    Notification(Box<ServerNotification>),
 }
 
 /// Where a generation sends its events; each one carries the generation number so a
@@ -119,8 +119,12 @@ pub fn describe(failure: &Failure) -> String {
         Failure::HttpStatus { status, body } if body.is_empty() => format!("HTTP {status}"),
         Failure::HttpStatus { status, body } => format!("HTTP {status}: {body}"),
         Failure::ServerError { code, message } => format!("error {code}: {message}"),
-        Failure::TransportClosedBeforeSend => "the connection was closed before the request went out".into(),
-        Failure::ConnectionLostAfterSend => "the connection broke after the request went out".into(),
+        Failure::TransportClosedBeforeSend => {
+            "the connection was closed before the request went out".into()
+        }
+        Failure::ConnectionLostAfterSend => {
+            "the connection broke after the request went out".into()
+        }
         Failure::TransportError { message, .. } => format!("transport error: {message}"),
         Failure::DeadlinePassed => "the deadline passed".into(),
         Failure::CancelledByCaller => "cancelled by the caller".into(),

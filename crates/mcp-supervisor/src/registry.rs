@@ -93,7 +93,8 @@ impl Registry {
     /// servers that stay keep theirs.
     pub fn set_servers(&self, servers: Vec<String>) -> bool {
         let mut inner = self.lock();
-        let mut old: HashMap<String, Vec<Tool>> = std::mem::take(&mut inner.servers).into_iter().collect();
+        let mut old: HashMap<String, Vec<Tool>> =
+            std::mem::take(&mut inner.servers).into_iter().collect();
         inner.servers = servers
             .into_iter()
             .map(|s| {
@@ -183,25 +184,41 @@ mod tests {
     use std::sync::Arc as StdArc;
 
     fn tool(name: &str) -> Tool {
-        Tool::new(name.to_string(), "a tool", StdArc::new(serde_json::Map::new()))
+        Tool::new(
+            name.to_string(),
+            "a tool",
+            StdArc::new(serde_json::Map::new()),
+        )
     }
 
     fn prefixed() -> NamingConfig {
-        NamingConfig { mode: NamingMode::Prefixed, separator: "__".into() }
+        NamingConfig {
+            mode: NamingMode::Prefixed,
+            separator: "__".into(),
+        }
     }
 
     #[test]
     fn publishing_swaps_a_servers_set_and_reports_real_changes_only() {
         let registry = Registry::new(prefixed(), vec!["a".into(), "b".into()]);
         assert!(registry.publish("a", vec![tool("echo"), tool("add")]));
-        assert!(!registry.publish("a", vec![tool("echo"), tool("add")]), "same set is no change");
+        assert!(
+            !registry.publish("a", vec![tool("echo"), tool("add")]),
+            "same set is no change"
+        );
         assert!(registry.publish("b", vec![tool("echo")]));
-        let names: Vec<_> = registry.tools().iter().map(|t| t.public_name.clone()).collect();
+        let names: Vec<_> = registry
+            .tools()
+            .iter()
+            .map(|t| t.public_name.clone())
+            .collect();
         assert_eq!(names, ["a__echo", "a__add", "b__echo"]);
         assert!(registry.publish("a", vec![tool("echo")]));
         assert_eq!(registry.count("a"), 1);
         assert!(registry.resolve("a__add").is_none());
-        let found = registry.resolve("b__echo").map(|t| (t.server, t.upstream_name));
+        let found = registry
+            .resolve("b__echo")
+            .map(|t| (t.server, t.upstream_name));
         assert_eq!(found, Some(("b".into(), "echo".into())));
     }
 

@@ -67,12 +67,12 @@ impl SupervisorHandle {
     /// Call a tool on this server under the recovery rules.
     pub async fn call(&self, request: CallRequest) -> Result<CallToolResult, CallError> {
         let config = &self.shared.config;
-        let limit = request
-            .timeout
-            .map_or(config.tool_call_timeout, |t| t.min(config.tool_call_timeout));
+        let limit = request.timeout.map_or(config.tool_call_timeout, |t| {
+            t.min(config.tool_call_timeout)
+        });
         let deadline = Instant::now() + limit;
         let mut safety = request.safety;
-        safety.listed_in_retry_tools |= config.retry_tools.iter().any(|t| *t == request.tool);
+        safety.listed_in_retry_tools |= config.retry_tools.contains(&request.tool);
         let cancel = request.cancel.clone().unwrap_or_default();
         let server = self.name.to_string();
         let tool = request.tool.clone();
@@ -84,32 +84,37 @@ impl SupervisorHandle {
         // The failure that made us reconnect, to report with a failed reconnect.
         let mut first_failure: Option<String> = None;
         loop {
-            let (generation, link) = match self.wait_ready(deadline, after_generation, &cancel).await {
-                Ok(ready) => ready,
-                Err(not_ready) => {
-                    if cancel.is_cancelled() {
-                        return Err(CallError::Cancelled { server, tool });
+            let (generation, link) =
+                match self.wait_ready(deadline, after_generation, &cancel).await {
+                    Ok(ready) => ready,
+                    Err(not_ready) => {
+                        if cancel.is_cancelled() {
+                            return Err(CallError::Cancelled { server, tool });
+                        }
+                        return Err(match first_failure {
+                            Some(first) => CallError::ReconnectFailed {
+                                server,
+                                tool,
+                                first,
+                                reconnect: not_ready_text(&not_ready),
+                            },
+                            None => CallError::NotReady {
+                                server,
+                                tool,
+                                state: not_ready.state.to_string(),
+                                last_error: not_ready.last_error,
+                                next_attempt_in: not_ready.next_attempt_in,
+                            },
+                        });
                     }
-                    return Err(match first_failure {
-                        Some(first) => CallError::ReconnectFailed {
-                            server,
-                            tool,
-                            first,
-                            reconnect: not_ready_text(&not_ready),
-                        },
-                        None => CallError::NotReady {
-                            server,
-                            tool,
-                            state: not_ready.state.to_string(),
-                            last_error: not_ready.last_error,
-                            next_attempt_in: not_ready.next_attempt_in,
-                        },
-                    });
-                }
-            };
+                };
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(CallError::TimedOut { server, tool, after_ms: limit.as_millis() });
+                return Err(CallError::TimedOut {
+                    server,
+                    tool,
+                    after_ms: limit.as_millis(),
+                });
             }
             let mut params = CallToolRequestParams::new(request.tool.clone());
             params.arguments = request.arguments.clone();
@@ -148,8 +153,18 @@ impl SupervisorHandle {
                     self.suspect(generation, cause.clone(), is_stale_session(&failure));
                     let restored = self.restored(deadline, generation, &cancel).await;
                     return Err(match verdict {
-                        Verdict::NotDelivered => CallError::NotDelivered { server, tool, cause, restored },
-                        _ => CallError::OutcomeUnknown { server, tool, cause, restored },
+                        Verdict::NotDelivered => CallError::NotDelivered {
+                            server,
+                            tool,
+                            cause,
+                            restored,
+                        },
+                        _ => CallError::OutcomeUnknown {
+                            server,
+                            tool,
+                            cause,
+                            restored,
+                        },
                     });
                 }
                 Recovery::Probe => {
@@ -161,17 +176,31 @@ impl SupervisorHandle {
                         }
                         AfterProbe::SendAgain | AfterProbe::FailUnknown => {
                             let restored = Restored::Yes { generation };
-                            return Err(CallError::OutcomeUnknown { server, tool, cause, restored });
+                            return Err(CallError::OutcomeUnknown {
+                                server,
+                                tool,
+                                cause,
+                                restored,
+                            });
                         }
                         AfterProbe::Reconnect(_) => {
-                            self.suspect(generation, format!("{cause}; then the server did not answer a ping"), false);
+                            self.suspect(
+                                generation,
+                                format!("{cause}; then the server did not answer a ping"),
+                                false,
+                            );
                             if safety.replay_safe() && replay_allowed {
                                 resent = true;
                                 after_generation = generation;
                                 first_failure = Some(cause);
                             } else {
                                 let restored = self.restored(deadline, generation, &cancel).await;
-                                return Err(CallError::OutcomeUnknown { server, tool, cause, restored });
+                                return Err(CallError::OutcomeUnknown {
+                                    server,
+                                    tool,
+                                    cause,
+                                    restored,
+                                });
                             }
                         }
                     }
@@ -196,26 +225,48 @@ impl SupervisorHandle {
                 // No reconnect by itself, but probe at once: a hung server is found even while
                 // calls keep arriving.
                 self.call_timed_out(generation);
-                CallError::TimedOut { server, tool, after_ms: limit.as_millis() }
+                CallError::TimedOut {
+                    server,
+                    tool,
+                    after_ms: limit.as_millis(),
+                }
             }
             (Verdict::Aborted, _) => CallError::Cancelled { server, tool },
-            (_, Failure::ServerError { code, message }) => CallError::ServerError { server, tool, code, message },
-            (_, other) => CallError::Malformed { server, tool, detail: describe(&other) },
+            (_, Failure::ServerError { code, message }) => CallError::ServerError {
+                server,
+                tool,
+                code,
+                message,
+            },
+            (_, other) => CallError::Malformed {
+                server,
+                tool,
+                detail: describe(&other),
+            },
         }
     }
 
     /// Ping the generation, bounded by 5 s and the call's deadline.
     async fn probe_alive(&self, link: &dyn Link, deadline: Instant) -> bool {
-        let bound = deadline.saturating_duration_since(Instant::now()).min(UNCLEAR_PROBE);
+        let bound = deadline
+            .saturating_duration_since(Instant::now())
+            .min(UNCLEAR_PROBE);
         let no_ping = std::sync::atomic::AtomicBool::new(false);
         super::health::probe(link, bound, &no_ping).await.is_ok()
     }
 
     /// Whether a generation newer than `generation` became ready within the deadline.
-    async fn restored(&self, deadline: Instant, generation: u64, cancel: &CancellationToken) -> Restored {
+    async fn restored(
+        &self,
+        deadline: Instant,
+        generation: u64,
+        cancel: &CancellationToken,
+    ) -> Restored {
         match self.wait_ready(deadline, generation, cancel).await {
             Ok((generation, _)) => Restored::Yes { generation },
-            Err(not_ready) => Restored::No { state: not_ready_text(&not_ready) },
+            Err(not_ready) => Restored::No {
+                state: not_ready_text(&not_ready),
+            },
         }
     }
 
@@ -235,7 +286,9 @@ impl SupervisorHandle {
             let not_ready = |attempt_failed: bool| NotReady {
                 state: snap.state,
                 last_error: snap.last_error.clone(),
-                next_attempt_in: snap.next_attempt_at.map(|at| at.saturating_duration_since(Instant::now())),
+                next_attempt_in: snap
+                    .next_attempt_at
+                    .map(|at| at.saturating_duration_since(Instant::now())),
                 attempt_failed,
             };
             match snap.state {
@@ -249,9 +302,11 @@ impl SupervisorHandle {
                     return Err(not_ready(waiting_for.is_some()));
                 }
                 ServerState::Connecting | ServerState::Retrying | ServerState::Reconnecting => {
-                    if snap.attempting && snap.generation > after {
+                    // `closing`: the lost generation's close, not an attempt (fix, see Snapshot).
+                    if snap.attempting && snap.generation > after && !snap.closing {
                         // A new generation's attempt is under way: its outcome decides.
-                        waiting_for = Some(waiting_for.map_or(snap.generation, |w| w.max(snap.generation)));
+                        waiting_for =
+                            Some(waiting_for.map_or(snap.generation, |w| w.max(snap.generation)));
                     } else if snap.attempting {
                         // The lost generation is still closing; the attempt comes after.
                     } else {
@@ -315,4 +370,101 @@ fn not_ready_text(not_ready: &NotReady) -> String {
         text.push_str(", the reconnect attempt failed");
     }
     text
+}
+
+impl SupervisorHandle {
+    /// Any request other than a tool call (lists, reads, prompts, completions, logging level):
+    /// none of these changes the server, so a failed one is sent again once on a fresh or
+    /// probed generation, within `timeout`.
+    pub async fn request(
+        &self,
+        request: rmcp::model::ClientRequest,
+        timeout: Duration,
+    ) -> Result<rmcp::model::ServerResult, CallError> {
+        let deadline = Instant::now() + timeout;
+        let never = CancellationToken::new();
+        let server = self.name.to_string();
+        let what = request_method(&request);
+        let mut after_generation = 0;
+        let mut resent = false;
+        loop {
+            let (generation, link) = match self.wait_ready(deadline, after_generation, &never).await
+            {
+                Ok(ready) => ready,
+                Err(not_ready) => {
+                    return Err(CallError::NotReady {
+                        server,
+                        tool: what,
+                        state: not_ready.state.to_string(),
+                        last_error: not_ready.last_error,
+                        next_attempt_in: not_ready.next_attempt_in,
+                    });
+                }
+            };
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let failure = match link.request(request.clone(), remaining).await {
+                Ok(result) => {
+                    self.shared.misses.store(0, Ordering::SeqCst);
+                    return Ok(result);
+                }
+                Err(failure) => failure,
+            };
+            let verdict = classify::classify(&failure);
+            let cause = describe(&failure);
+            let safe = ToolSafety {
+                read_only: true,
+                ..ToolSafety::default()
+            };
+            match classify::recovery(verdict, safe) {
+                Recovery::Return => {
+                    return Err(
+                        self.returned(verdict, failure, generation, &server, &what, timeout)
+                    );
+                }
+                Recovery::ReconnectAndSend | Recovery::ReconnectAndFailUnknown => {
+                    self.suspect(generation, cause.clone(), is_stale_session(&failure));
+                    if resent {
+                        let restored = self.restored(deadline, generation, &never).await;
+                        return Err(CallError::NotDelivered {
+                            server,
+                            tool: what,
+                            cause,
+                            restored,
+                        });
+                    }
+                    resent = true;
+                    after_generation = generation;
+                }
+                Recovery::Probe => {
+                    if resent {
+                        return Err(CallError::OutcomeUnknown {
+                            server,
+                            tool: what,
+                            cause,
+                            restored: Restored::Yes { generation },
+                        });
+                    }
+                    resent = true;
+                    if self.probe_alive(&*link, deadline).await {
+                        after_generation = generation - 1;
+                    } else {
+                        self.suspect(
+                            generation,
+                            format!("{cause}; then the server did not answer a ping"),
+                            false,
+                        );
+                        after_generation = generation;
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// The JSON-RPC method of a request, for errors.
+fn request_method(request: &rmcp::model::ClientRequest) -> String {
+    serde_json::to_value(request)
+        .ok()
+        .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_string))
+        .unwrap_or_else(|| "request".to_string())
 }

@@ -39,7 +39,12 @@ impl Prober {
     }
 
     /// Start a probe unless one is already running.
-    pub fn start(&mut self, generation: u64, link: Arc<dyn Link>, done: mpsc::UnboundedSender<ProbeDone>) {
+    pub fn start(
+        &mut self,
+        generation: u64,
+        link: Arc<dyn Link>,
+        done: mpsc::UnboundedSender<ProbeDone>,
+    ) {
         if self.in_flight {
             return;
         }
@@ -66,16 +71,27 @@ pub(super) async fn probe(
     if !no_ping.load(Ordering::SeqCst) {
         match tokio::time::timeout(timeout, link.ping(timeout)).await {
             Ok(Ok(())) => return Ok(()),
-            Ok(Err(Failure::ServerError { code: METHOD_NOT_FOUND, .. })) => {
+            Ok(Err(Failure::ServerError {
+                code: METHOD_NOT_FOUND,
+                ..
+            })) => {
                 no_ping.store(true, Ordering::SeqCst);
             }
             Ok(Err(failure)) => return Err(format!("ping failed: {}", describe(&failure))),
-            Err(_) => return Err(format!("no answer to ping within {} ms", timeout.as_millis())),
+            Err(_) => {
+                return Err(format!(
+                    "no answer to ping within {} ms",
+                    timeout.as_millis()
+                ));
+            }
         }
     }
     match tokio::time::timeout(timeout, link.list_tools(timeout)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(failure)) => Err(format!("tools/list probe failed: {}", describe(&failure))),
-        Err(_) => Err(format!("no answer to the tools/list probe within {} ms", timeout.as_millis())),
+        Err(_) => Err(format!(
+            "no answer to the tools/list probe within {} ms",
+            timeout.as_millis()
+        )),
     }
 }

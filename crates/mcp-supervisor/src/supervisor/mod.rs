@@ -26,6 +26,10 @@ pub use call::CallRequest;
 /// How long a generation may take to close before reconnecting stops (SPEC §3).
 pub const CLOSE_BARRIER: Duration = Duration::from_secs(5);
 
+/// The cause of a connect whose generation closed before it was ready.
+const CLOSED_WHILE_CONNECTING: &str =
+    "the server closed the connection (or its process exited) while connecting";
+
 /// The states people see (SPEC §8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -82,6 +86,10 @@ pub struct Snapshot {
     pub next_attempt_at: Option<Instant>,
     /// Whether an attempt (or the close before one) is under way.
     pub attempting: bool,
+    /// Whether that is the close of a lost generation, before any backoff or attempt. (Fix,
+    /// found by tests/calls.rs: without it a call arriving during the close took it for a failed
+    /// attempt and failed at once, though the next attempt was due within its deadline.)
+    pub closing: bool,
     /// Since when the current generation is ready.
     pub ready_since: Option<Instant>,
     pub pid: Option<u32>,
@@ -97,6 +105,7 @@ impl std::fmt::Debug for Snapshot {
             .field("restarts", &self.restarts)
             .field("last_error", &self.last_error)
             .field("attempting", &self.attempting)
+            .field("closing", &self.closing)
             .finish()
     }
 }
@@ -107,7 +116,11 @@ enum Command {
     Reconnect,
     /// A call proved generation `generation` unusable: end it and reconnect. `immediate` skips
     /// the backoff (a stale session: the server evidently answers).
-    Suspect { generation: u64, cause: String, immediate: bool },
+    Suspect {
+        generation: u64,
+        cause: String,
+        immediate: bool,
+    },
     /// A call on `generation` passed its deadline: probe now; it counts toward `failures`.
     CallTimedOut { generation: u64 },
     /// Stop for good; reply when quiet.
@@ -163,6 +176,7 @@ impl SupervisorHandle {
             last_error: None,
             next_attempt_at: None,
             attempting: true,
+            closing: false,
             ready_since: None,
             pid: None,
             link: None,
@@ -235,7 +249,11 @@ impl SupervisorHandle {
     }
 
     fn suspect(&self, generation: u64, cause: String, immediate: bool) {
-        let _ = self.commands.send(Command::Suspect { generation, cause, immediate });
+        let _ = self.commands.send(Command::Suspect {
+            generation,
+            cause,
+            immediate,
+        });
     }
 
     fn call_timed_out(&self, generation: u64) {
@@ -245,7 +263,11 @@ impl SupervisorHandle {
 
 /// How the wait in `ready` ended.
 enum ReadyEnd {
-    Lost { cause: String, uptime: Duration, immediate: bool },
+    Lost {
+        cause: String,
+        uptime: Duration,
+        immediate: bool,
+    },
     Reconnect,
     Stop,
     /// The generation did not close within the barrier.
@@ -360,7 +382,11 @@ impl Supervisor {
                             (budget, first, lost_established) = (Budget::new(policy), true, false);
                             continue;
                         }
-                        ReadyEnd::Lost { cause, uptime, immediate } => {
+                        ReadyEnd::Lost {
+                            cause,
+                            uptime,
+                            immediate,
+                        } => {
                             lost_established = true;
                             Judged {
                                 decision: budget.on_failure(Some(uptime), (self.jitter)()),
@@ -383,9 +409,15 @@ impl Supervisor {
 
     /// A judged failure: down (reconnect disabled), gave up, or a backoff before the next try.
     async fn after_failure(&mut self, judged: Judged, lost_established: bool) -> Next {
-        let Judged { decision, cause, verb, immediate } = judged;
+        let Judged {
+            decision,
+            cause,
+            verb,
+            immediate,
+        } = judged;
         let name = self.name.clone();
-        self.snapshot.send_modify(|s| s.last_error = Some(cause.clone()));
+        self.snapshot
+            .send_modify(|s| s.last_error = Some(cause.clone()));
         if !self.config.reconnect.enabled {
             tracing::error!(
                 server = %name,
@@ -407,7 +439,11 @@ impl Supervisor {
                 self.publish_state(ServerState::GaveUp, None, false);
                 self.park().await
             }
-            Decision::Retry { attempt, max_attempts, delay } => {
+            Decision::Retry {
+                attempt,
+                max_attempts,
+                delay,
+            } => {
                 let (state, action) = if lost_established {
                     (ServerState::Reconnecting, "reconnecting")
                 } else {
@@ -490,6 +526,7 @@ impl Supervisor {
             s.state = state;
             s.next_attempt_at = until;
             s.attempting = attempting;
+            s.closing = false;
             if state != ServerState::Ready {
                 s.ready_since = None;
                 s.link = None;
@@ -506,7 +543,11 @@ impl Supervisor {
         self.shared.misses.store(0, Ordering::SeqCst);
         self.snapshot.send_modify(|s| {
             s.generation = generation;
-            s.attempt = if state == ServerState::Connecting { 0 } else { failures };
+            s.attempt = if state == ServerState::Connecting {
+                0
+            } else {
+                failures
+            };
         });
         self.publish_state(state, None, true);
         let events = LinkEvents::new(generation, self.events_tx.clone());
@@ -522,16 +563,22 @@ impl Supervisor {
                 link.initialize().await?;
                 // The first sync runs through the queue like every later one.
                 let _turn = queue.lock().await;
-                link.list_tools(timeout)
-                    .await
-                    .map_err(|f| format!("the first tools/list failed: {}", crate::link::describe(&f)))
+                link.list_tools(timeout).await.map_err(|f| {
+                    format!("the first tools/list failed: {}", crate::link::describe(&f))
+                })
             }
         };
         let connect = tokio::time::timeout(timeout, connect);
         tokio::pin!(connect);
+        // Fix (found by tests/states.rs, a_close_during_a_resolving_connect_registers_nothing):
+        // a generation that closes while its connect is still resolving is a failed connect and
+        // must publish nothing, even if its handshake and first tools/list then succeed.
+        let closed = link.closed();
+        tokio::pin!(closed);
         let outcome = loop {
             tokio::select! {
                 outcome = &mut connect => break outcome,
+                () = &mut closed => break Ok(Err(CLOSED_WHILE_CONNECTING.to_string())),
                 command = self.commands.recv() => match command {
                     None | Some(Command::Stop(_)) => {
                         if let Some(Command::Stop(reply)) = command {
@@ -548,6 +595,9 @@ impl Supervisor {
             }
         };
         let cause = match outcome {
+            Ok(Ok(_)) if futures::FutureExt::now_or_never(closed.as_mut()).is_some() => {
+                CLOSED_WHILE_CONNECTING.to_string()
+            }
             Ok(Ok(tools)) => {
                 self.registry.publish(&self.name, tools);
                 let pid = link.pid();
@@ -644,7 +694,7 @@ impl Supervisor {
                         LinkEvent::ToolListChanged => self.enqueue_sync(generation, link.clone()),
                         LinkEvent::SignOfLife => self.shared.misses.store(0, Ordering::SeqCst),
                         LinkEvent::Notification(notification) => {
-                            let _ = self.notifications.send(ServerEvent { server: self.name.clone(), notification });
+                            let _ = self.notifications.send(ServerEvent { server: self.name.clone(), notification: *notification });
                         }
                     }
                 }
@@ -695,6 +745,7 @@ impl Supervisor {
         };
         // The lost generation must be gone before any backoff starts.
         self.publish_state(ServerState::Reconnecting, None, true);
+        self.snapshot.send_modify(|s| s.closing = true);
         if let Err(stuck) = self.barrier(&link).await {
             return ReadyEnd::Stuck(stuck);
         }
@@ -708,7 +759,10 @@ impl Supervisor {
         let timeout = self.config.connect_timeout;
         tokio::spawn(async move {
             let _turn = queue.lock().await;
-            let result = link.list_tools(timeout).await.map_err(|f| crate::link::describe(&f));
+            let result = link
+                .list_tools(timeout)
+                .await
+                .map_err(|f| crate::link::describe(&f));
             let _ = done.send(SyncDone { generation, result });
         });
     }

@@ -15,9 +15,8 @@ use mcp_supervisor_core::classify::Failure;
 use mcp_supervisor_core::config::{ServerConfig, TransportConfig};
 use rmcp::model::{
     CallToolRequest, CallToolRequestParams, CallToolResult, ClientConfig, ClientRequest,
-    ListToolsRequest, PaginatedRequestParams, PingRequest,
-    ProgressNotificationParam, ProgressToken, ResourceUpdatedNotificationParam, ServerNotification,
-    ServerResult, Tool,
+    ListToolsRequest, PaginatedRequestParams, PingRequest, ProgressNotificationParam,
+    ProgressToken, ResourceUpdatedNotificationParam, ServerNotification, ServerResult, Tool,
 };
 use rmcp::service::{
     ClientCacheConfig, NotificationContext, Peer, PeerRequestOptions, RunningService,
@@ -31,7 +30,7 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::link::{BoxFuture, CallOptions, CloseHow, Connector, Link, LinkEvent, LinkEvents};
-use errors::{Phase, normalize};
+use errors::{CorrelatingClient, Phase, normalize};
 
 /// Opens generations of one configured server.
 pub struct RmcpConnector {
@@ -55,7 +54,12 @@ impl Connector for RmcpConnector {
         let ct = CancellationToken::new();
         let (closed_tx, closed_rx) = watch::channel(false);
         match &self.server.transport {
-            TransportConfig::Stdio { command, args, env, cwd } => {
+            TransportConfig::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
                 let mut cmd = tokio::process::Command::new(command);
                 cmd.args(args);
                 for (key, value) in env {
@@ -94,8 +98,10 @@ impl Connector for RmcpConnector {
                 for (key, value) in headers {
                     let name = reqwest::header::HeaderName::from_bytes(key.as_bytes())
                         .map_err(|e| format!("header name `{key}` is not valid: {e}"))?;
-                    let value = reqwest::header::HeaderValue::from_str(value.expose())
-                        .map_err(|_| format!("the value of header `{key}` is not a valid HTTP header value"))?;
+                    let value =
+                        reqwest::header::HeaderValue::from_str(value.expose()).map_err(|_| {
+                            format!("the value of header `{key}` is not a valid HTTP header value")
+                        })?;
                     custom.insert(name, value);
                 }
                 let mut config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
@@ -108,7 +114,8 @@ impl Connector for RmcpConnector {
                 retry.base_duration = Duration::from_millis(200);
                 retry.max_delay = Some(Duration::from_secs(2));
                 config.retry_config = Arc::new(retry);
-                let transport = StreamableHttpClientTransport::from_config(config);
+                let transport =
+                    StreamableHttpClientTransport::with_client(CorrelatingClient::new(), config);
                 Ok(Arc::new(RmcpLink {
                     generation,
                     pending: Mutex::new(Some(Pending::Http(Box::new(transport)))),
@@ -129,7 +136,7 @@ impl Connector for RmcpConnector {
 
 enum Pending {
     Stdio(tokio::process::ChildStdout, tokio::process::ChildStdin),
-    Http(Box<StreamableHttpClientTransport<reqwest::Client>>),
+    Http(Box<StreamableHttpClientTransport<CorrelatingClient>>),
 }
 
 /// A live (or closing) generation.
@@ -218,7 +225,8 @@ impl Link for RmcpLink {
             };
             let peer = service.peer().clone();
             // Our registry must be authoritative: never serve a stale cached list.
-            peer.set_response_cache_config(ClientCacheConfig::disabled()).await;
+            peer.set_response_cache_config(ClientCacheConfig::disabled())
+                .await;
             if let Ok(mut slot) = self.peer.lock() {
                 *slot = Some(peer);
             }
@@ -452,9 +460,9 @@ impl ClientHandler for Handler {
         _context: NotificationContext<RoleClient>,
     ) {
         self.events.send(LinkEvent::SignOfLife);
-        self.events.send(LinkEvent::Notification(
+        self.events.send(LinkEvent::Notification(Box::new(
             ServerNotification::LoggingMessageNotification(rmcp::model::Notification::new(params)),
-        ));
+        )));
     }
 
     async fn on_resource_updated(
@@ -462,21 +470,21 @@ impl ClientHandler for Handler {
         params: ResourceUpdatedNotificationParam,
         _context: NotificationContext<RoleClient>,
     ) {
-        self.events.send(LinkEvent::Notification(
+        self.events.send(LinkEvent::Notification(Box::new(
             ServerNotification::ResourceUpdatedNotification(rmcp::model::Notification::new(params)),
-        ));
+        )));
     }
 
     async fn on_resource_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.events.send(LinkEvent::Notification(
+        self.events.send(LinkEvent::Notification(Box::new(
             ServerNotification::ResourceListChangedNotification(Default::default()),
-        ));
+        )));
     }
 
     async fn on_prompt_list_changed(&self, _context: NotificationContext<RoleClient>) {
-        self.events.send(LinkEvent::Notification(
+        self.events.send(LinkEvent::Notification(Box::new(
             ServerNotification::PromptListChangedNotification(Default::default()),
-        ));
+        )));
     }
 
     fn get_info(&self) -> ClientConfig {

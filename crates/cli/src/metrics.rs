@@ -1,0 +1,193 @@
+//! Call counters and the latency histogram of the proxy, and their Prometheus text rendering
+//! together with each server's state from the hub.
+//!
+//! Plain atomics; it never blocks a call and never holds a lock across an await.
+
+use std::fmt::Write;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use mcp_supervisor::{CallError, ServerState, ServerStatus};
+
+/// Upper bounds of the latency buckets, in seconds.
+const BUCKETS: [f64; 12] = [
+    0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
+];
+
+/// The outcomes a call is counted under.
+pub const OUTCOMES: [&str; 9] = [
+    "ok",
+    "tool_error",
+    "server_error",
+    "timeout",
+    "not_delivered",
+    "outcome_unknown",
+    "not_ready",
+    "cancelled",
+    "other",
+];
+
+#[derive(Default)]
+pub struct Metrics {
+    outcomes: [AtomicU64; 9],
+    buckets: [AtomicU64; 12],
+    count: AtomicU64,
+    sum_micros: AtomicU64,
+}
+
+impl Metrics {
+    /// Record one call.
+    pub fn record(&self, outcome: &str, elapsed: Duration) {
+        let index = OUTCOMES
+            .iter()
+            .position(|o| *o == outcome)
+            .unwrap_or(OUTCOMES.len() - 1);
+        self.outcomes[index].fetch_add(1, Ordering::Relaxed);
+        let seconds = elapsed.as_secs_f64();
+        for (bucket, bound) in self.buckets.iter().zip(BUCKETS) {
+            if seconds <= bound {
+                bucket.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        self.count.fetch_add(1, Ordering::Relaxed);
+        self.sum_micros
+            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+    }
+
+    /// The Prometheus text exposition of the counters and of `servers`.
+    pub fn render(&self, servers: &[ServerStatus]) -> String {
+        let mut out = String::new();
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_server_up Whether the server is ready (1) or not (0)."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_server_up gauge");
+        for s in servers {
+            let up = u8::from(s.state == ServerState::Ready);
+            let _ = writeln!(
+                out,
+                "mcp_supervisor_server_up{{server=\"{}\"}} {up}",
+                s.name
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_server_state The server's current state (1 for the state it is in)."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_server_state gauge");
+        for s in servers {
+            for state in [
+                "connecting",
+                "ready",
+                "retrying",
+                "reconnecting",
+                "gave_up",
+                "down",
+                "stopped",
+            ] {
+                let v = u8::from(s.state.as_str() == state);
+                let _ = writeln!(
+                    out,
+                    "mcp_supervisor_server_state{{server=\"{}\",state=\"{state}\"}} {v}",
+                    s.name
+                );
+            }
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_restarts_total Lost or failed connections replaced by a ready one."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_restarts_total counter");
+        for s in servers {
+            let _ = writeln!(
+                out,
+                "mcp_supervisor_restarts_total{{server=\"{}\"}} {}",
+                s.name, s.restarts
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_reconnect_attempts The attempt number within the current outage (0 when ready)."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_reconnect_attempts gauge");
+        for s in servers {
+            let _ = writeln!(
+                out,
+                "mcp_supervisor_reconnect_attempts{{server=\"{}\"}} {}",
+                s.name, s.attempts
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_generation The current connection generation."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_generation gauge");
+        for s in servers {
+            let _ = writeln!(
+                out,
+                "mcp_supervisor_generation{{server=\"{}\"}} {}",
+                s.name, s.generation
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_tools Tools the server has published."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_tools gauge");
+        for s in servers {
+            let _ = writeln!(
+                out,
+                "mcp_supervisor_tools{{server=\"{}\"}} {}",
+                s.name, s.tools
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_calls_total Tool calls through the proxy, by outcome."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_calls_total counter");
+        for (outcome, count) in OUTCOMES.iter().zip(&self.outcomes) {
+            let _ = writeln!(
+                out,
+                "mcp_supervisor_calls_total{{outcome=\"{outcome}\"}} {}",
+                count.load(Ordering::Relaxed)
+            );
+        }
+        let _ = writeln!(
+            out,
+            "# HELP mcp_supervisor_call_duration_seconds Tool call latency through the proxy."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_call_duration_seconds histogram");
+        for (bucket, bound) in self.buckets.iter().zip(BUCKETS) {
+            let _ = writeln!(
+                out,
+                "mcp_supervisor_call_duration_seconds_bucket{{le=\"{bound}\"}} {}",
+                bucket.load(Ordering::Relaxed)
+            );
+        }
+        let count = self.count.load(Ordering::Relaxed);
+        let _ = writeln!(
+            out,
+            "mcp_supervisor_call_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
+        );
+        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
+        let _ = writeln!(out, "mcp_supervisor_call_duration_seconds_sum {sum}");
+        let _ = writeln!(out, "mcp_supervisor_call_duration_seconds_count {count}");
+        out
+    }
+}
+
+/// The outcome label of a call's result.
+pub fn outcome_of(result: &Result<rmcp::model::CallToolResult, CallError>) -> &'static str {
+    match result {
+        Ok(r) if r.is_error == Some(true) => "tool_error",
+        Ok(_) => "ok",
+        Err(CallError::ServerError { .. }) => "server_error",
+        Err(CallError::TimedOut { .. }) => "timeout",
+        Err(CallError::NotDelivered { .. } | CallError::ReconnectFailed { .. }) => "not_delivered",
+        Err(CallError::OutcomeUnknown { .. }) => "outcome_unknown",
+        Err(CallError::NotReady { .. }) => "not_ready",
+        Err(CallError::Cancelled { .. }) => "cancelled",
+        Err(CallError::UnknownTool { .. } | CallError::Malformed { .. }) => "other",
+    }
+}

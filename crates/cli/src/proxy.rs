@@ -1,0 +1,583 @@
+//! The proxy's MCP face: an rmcp `ServerHandler` over the hub. It serves the aggregate tool
+//! list, routes calls by public name, aggregates prompts and resources (prompt names prefixed,
+//! resource URIs kept and routed to the server that listed them), forwards completions and
+//! logging levels, and passes upstream notifications down to every connected client.
+//!
+//! It never touches a supervisor or a generation: everything goes through the hub.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_supervisor::core::naming::{NamingConfig, NamingMode, prefixed_name};
+use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
+    CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
+    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt,
+    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+    ResourceTemplate, ServerCapabilities, ServerConfig, ServerNotification, SubscribeRequestParams,
+    UnsubscribeRequestParams,
+};
+use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+/// How long aggregate requests (lists, reads, prompts) may take per server.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// How long the first tools/list waits for servers still on their first attempt.
+const STARTUP_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether the proxy fronts many servers (`serve`) or stands in for one (`wrap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    Aggregate,
+    /// Fully transparent: a name the registry does not hold goes upstream as is.
+    Transparent,
+}
+
+/// Shared by every session of every face.
+pub struct Proxy {
+    hub: Arc<Hub>,
+    mode: Mode,
+    naming: NamingConfig,
+    /// Downstream clients that get notifications.
+    peers: Mutex<Vec<Peer<RoleServer>>>,
+    /// Which server listed each resource URI.
+    resource_owner: Mutex<HashMap<String, String>>,
+    /// Which server listed each resource template (by its text before the first `{`).
+    template_owner: Mutex<Vec<(String, String)>>,
+    metrics: crate::metrics::Metrics,
+}
+
+impl Proxy {
+    pub fn new(hub: Arc<Hub>, mode: Mode, naming: NamingConfig) -> Arc<Self> {
+        let proxy = Arc::new(Self {
+            hub,
+            mode,
+            naming,
+            peers: Mutex::new(Vec::new()),
+            resource_owner: Mutex::new(HashMap::new()),
+            template_owner: Mutex::new(Vec::new()),
+            metrics: crate::metrics::Metrics::default(),
+        });
+        tokio::spawn(forward_events(
+            Arc::downgrade(&proxy),
+            proxy.hub.subscribe(),
+        ));
+        proxy
+    }
+
+    pub fn hub(&self) -> &Arc<Hub> {
+        &self.hub
+    }
+
+    pub fn metrics(&self) -> &crate::metrics::Metrics {
+        &self.metrics
+    }
+
+    /// A handler for one session.
+    pub fn handler(self: &Arc<Self>) -> ProxyHandler {
+        ProxyHandler {
+            proxy: self.clone(),
+        }
+    }
+
+    fn add_peer(&self, peer: Peer<RoleServer>) {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.retain(|p| !p.is_transport_closed());
+        peers.push(peer);
+    }
+
+    fn peers(&self) -> Vec<Peer<RoleServer>> {
+        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
+        peers.retain(|p| !p.is_transport_closed());
+        peers.clone()
+    }
+
+    /// The public name of an upstream prompt.
+    fn prompt_name(&self, server: &str, prompt: &str) -> String {
+        match self.mode {
+            Mode::Transparent => prompt.to_string(),
+            Mode::Aggregate => match self.naming.mode {
+                NamingMode::Original => prompt.to_string(),
+                NamingMode::Prefixed => prefixed_name(server, prompt, &self.naming.separator),
+            },
+        }
+    }
+
+    /// Every page of one kind of list from one server.
+    async fn list_all(&self, server: &str, method: &str, field: &str) -> Vec<Value> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..1000 {
+            let params = match &cursor {
+                Some(c) => json!({ "cursor": c }),
+                None => json!({}),
+            };
+            let Some(result) = self.send(server, method, params).await.ok() else {
+                break;
+            };
+            if let Some(Value::Array(page)) = result.get(field) {
+                items.extend(page.iter().cloned());
+            }
+            cursor = result
+                .get("nextCursor")
+                .and_then(Value::as_str)
+                .map(str::to_string);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        items
+    }
+
+    /// Send one request, built from its method and params, to one server.
+    async fn send(&self, server: &str, method: &str, params: Value) -> Result<Value, McpError> {
+        let request: ClientRequest =
+            serde_json::from_value(json!({ "method": method, "params": params })).map_err(|e| {
+                McpError::internal_error(format!("cannot build {method}: {e}"), None)
+            })?;
+        match self.hub.request(server, request, REQUEST_TIMEOUT).await {
+            Ok(result) => serde_json::to_value(result).map_err(|e| {
+                McpError::internal_error(format!("cannot read {method} result: {e}"), None)
+            }),
+            Err(mcp_supervisor::Error::Call(CallError::ServerError { code, message, .. })) => {
+                Err(McpError::new(ErrorCode(code), message, None))
+            }
+            Err(error) => Err(McpError::internal_error(error.to_string(), None)),
+        }
+    }
+
+    /// Which server should answer for a resource URI.
+    fn owner_of(&self, uri: &str) -> Option<String> {
+        if let Some(server) = self
+            .resource_owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(uri)
+        {
+            return Some(server.clone());
+        }
+        let templates = self
+            .template_owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        templates
+            .iter()
+            .filter(|(prefix, _)| uri.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, server)| server.clone())
+            .or_else(|| {
+                let servers = self.hub.servers();
+                (servers.len() == 1).then(|| servers[0].clone())
+            })
+    }
+
+    /// Find the server and upstream name of a public prompt name.
+    async fn resolve_prompt(&self, public: &str) -> Option<(String, String)> {
+        for server in self.hub.servers() {
+            for prompt in self.list_all(&server, "prompts/list", "prompts").await {
+                if let Some(name) = prompt.get("name").and_then(Value::as_str)
+                    && self.prompt_name(&server, name) == public
+                {
+                    return Some((server, name.to_string()));
+                }
+            }
+        }
+        None
+    }
+}
+
+/// Pass hub events down to every client: tool-list changes (only when the aggregate changed),
+/// and upstream notifications.
+async fn forward_events(
+    proxy: std::sync::Weak<Proxy>,
+    mut events: tokio::sync::broadcast::Receiver<HubEvent>,
+) {
+    loop {
+        let event = match events.recv().await {
+            Ok(event) => event,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
+        };
+        let Some(proxy) = proxy.upgrade() else { return };
+        for peer in proxy.peers() {
+            let _ = match &event {
+                HubEvent::ToolsChanged => peer.notify_tool_list_changed().await,
+                HubEvent::Notification(n) => match &n.notification {
+                    ServerNotification::ResourceUpdatedNotification(u) => {
+                        peer.notify_resource_updated(u.params.clone()).await
+                    }
+                    ServerNotification::ResourceListChangedNotification(_) => {
+                        peer.notify_resource_list_changed().await
+                    }
+                    ServerNotification::PromptListChangedNotification(_) => {
+                        peer.notify_prompt_list_changed().await
+                    }
+                    #[allow(deprecated)] // logging is deprecated upstream but servers still send it
+                    ServerNotification::LoggingMessageNotification(m) => {
+                        peer.notify_logging_message(m.params.clone()).await
+                    }
+                    _ => Ok(()),
+                },
+                HubEvent::State { .. } => Ok(()),
+            };
+        }
+    }
+}
+
+/// One session's handler; cheap to clone (the HTTP face makes one per session).
+#[derive(Clone)]
+pub struct ProxyHandler {
+    proxy: Arc<Proxy>,
+}
+
+fn as_mcp(error: serde_json::Error) -> McpError {
+    McpError::internal_error(format!("malformed upstream answer: {error}"), None)
+}
+
+impl ServerHandler for ProxyHandler {
+    #[allow(deprecated)] // logging capability: deprecated upstream, still used by clients
+    fn get_info(&self) -> ServerConfig {
+        let capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_prompts()
+            .enable_prompts_list_changed()
+            .enable_resources()
+            .enable_resources_subscribe()
+            .enable_resources_list_changed()
+            .enable_completions()
+            .enable_logging()
+            .build();
+        let mut info = ServerConfig::new(capabilities);
+        info.server_info = Implementation::new("mcp-supervisor", env!("CARGO_PKG_VERSION"));
+        info.instructions = Some(
+            "mcp-supervisor fronts supervised MCP servers: their tools keep working across crashes and restarts.".into(),
+        );
+        info
+    }
+
+    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
+        self.proxy.add_peer(context.peer);
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        // A 2026-07-28 client never sends `initialized`; remember it on its first list.
+        self.proxy.add_peer(context.peer);
+        // A client that lists right after starting us sees every server that comes up.
+        self.proxy.hub.wait_started(STARTUP_WAIT).await;
+        let tools = self
+            .proxy
+            .hub
+            .tools()
+            .iter()
+            .map(|t| t.tool.clone())
+            .collect();
+        Ok(ListToolsResult::with_all_items(tools))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let cancel = CancellationToken::new();
+        let cancel_guard = cancel.clone();
+        let ct = context.ct.clone();
+        let watcher = tokio::spawn(async move {
+            ct.cancelled().await;
+            cancel_guard.cancel();
+        });
+        let progress = context.meta.get_progress_token().map(|token| {
+            let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
+            let peer = context.peer.clone();
+            tokio::spawn(async move {
+                while let Some(mut update) = rx.recv().await {
+                    update.progress_token = token.clone();
+                    let _ = peer.notify_progress(update).await;
+                }
+            });
+            tx
+        });
+        let args = CallArgs {
+            arguments: request.arguments.clone(),
+            timeout: None,
+            progress,
+            cancel: Some(cancel),
+        };
+        let hub = &self.proxy.hub;
+        let started = tokio::time::Instant::now();
+        let outcome = match hub.call(&request.name, args.clone()).await {
+            Err(CallError::UnknownTool { name }) => {
+                match (self.proxy.mode, hub.servers().as_slice()) {
+                    // Transparent: the server's own answer to a name we do not know.
+                    (Mode::Transparent, [server]) => {
+                        hub.call_on(server, &name, args).await.map_err(|e| match e {
+                            mcp_supervisor::Error::Call(call) => call,
+                            other => CallError::UnknownTool {
+                                name: other.to_string(),
+                            },
+                        })
+                    }
+                    _ => Err(CallError::UnknownTool { name }),
+                }
+            }
+            other => other,
+        };
+        watcher.abort();
+        self.proxy
+            .metrics
+            .record(crate::metrics::outcome_of(&outcome), started.elapsed());
+        match outcome {
+            Ok(result) => Ok(result.into()),
+            Err(CallError::ServerError { code, message, .. }) => {
+                Err(McpError::new(ErrorCode(code), message, None))
+            }
+            Err(CallError::UnknownTool { name }) => Err(McpError::invalid_params(
+                format!(
+                    "no server offers a tool named \"{name}\"; list the tools to see what is published"
+                ),
+                None,
+            )),
+            Err(error) => Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                error.to_string(),
+            )])
+            .into()),
+        }
+    }
+
+    async fn list_prompts(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListPromptsResult, McpError> {
+        let mut prompts = Vec::new();
+        for server in self.proxy.hub.servers() {
+            for mut prompt in self
+                .proxy
+                .list_all(&server, "prompts/list", "prompts")
+                .await
+            {
+                if let Some(name) = prompt
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
+                {
+                    prompt["name"] = Value::String(self.proxy.prompt_name(&server, &name));
+                }
+                prompts.push(serde_json::from_value::<Prompt>(prompt).map_err(as_mcp)?);
+            }
+        }
+        Ok(ListPromptsResult::with_all_items(prompts))
+    }
+
+    async fn get_prompt(
+        &self,
+        request: GetPromptRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<GetPromptResponse, McpError> {
+        let Some((server, name)) = self.proxy.resolve_prompt(&request.name).await else {
+            return Err(McpError::invalid_params(
+                format!("no server offers a prompt named \"{}\"", request.name),
+                None,
+            ));
+        };
+        let mut params = serde_json::to_value(&request).map_err(as_mcp)?;
+        params["name"] = Value::String(name);
+        let result = self.proxy.send(&server, "prompts/get", params).await?;
+        Ok(serde_json::from_value::<GetPromptResult>(result)
+            .map_err(as_mcp)?
+            .into())
+    }
+
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        let mut resources = Vec::new();
+        let mut owners = HashMap::new();
+        for server in self.proxy.hub.servers() {
+            for resource in self
+                .proxy
+                .list_all(&server, "resources/list", "resources")
+                .await
+            {
+                if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
+                    owners
+                        .entry(uri.to_string())
+                        .or_insert_with(|| server.clone());
+                }
+                resources.push(serde_json::from_value::<Resource>(resource).map_err(as_mcp)?);
+            }
+        }
+        self.proxy
+            .resource_owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .extend(owners);
+        Ok(ListResourcesResult::with_all_items(resources))
+    }
+
+    async fn list_resource_templates(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListResourceTemplatesResult, McpError> {
+        let mut templates = Vec::new();
+        let mut owners = Vec::new();
+        for server in self.proxy.hub.servers() {
+            for template in self
+                .proxy
+                .list_all(&server, "resources/templates/list", "resourceTemplates")
+                .await
+            {
+                if let Some(uri) = template.get("uriTemplate").and_then(Value::as_str) {
+                    let prefix = uri.split('{').next().unwrap_or(uri).to_string();
+                    owners.push((prefix, server.clone()));
+                }
+                templates
+                    .push(serde_json::from_value::<ResourceTemplate>(template).map_err(as_mcp)?);
+            }
+        }
+        *self
+            .proxy
+            .template_owner
+            .lock()
+            .unwrap_or_else(|p| p.into_inner()) = owners;
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
+    }
+
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        let server = self.owner_for(&request.uri).await?;
+        let params = serde_json::to_value(&request).map_err(as_mcp)?;
+        let result = self.proxy.send(&server, "resources/read", params).await?;
+        Ok(serde_json::from_value::<ReadResourceResult>(result)
+            .map_err(as_mcp)?
+            .into())
+    }
+
+    #[allow(deprecated)] // legacy subscriptions are what 2025-era clients send
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let server = self.owner_for(&request.uri).await?;
+        let params = serde_json::to_value(&request).map_err(as_mcp)?;
+        self.proxy
+            .send(&server, "resources/subscribe", params)
+            .await
+            .map(|_| ())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let server = self.owner_for(&request.uri).await?;
+        let params = serde_json::to_value(&request).map_err(as_mcp)?;
+        self.proxy
+            .send(&server, "resources/unsubscribe", params)
+            .await
+            .map(|_| ())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        let mut params = serde_json::to_value(&request).map_err(as_mcp)?;
+        let server = match params["ref"]["type"].as_str() {
+            Some("ref/prompt") => {
+                let public = params["ref"]["name"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                let Some((server, name)) = self.proxy.resolve_prompt(&public).await else {
+                    return Err(McpError::invalid_params(
+                        format!("no server offers a prompt named \"{public}\""),
+                        None,
+                    ));
+                };
+                params["ref"]["name"] = Value::String(name);
+                server
+            }
+            _ => {
+                let uri = params["ref"]["uri"]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                self.owner_for(&uri).await?
+            }
+        };
+        let result = self
+            .proxy
+            .send(&server, "completion/complete", params)
+            .await?;
+        serde_json::from_value(result).map_err(as_mcp)
+    }
+
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let params = serde_json::to_value(&request).map_err(as_mcp)?;
+        for server in self.proxy.hub.servers() {
+            // A server without logging answers "method not found"; the others take the level.
+            let _ = self
+                .proxy
+                .send(&server, "logging/setLevel", params.clone())
+                .await;
+        }
+        Ok(())
+    }
+}
+
+impl ProxyHandler {
+    /// The server that owns `uri`, listing resources first if it is not known yet.
+    async fn owner_for(&self, uri: &str) -> Result<String, McpError> {
+        if let Some(server) = self.proxy.owner_of(uri) {
+            return Ok(server);
+        }
+        for server in self.proxy.hub.servers() {
+            for resource in self
+                .proxy
+                .list_all(&server, "resources/list", "resources")
+                .await
+            {
+                if resource.get("uri").and_then(Value::as_str) == Some(uri) {
+                    self.proxy
+                        .resource_owner
+                        .lock()
+                        .unwrap_or_else(|p| p.into_inner())
+                        .insert(uri.to_string(), server.clone());
+                    return Ok(server);
+                }
+            }
+        }
+        Err(McpError::resource_not_found(
+            format!("no server lists the resource \"{uri}\""),
+            None,
+        ))
+    }
+}

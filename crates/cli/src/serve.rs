@@ -1,0 +1,170 @@
+//! Running the proxy: the stdio face, the HTTP face, the admin endpoints, config reload (SIGHUP
+//! and a file watch), and shutdown on SIGINT, SIGTERM or the end of stdin.
+//!
+//! Shutdown is bounded (about 5 s) and leaves no child process: the hub's stop closes every
+//! generation's process group before this returns.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_supervisor::Hub;
+use mcp_supervisor::core::config::{Config, parse_config};
+use rmcp::ServiceExt;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::http::{self, Guard};
+use crate::proxy::{Mode, Proxy};
+
+/// How long a stop may take before we exit anyway.
+const STOP_LIMIT: Duration = Duration::from_secs(5);
+/// How often the config file is checked for changes.
+const WATCH_EVERY: Duration = Duration::from_secs(1);
+
+pub struct Faces {
+    pub stdio: bool,
+    pub http: Option<SocketAddr>,
+    pub admin: Option<SocketAddr>,
+    pub guard: Guard,
+}
+
+/// Serve `config` until told to stop. `config_path` enables reload.
+pub async fn run(
+    config: Config,
+    config_path: Option<PathBuf>,
+    mode: Mode,
+    faces: Faces,
+) -> anyhow::Result<ExitCode> {
+    let naming = config.naming.clone();
+    let hub = Arc::new(Hub::start(config));
+    let proxy = Proxy::new(hub.clone(), mode, naming);
+    let shutdown = CancellationToken::new();
+    let mut tasks = Vec::new();
+
+    for (addr, mcp) in [(faces.http, true), (faces.admin, false)] {
+        let Some(addr) = addr else { continue };
+        let listener = match http::bind(addr).await {
+            Ok(listener) => listener,
+            Err(error) => {
+                hub.stop().await;
+                return Err(error);
+            }
+        };
+        let what = if mcp {
+            "MCP over streamable HTTP at /mcp, and admin endpoints"
+        } else {
+            "admin endpoints"
+        };
+        tracing::info!(
+            "serving {what} on http://{}",
+            listener.local_addr().unwrap_or(addr)
+        );
+        let (proxy, guard, shutdown) = (proxy.clone(), faces.guard.clone(), shutdown.clone());
+        tasks.push(tokio::spawn(async move {
+            if let Err(error) = http::serve(proxy, listener, guard, mcp, shutdown.clone()).await {
+                tracing::error!("HTTP face failed: {error}");
+                shutdown.cancel();
+            }
+        }));
+    }
+
+    if faces.stdio {
+        let handler = proxy.handler();
+        let shutdown = shutdown.clone();
+        tasks.push(tokio::spawn(async move {
+            match handler.serve(rmcp::transport::stdio()).await {
+                Ok(service) => {
+                    let _ = service.waiting().await;
+                    tracing::info!("stdin closed: shutting down");
+                }
+                Err(error) => tracing::error!("the stdio client did not initialize: {error}"),
+            }
+            shutdown.cancel();
+        }));
+    }
+
+    if let Some(path) = config_path.clone() {
+        tasks.push(tokio::spawn(watch_config(
+            path,
+            hub.clone(),
+            shutdown.clone(),
+        )));
+    }
+
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    loop {
+        tokio::select! {
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); break; }
+            _ = terminate.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
+            _ = hangup.recv() => match &config_path {
+                Some(path) => reload(path, &hub).await,
+                None => tracing::warn!("SIGHUP ignored: there is no config file to reload"),
+            },
+            () = shutdown.cancelled() => break,
+        }
+    }
+    shutdown.cancel();
+    if tokio::time::timeout(STOP_LIMIT, hub.stop()).await.is_err() {
+        tracing::error!(
+            "stopping took longer than {} s; exiting anyway",
+            STOP_LIMIT.as_secs()
+        );
+    }
+    for task in tasks {
+        task.abort();
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// Read and validate the config file and apply it as a diff; an invalid one is rejected and the
+/// running config stays.
+async fn reload(path: &PathBuf, hub: &Hub) {
+    let text = match std::fs::read_to_string(path) {
+        Ok(text) => text,
+        Err(error) => {
+            tracing::error!(
+                "reload: cannot read {}: {error}; keeping the running config",
+                path.display()
+            );
+            return;
+        }
+    };
+    match parse_config(&text, &|name| std::env::var(name).ok()) {
+        Ok(config) => {
+            let summary = hub.reload(config).await;
+            tracing::info!(
+                added = ?summary.added, removed = ?summary.removed, changed = ?summary.changed,
+                unchanged = summary.unchanged.len(),
+                "reloaded {}", path.display()
+            );
+        }
+        Err(errors) => {
+            tracing::error!(
+                "reload: {} is invalid, keeping the running config:\n{errors}",
+                path.display()
+            );
+        }
+    }
+}
+
+/// Reload when the file's contents change (checked every second; cheap and robust across
+/// editors that replace the file).
+async fn watch_config(path: PathBuf, hub: Arc<Hub>, shutdown: CancellationToken) {
+    let mut last = std::fs::read(&path).ok();
+    loop {
+        tokio::select! {
+            () = tokio::time::sleep(WATCH_EVERY) => {}
+            () = shutdown.cancelled() => return,
+        }
+        let now = std::fs::read(&path).ok();
+        if now.is_some() && now != last {
+            last = now;
+            tracing::info!("{} changed: reloading", path.display());
+            reload(&path, &hub).await;
+        }
+    }
+}
