@@ -108,6 +108,31 @@ pub enum Command {
         #[arg(long, short)]
         config: PathBuf,
     },
+    /// Ask a running proxy for the state of every server.
+    #[command(
+        after_help = "Examples:\n  mcp-supervisor status --url http://127.0.0.1:8080\n  mcp-supervisor status --url http://127.0.0.1:9090 --json\n\nThe bearer token, when the proxy requires one, is read from --auth-token-env."
+    )]
+    Status {
+        /// The proxy's HTTP face or admin address.
+        #[arg(long)]
+        url: String,
+        /// Print the raw JSON.
+        #[arg(long)]
+        json: bool,
+        /// Environment variable holding the bearer token.
+        #[arg(long, value_name = "VAR")]
+        auth_token_env: Option<String>,
+    },
+    /// Ask a running proxy to reconnect one server now, with a fresh budget.
+    #[command(after_help = "Example:\n  mcp-supervisor reconnect fs --url http://127.0.0.1:8080")]
+    Reconnect {
+        /// The server's name.
+        server: String,
+        #[arg(long)]
+        url: String,
+        #[arg(long, value_name = "VAR")]
+        auth_token_env: Option<String>,
+    },
     /// Start every server of a config and list the aggregate tool list.
     #[command(
         after_help = "Example:\n  mcp-supervisor tools --config examples/servers.json --json"

@@ -17,6 +17,16 @@ const USAGE: u8 = 2;
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Check { config } => check(&config),
+        Command::Status {
+            url,
+            json,
+            auth_token_env,
+        } => crate::control::status(&url, json, auth_token_env.as_deref()).await,
+        Command::Reconnect {
+            server,
+            url,
+            auth_token_env,
+        } => crate::control::reconnect(&url, &server, auth_token_env.as_deref()).await,
         Command::Serve { config, faces } => {
             let loaded = match load(&config) {
                 Ok(loaded) => loaded,

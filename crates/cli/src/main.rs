@@ -5,6 +5,7 @@
 
 mod cli;
 mod commands;
+mod control;
 mod http;
 mod logging;
 mod metrics;
@@ -28,7 +29,11 @@ fn main() -> ExitCode {
             return ExitCode::from(1);
         }
     };
-    match runtime.block_on(commands::run(args.command)) {
+    let outcome = runtime.block_on(commands::run(args.command));
+    // A blocking read of stdin (the stdio face) never returns while stdin stays open: do not
+    // wait for it, every child process is already gone by now.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    match outcome {
         Ok(code) => code,
         Err(error) => {
             eprintln!("mcp-supervisor: {error:#}");

@@ -1,0 +1,162 @@
+//! The control commands: ask a running proxy over HTTP for its status, or to reconnect a
+//! server. They only read what the proxy says and print it.
+
+use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::{Context, bail};
+use serde_json::Value;
+
+fn client() -> anyhow::Result<reqwest::Client> {
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(10))
+        .build()
+        .context("cannot build an HTTP client")
+}
+
+fn with_token(
+    request: reqwest::RequestBuilder,
+    token_env: Option<&str>,
+) -> anyhow::Result<reqwest::RequestBuilder> {
+    Ok(match token_env {
+        Some(var) => {
+            let token = std::env::var(var)
+                .with_context(|| format!("the environment variable {var} is not set"))?;
+            request.bearer_auth(token)
+        }
+        None => request,
+    })
+}
+
+fn base(url: &str) -> String {
+    url.trim_end_matches('/')
+        .trim_end_matches("/mcp")
+        .to_string()
+}
+
+pub async fn status(url: &str, json: bool, token_env: Option<&str>) -> anyhow::Result<ExitCode> {
+    let endpoint = format!("{}/status", base(url));
+    let response = with_token(client()?.get(&endpoint), token_env)?
+        .send()
+        .await
+        .with_context(|| {
+            format!("cannot reach {endpoint}; is the proxy running with --http or --admin there?")
+        })?;
+    let code = response.status();
+    let text = response.text().await.unwrap_or_default();
+    if !code.is_success() {
+        bail!("{endpoint} answered {code}: {}", text.trim());
+    }
+    if json {
+        println!("{text}");
+        return Ok(ExitCode::SUCCESS);
+    }
+    let value: Value =
+        serde_json::from_str(&text).with_context(|| format!("{endpoint} did not answer JSON"))?;
+    print!("{}", table(&value));
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The readable status table.
+pub fn table(value: &Value) -> String {
+    let empty = Vec::new();
+    let servers = value
+        .get("servers")
+        .and_then(Value::as_array)
+        .unwrap_or(&empty);
+    let mut rows = vec![[
+        "SERVER".to_string(),
+        "STATE".into(),
+        "GEN".into(),
+        "ATTEMPTS".into(),
+        "RESTARTS".into(),
+        "TOOLS".into(),
+        "UPTIME".into(),
+        "LAST ERROR".into(),
+    ]];
+    for s in servers {
+        let field = |k: &str| {
+            s.get(k)
+                .map(|v| match v {
+                    Value::String(t) => t.clone(),
+                    Value::Null => "-".into(),
+                    other => other.to_string(),
+                })
+                .unwrap_or_else(|| "-".into())
+        };
+        let uptime = s
+            .get("uptimeMs")
+            .and_then(Value::as_u64)
+            .map(|ms| human(ms))
+            .unwrap_or_else(|| "-".into());
+        let mut error = field("lastError");
+        if error.chars().count() > 80 {
+            error = error.chars().take(77).collect::<String>() + "...";
+        }
+        rows.push([
+            field("name"),
+            field("state"),
+            field("generation"),
+            format!("{}/{}", field("attempts"), field("maxAttempts")),
+            field("restarts"),
+            field("tools"),
+            uptime,
+            error,
+        ]);
+    }
+    let mut widths = [0usize; 8];
+    for row in &rows {
+        for (w, cell) in widths.iter_mut().zip(row) {
+            *w = (*w).max(cell.chars().count());
+        }
+    }
+    let mut out = String::new();
+    for row in rows {
+        let mut line = String::new();
+        for (i, (cell, w)) in row.iter().zip(widths).enumerate() {
+            if i == 7 {
+                line.push_str(cell);
+            } else {
+                line.push_str(&format!("{cell:<w$}  "));
+            }
+        }
+        out.push_str(line.trim_end());
+        out.push('\n');
+    }
+    out
+}
+
+fn human(ms: u64) -> String {
+    let s = ms / 1000;
+    match s {
+        0..60 => format!("{s}s"),
+        60..3600 => format!("{}m{}s", s / 60, s % 60),
+        _ => format!("{}h{}m", s / 3600, (s % 3600) / 60),
+    }
+}
+
+pub async fn reconnect(
+    url: &str,
+    server: &str,
+    token_env: Option<&str>,
+) -> anyhow::Result<ExitCode> {
+    let endpoint = format!("{}/servers/{server}/reconnect", base(url));
+    let response = with_token(client()?.post(&endpoint), token_env)?
+        .send()
+        .await
+        .with_context(|| {
+            format!("cannot reach {endpoint}; is the proxy running with --http or --admin there?")
+        })?;
+    let code = response.status();
+    let text = response.text().await.unwrap_or_default();
+    if code.is_success() {
+        println!("reconnecting \"{server}\" with a fresh budget");
+        Ok(ExitCode::SUCCESS)
+    } else {
+        eprintln!(
+            "mcp-supervisor: {endpoint} answered {code}: {}",
+            text.trim()
+        );
+        Ok(ExitCode::from(1))
+    }
+}

@@ -1,0 +1,186 @@
+//! Helpers for end-to-end tests of the `mcp-supervisor` binary with real fault servers.
+#![allow(dead_code)]
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::Duration;
+
+use serde_json::Value;
+
+pub fn supervisor_bin() -> PathBuf {
+    PathBuf::from(env!("CARGO_BIN_EXE_mcp-supervisor"))
+}
+
+pub fn fault_bin() -> PathBuf {
+    let bin = supervisor_bin().with_file_name("mcp-fault-server");
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --workspace` first",
+        bin.display()
+    );
+    bin
+}
+
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("addr").port()
+}
+
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-supervisor-cli-{tag}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("temp dir");
+    dir
+}
+
+pub fn write_config(path: &Path, servers: Value) {
+    let text = serde_json::json!({ "mcpServers": servers }).to_string();
+    std::fs::write(path, text).expect("write config");
+}
+
+/// A running proxy; on drop it gets SIGTERM (so it stops its servers), then SIGKILL.
+pub struct Running {
+    pub child: Child,
+    pub port: u16,
+}
+
+impl Running {
+    /// Start `mcp-supervisor ARGS` with stdin piped (kept open) and wait until `port` listens.
+    pub async fn start(args: &[&str], port: u16, envs: &[(&str, &str)]) -> Self {
+        let child = Command::new(supervisor_bin())
+            .args(args)
+            .envs(envs.iter().copied())
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn mcp-supervisor");
+        let running = Self { child, port };
+        for _ in 0..1000 {
+            if std::net::TcpStream::connect(("127.0.0.1", port)).is_ok() {
+                return running;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("mcp-supervisor did not listen on {port}");
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    pub fn signal(&self, signal: &str) {
+        let status = Command::new("kill")
+            .args([&format!("-{signal}"), &self.child.id().to_string()])
+            .status();
+        assert!(matches!(status, Ok(s) if s.success()), "kill -{signal}");
+    }
+
+    /// Wait (bounded) for the process to exit; returns its exit code.
+    pub async fn wait_exit(&mut self, limit: Duration) -> Option<i32> {
+        let deadline = tokio::time::Instant::now() + limit;
+        while tokio::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Some(status.code().unwrap_or(-1));
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        None
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        if let Ok(None) = self.child.try_wait() {
+            let _ = Command::new("kill")
+                .args(["-TERM", &self.child.id().to_string()])
+                .status();
+            for _ in 0..400 {
+                if let Ok(Some(_)) = self.child.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+}
+
+pub async fn get_json(url: &str) -> (u16, Value) {
+    let response = reqwest::get(url).await.expect("GET");
+    let status = response.status().as_u16();
+    let body = response.json().await.unwrap_or(Value::Null);
+    (status, body)
+}
+
+/// GET /status until `pred` holds on it (bounded).
+pub async fn status_until(
+    running: &Running,
+    limit: Duration,
+    pred: impl Fn(&Value) -> bool,
+) -> Value {
+    let deadline = tokio::time::Instant::now() + limit;
+    let mut last = Value::Null;
+    while tokio::time::Instant::now() < deadline {
+        if let Ok(response) = reqwest::get(running.url("/status")).await
+            && let Ok(body) = response.json::<Value>().await
+        {
+            if pred(&body) {
+                return body;
+            }
+            last = body;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    panic!("status did not reach the expected state within {limit:?}; last: {last}");
+}
+
+pub fn server<'a>(status: &'a Value, name: &str) -> &'a Value {
+    status["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == name))
+        .unwrap_or(&Value::Null)
+}
+
+pub fn state_is(status: &Value, name: &str, state: &str) -> bool {
+    server(status, name)["state"] == state
+}
+
+pub fn pid_of(status: &Value, name: &str) -> Option<u32> {
+    server(status, name)["pid"].as_u64().map(|p| p as u32)
+}
+
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+pub async fn gone_within(pid: u32, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    !alive(pid)
+}
+
+pub fn kill9(pid: u32) {
+    let status = Command::new("kill").args(["-9", &pid.to_string()]).status();
+    assert!(matches!(status, Ok(s) if s.success()), "kill -9 {pid}");
+}
