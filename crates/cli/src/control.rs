@@ -87,7 +87,7 @@ pub fn table(value: &Value) -> String {
         let uptime = s
             .get("uptimeMs")
             .and_then(Value::as_u64)
-            .map(|ms| human(ms))
+            .map(human)
             .unwrap_or_else(|| "-".into());
         let mut error = field("lastError");
         if error.chars().count() > 80 {

@@ -42,11 +42,19 @@ pub fn temp_dir(tag: &str) -> PathBuf {
 
 fn fastrand_suffix() -> u64 {
     use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_nanos() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_nanos() as u64)
+        .unwrap_or(0)
 }
 
 /// Wait until `server`'s snapshot satisfies `pred`, at most `limit`.
-pub async fn wait_for(hub: &Hub, server: &str, limit: Duration, pred: impl Fn(&Snapshot) -> bool) -> Snapshot {
+pub async fn wait_for(
+    hub: &Hub,
+    server: &str,
+    limit: Duration,
+    pred: impl Fn(&Snapshot) -> bool,
+) -> Snapshot {
     let mut watch = hub.watch(server).expect("server is configured");
     let found = match tokio::time::timeout(limit, watch.wait_for(|s| pred(s))).await {
         Ok(Ok(snapshot)) => Some(snapshot.clone()),
@@ -54,7 +62,10 @@ pub async fn wait_for(hub: &Hub, server: &str, limit: Duration, pred: impl Fn(&S
     };
     match found {
         Some(snapshot) => snapshot,
-        None => panic!("server {server} did not reach the expected state within {limit:?}; now {:?}", watch.borrow().clone()),
+        None => panic!(
+            "server {server} did not reach the expected state within {limit:?}; now {:?}",
+            watch.borrow().clone()
+        ),
     }
 }
 
@@ -69,7 +80,9 @@ pub async fn wait_ready(hub: &Hub, server: &str, after_generation: u64) -> Snaps
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
         Ok(stat) => {
-            let state = stat.rfind(')').and_then(|i| stat[i + 1..].split_whitespace().next());
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
             !matches!(state, Some("Z") | Some("X") | None)
         }
         Err(_) => false,
