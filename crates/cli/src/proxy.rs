@@ -256,6 +256,23 @@ impl ServerHandler for ProxyHandler {
             .enable_logging()
             .build();
         let mut info = ServerConfig::new(capabilities);
+        // Transparent: the client sees the server's own name, version, capabilities and
+        // instructions (tools always announce list_changed: we withdraw them on giving up).
+        if self.proxy.mode == Mode::Transparent
+            && let [server] = self.proxy.hub.servers().as_slice()
+            && let Some(upstream) = self.proxy.hub.server_info(server)
+        {
+            let mut capabilities = upstream.capabilities.clone();
+            let mut tools = capabilities.tools.clone().unwrap_or_default();
+            tools.list_changed = Some(true);
+            capabilities.tools = Some(tools);
+            info.capabilities = capabilities;
+            info.server_info = upstream.server_info.clone().unwrap_or_else(|| {
+                Implementation::new("mcp-supervisor", env!("CARGO_PKG_VERSION"))
+            });
+            info.instructions = upstream.instructions.clone();
+            return info;
+        }
         info.server_info = Implementation::new("mcp-supervisor", env!("CARGO_PKG_VERSION"));
         info.instructions = Some(
             "mcp-supervisor fronts supervised MCP servers: their tools keep working across crashes and restarts.".into(),

@@ -40,6 +40,10 @@ pub async fn run(
 ) -> anyhow::Result<ExitCode> {
     let naming = config.naming.clone();
     let hub = Arc::new(Hub::start(config));
+    if mode == Mode::Transparent {
+        // Initialize answers with the server's own identity: let its first attempt finish.
+        hub.wait_started(Duration::from_secs(30)).await;
+    }
     let proxy = Proxy::new(hub.clone(), mode, naming);
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();

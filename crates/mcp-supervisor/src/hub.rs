@@ -352,6 +352,11 @@ impl Hub {
             .collect()
     }
 
+    /// What a ready server said about itself at initialize.
+    pub fn server_info(&self, server: &str) -> Option<rmcp::model::ServerPeerInfo> {
+        self.handle(server).and_then(|h| h.peer_info())
+    }
+
     /// A watch of one server's snapshot.
     pub fn watch(
         &self,

@@ -57,6 +57,11 @@ pub trait Link: Send + Sync + 'static {
     fn stderr_tail(&self) -> Vec<String>;
     /// The process id of a stdio server.
     fn pid(&self) -> Option<u32>;
+    /// What the server said about itself at initialize (name, version, capabilities,
+    /// instructions), once initialized.
+    fn peer_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
+        None
+    }
 }
 
 /// How to end a generation.

@@ -229,6 +229,15 @@ impl SupervisorHandle {
         self.snapshot.borrow().clone()
     }
 
+    /// What the current generation's server said about itself at initialize.
+    pub fn peer_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
+        self.snapshot
+            .borrow()
+            .link
+            .as_ref()
+            .and_then(|l| l.peer_info())
+    }
+
     /// A watch of the snapshot, for waiting on state changes.
     pub fn watch(&self) -> watch::Receiver<Snapshot> {
         self.snapshot.clone()

@@ -345,6 +345,13 @@ impl Link for RmcpLink {
     fn pid(&self) -> Option<u32> {
         self.pid
     }
+
+    fn peer_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
+        self.peer()
+            .ok()
+            .and_then(|p| p.peer_info())
+            .map(|info| (*info).clone())
+    }
 }
 
 impl Drop for RmcpLink {
