@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# Installs the pinned MCP peers that the interop tests run against, into git-ignored folders:
+#   .venv-test/          the official Python SDK (mcp) and prometheus_client
+#   tools/node_modules/  @modelcontextprotocol/server-everything and inspector, from tools/package-lock.json
+# Idempotent and fast when already installed: each folder keeps a stamp of what was installed.
+# Needs only python3 (with venv and pip) and npm; talks only to PyPI and the npm registry.
+set -euo pipefail
+
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+PYTHON="${PYTHON:-python3}"
+PY_PINS=("mcp==2.3.0" "prometheus_client==0.26.0")
+
+# === Python: .venv-test ===
+VENV="$ROOT/.venv-test"
+PY_STAMP="$VENV/.installed-pins"
+PY_WANT="$(printf '%s\n' "${PY_PINS[@]}")"
+if [[ -x "$VENV/bin/python" && -f "$PY_STAMP" && "$(cat "$PY_STAMP")" == "$PY_WANT" ]]; then
+    echo "install-test-deps: .venv-test is up to date (${PY_PINS[*]})"
+else
+    echo "install-test-deps: installing ${PY_PINS[*]} into .venv-test"
+    if [[ ! -x "$VENV/bin/python" ]]; then
+        "$PYTHON" -m venv "$VENV"
+    fi
+    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_PINS[@]}"
+    "$VENV/bin/python" -c 'import mcp.server; mcp.server.MCPServer'
+    printf '%s\n' "$PY_WANT" >"$PY_STAMP"
+fi
+
+# === Node: tools/node_modules ===
+TOOLS="$ROOT/tools"
+NODE_STAMP="$TOOLS/node_modules/.installed-lock"
+lock_state() { cat "$TOOLS/package.json" "$TOOLS/package-lock.json" 2>/dev/null || true; }
+if [[ -f "$TOOLS/package-lock.json" && -f "$NODE_STAMP" ]] &&
+    [[ -x "$TOOLS/node_modules/.bin/mcp-server-everything" ]] &&
+    cmp -s <(lock_state) "$NODE_STAMP"; then
+    echo "install-test-deps: tools/node_modules is up to date"
+else
+    # --ignore-scripts: the only install script (inspector's postinstall) does nothing when the
+    # package is a dependency, and skipping it keeps the install the same on every npm version.
+    if [[ -f "$TOOLS/package-lock.json" ]]; then
+        echo "install-test-deps: npm ci in tools/"
+        (cd "$TOOLS" && npm ci --no-audit --no-fund --ignore-scripts)
+    else
+        echo "install-test-deps: npm install in tools/ (commit the new tools/package-lock.json)"
+        (cd "$TOOLS" && npm install --no-audit --no-fund --ignore-scripts)
+    fi
+    lock_state >"$NODE_STAMP"
+fi
