@@ -20,7 +20,7 @@ use rmcp::model::{
     ResourceTemplate, ServerCapabilities, ServerConfig, ServerNotification, SubscribeRequestParams,
     UnsubscribeRequestParams,
 };
-use rmcp::service::{NotificationContext, Peer, RequestContext};
+use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
@@ -282,6 +282,42 @@ impl ServerHandler for ProxyHandler {
 
     async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
         self.proxy.add_peer(context.peer);
+    }
+
+    fn accepted_subscription_filter(
+        &self,
+        requested: &rmcp::model::SubscriptionFilter,
+    ) -> Option<rmcp::model::SubscriptionFilter> {
+        Some(requested.supported_by(&self.get_info().capabilities))
+    }
+
+    /// Protocol 2026-07-28: change notifications flow on the client's `subscriptions/listen`.
+    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
+        let mut events = self.proxy.hub.subscribe();
+        loop {
+            let event = tokio::select! {
+                () = context.cancelled() => return Ok(()),
+                event = events.recv() => event,
+            };
+            let notification = match event {
+                Ok(HubEvent::ToolsChanged) => {
+                    ServerNotification::ToolListChangedNotification(Default::default())
+                }
+                Ok(HubEvent::Notification(event)) => match event.notification {
+                    n @ (ServerNotification::ResourceUpdatedNotification(_)
+                    | ServerNotification::ResourceListChangedNotification(_)
+                    | ServerNotification::PromptListChangedNotification(_)) => n,
+                    _ => continue,
+                },
+                Ok(HubEvent::State { .. })
+                | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
+            };
+            match context.sink().send(notification).await {
+                Ok(()) | Err(rmcp::service::SubscriptionSendError::NotificationNotAccepted(_)) => {}
+                Err(_) => return Ok(()),
+            }
+        }
     }
 
     async fn list_tools(
