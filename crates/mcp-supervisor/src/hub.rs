@@ -345,7 +345,7 @@ impl Hub {
                         tools,
                         uptime_ms: None,
                         pid: None,
-                        enabled: false,
+                        enabled: server.enabled,
                     },
                 }
             })

@@ -19,6 +19,9 @@ use super::{ServerState, SupervisorHandle};
 use crate::error::{CallError, Restored};
 use crate::link::{CallOptions, Link, describe};
 
+/// How long past its deadline a call may run before the call path ends it itself.
+const OUTER_GRACE: Duration = Duration::from_millis(250);
+
 /// How long the "unclear" probe may take at most (SPEC §5).
 const UNCLEAR_PROBE: Duration = Duration::from_secs(5);
 
@@ -125,7 +128,13 @@ impl SupervisorHandle {
             };
             let outcome = {
                 let _busy = InFlight::enter(&self.shared.in_flight);
-                link.call_tool(params, options).await
+                // The link ends the call at its deadline; this outer bound only guards against
+                // a link that would not.
+                let bound = deadline + OUTER_GRACE;
+                match tokio::time::timeout_at(bound, link.call_tool(params, options)).await {
+                    Ok(outcome) => outcome,
+                    Err(_) => Err(Failure::DeadlinePassed),
+                }
             };
             let failure = match outcome {
                 Ok(result) => {
