@@ -8,11 +8,13 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
+use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, StatusCode, header};
+use axum::http::{HeaderMap, Method, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use futures::StreamExt;
 use mcp_supervisor::ServerState;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
@@ -56,13 +58,16 @@ pub async fn serve(
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_cancellation_token(shutdown.child_token());
+        let body_limit = config.max_request_body_bytes;
         let factory_proxy = proxy.clone();
         let service = StreamableHttpService::new(
             move || Ok(factory_proxy.handler()),
             Arc::new(LocalSessionManager::default()),
             config,
         );
-        router = router.nest_service("/mcp", service);
+        router = router
+            .nest_service("/mcp", service)
+            .layer(middleware::from_fn_with_state(body_limit, read_post_body));
     }
     let router = router
         .layer(middleware::from_fn_with_state(Arc::new(guard), check))
@@ -147,6 +152,39 @@ async fn check(
         }
     }
     next.run(request).await
+}
+
+/// Read a POST body whole (up to `limit`) before the MCP service sees it: a body that cannot be
+/// read (broken chunked framing, a connection cut mid-body) is the client's fault and gets 400,
+/// where rmcp would answer 500; one over the limit gets 413 without being buffered past it.
+async fn read_post_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+    if request.method() != Method::POST {
+        return next.run(request).await;
+    }
+    let (parts, body) = request.into_parts();
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) if chunk.len() > limit.saturating_sub(bytes.len()) => {
+                return (
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("Payload Too Large: request body exceeds {limit} bytes\n"),
+                )
+                    .into_response();
+            }
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(error) => {
+                return (
+                    StatusCode::BAD_REQUEST,
+                    format!("cannot read the request body: {error}\n"),
+                )
+                    .into_response();
+            }
+        }
+    }
+    next.run(Request::from_parts(parts, Body::from(bytes)))
+        .await
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
