@@ -588,6 +588,9 @@ impl ServerHandler for FaultServer {
 
     async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
         let mut version = self.shared.tools_version.subscribe();
+        // rmcp acknowledges the subscription before this runs, so a change made right after the
+        // acknowledgement could land before this receiver exists: announce once at the start.
+        version.mark_changed();
         loop {
             tokio::select! {
                 () = context.cancelled() => return Ok(()),
