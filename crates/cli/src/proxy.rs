@@ -17,8 +17,8 @@ use rmcp::model::{
     Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
     ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt,
     ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ServerCapabilities, ServerConfig, ServerNotification, SubscribeRequestParams,
-    UnsubscribeRequestParams,
+    ResourceTemplate, ResultType, ServerCapabilities, ServerConfig, ServerNotification,
+    SubscribeRequestParams, UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -180,6 +180,13 @@ impl Proxy {
 
     /// Find the server and upstream name of a public prompt name.
     async fn resolve_prompt(&self, public: &str) -> Option<(String, String)> {
+        // Transparent: names are the server's own, and a name it does not list still goes
+        // upstream, so the client gets the server's own answer.
+        if self.mode == Mode::Transparent
+            && let [server] = self.hub.servers().as_slice()
+        {
+            return Some((server.clone(), public.to_string()));
+        }
         for server in self.hub.servers() {
             for prompt in self.list_all(&server, "prompts/list", "prompts").await {
                 if let Some(name) = prompt.get("name").and_then(Value::as_str)
@@ -239,6 +246,15 @@ pub struct ProxyHandler {
 
 fn as_mcp(error: serde_json::Error) -> McpError {
     McpError::internal_error(format!("malformed upstream answer: {error}"), None)
+}
+
+/// A result forwarded from upstream carries no `resultType` when the upstream session is
+/// pre-2026-07-28; a 2026-07-28 client requires it. Stamp `"complete"` (rmcp strips it again
+/// for legacy clients).
+fn complete(result_type: &mut Option<ResultType>) {
+    if result_type.is_none() {
+        *result_type = Some(ResultType::COMPLETE);
+    }
 }
 
 impl ServerHandler for ProxyHandler {
@@ -323,10 +339,11 @@ impl ServerHandler for ProxyHandler {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        context: RequestContext<RoleServer>,
+        _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        // A 2026-07-28 client never sends `initialized`; remember it on its first list.
-        self.proxy.add_peer(context.peer);
+        // Not registered as a peer here: a legacy client is registered once by `initialized`
+        // (registering it again per list sent it one copy of every notification per list), and
+        // a 2026-07-28 client gets its notifications on `subscriptions/listen` only.
         // A client that lists right after starting us sees every server that comes up.
         self.proxy.hub.wait_started(STARTUP_WAIT).await;
         let tools = self
@@ -392,7 +409,10 @@ impl ServerHandler for ProxyHandler {
             .metrics
             .record(crate::metrics::outcome_of(&outcome), started.elapsed());
         match outcome {
-            Ok(result) => Ok(result.into()),
+            Ok(mut result) => {
+                complete(&mut result.result_type);
+                Ok(result.into())
+            }
             Err(CallError::ServerError { code, message, .. }) => {
                 Err(McpError::new(ErrorCode(code), message, None))
             }
@@ -448,9 +468,9 @@ impl ServerHandler for ProxyHandler {
         let mut params = serde_json::to_value(&request).map_err(as_mcp)?;
         params["name"] = Value::String(name);
         let result = self.proxy.send(&server, "prompts/get", params).await?;
-        Ok(serde_json::from_value::<GetPromptResult>(result)
-            .map_err(as_mcp)?
-            .into())
+        let mut result = serde_json::from_value::<GetPromptResult>(result).map_err(as_mcp)?;
+        complete(&mut result.result_type);
+        Ok(result.into())
     }
 
     async fn list_resources(
@@ -519,9 +539,9 @@ impl ServerHandler for ProxyHandler {
         let server = self.owner_for(&request.uri).await?;
         let params = serde_json::to_value(&request).map_err(as_mcp)?;
         let result = self.proxy.send(&server, "resources/read", params).await?;
-        Ok(serde_json::from_value::<ReadResourceResult>(result)
-            .map_err(as_mcp)?
-            .into())
+        let mut result = serde_json::from_value::<ReadResourceResult>(result).map_err(as_mcp)?;
+        complete(&mut result.result_type);
+        Ok(result.into())
     }
 
     #[allow(deprecated)] // legacy subscriptions are what 2025-era clients send
@@ -585,7 +605,9 @@ impl ServerHandler for ProxyHandler {
             .proxy
             .send(&server, "completion/complete", params)
             .await?;
-        serde_json::from_value(result).map_err(as_mcp)
+        let mut result = serde_json::from_value::<CompleteResult>(result).map_err(as_mcp)?;
+        complete(&mut result.result_type);
+        Ok(result)
     }
 
     #[allow(deprecated)]

@@ -1,0 +1,404 @@
+//! Helpers for the interop tests of the `mcp-supervisor` binary against real third-party MCP
+//! peers: the official Python SDK client (through `tests/py/client_driver.py`), server-everything,
+//! the inspector CLI and the conformance suite.
+//!
+//! The peers are installed by `scripts/install-test-deps.sh`; a missing one fails the test with a
+//! message naming that script, it never skips it. Every process started here is owned by a guard
+//! that stops it on drop, also when an assertion fails: the proxy gets SIGTERM first (so it stops
+//! its own servers), then its process group gets SIGKILL.
+#![allow(dead_code)]
+
+use std::fs::File;
+use std::io::{Read, Write};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+const INSTALL_HINT: &str =
+    "run `scripts/install-test-deps.sh` (or `scripts/test.sh`, which runs it) first";
+
+/// How long a stopped process gets between SIGTERM and SIGKILL (the proxy's own stop is ≤ 5 s).
+const TERM_GRACE: Duration = Duration::from_secs(7);
+
+/// The workspace root (two levels above this crate).
+pub fn workspace_root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
+}
+
+/// The Python of the test venv: `$MCP_SUPERVISOR_PYTHON`, else `.venv-test/bin/python`; it must
+/// import the pinned SDK's client.
+pub fn python() -> PathBuf {
+    let path = std::env::var_os("MCP_SUPERVISOR_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv-test/bin/python"));
+    assert!(
+        path.exists(),
+        "the test Python {} is missing: {INSTALL_HINT}",
+        path.display()
+    );
+    let probe = Command::new(&path)
+        .args(["-c", "from mcp import Client, StdioServerParameters"])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    assert!(
+        matches!(probe, Ok(s) if s.success()),
+        "{} cannot import mcp.Client (the pinned `mcp` package is missing): {INSTALL_HINT}",
+        path.display()
+    );
+    path
+}
+
+/// The folder of the pinned npm tools' binaries: `$MCP_SUPERVISOR_TOOLS`, else
+/// `tools/node_modules/.bin`.
+pub fn tools_dir() -> PathBuf {
+    std::env::var_os("MCP_SUPERVISOR_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("tools/node_modules/.bin"))
+}
+
+/// A binary of the pinned npm tools; panics (with the install hint) when missing.
+pub fn tool(name: &str) -> PathBuf {
+    let path = tools_dir().join(name);
+    assert!(
+        path.exists(),
+        "the npm tool {} is missing: {INSTALL_HINT}",
+        path.display()
+    );
+    path
+}
+
+/// `tests/py/<name>`.
+pub fn py_script(name: &str) -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/py")
+        .join(name)
+}
+
+/// The command line that runs server-everything over stdio.
+pub fn everything_stdio() -> Vec<String> {
+    vec![path_str(&tool("mcp-server-everything")), "stdio".into()]
+}
+
+pub fn path_str(path: &Path) -> String {
+    path.to_str().expect("utf-8 path").to_string()
+}
+
+/// The last `n` lines of a file (for failure messages).
+pub fn tail(path: &Path, n: usize) -> String {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let lines: Vec<&str> = text.lines().collect();
+    lines[lines.len().saturating_sub(n)..].join("\n")
+}
+
+fn signal(target: &str, sig: &str) {
+    let _ = Command::new("kill")
+        .args([sig, "--", target])
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+}
+
+/// Whether `pid` is a live (not zombie) process.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// The direct children of `pid` (from /proc).
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| {
+                    let rest = &stat[stat.rfind(')')? + 1..];
+                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
+                })
+                == Some(pid)
+        })
+        .collect()
+}
+
+fn wait_gone(pids: &[u32], limit: Duration) -> bool {
+    let deadline = Instant::now() + limit;
+    while Instant::now() < deadline {
+        if pids.iter().all(|p| !alive(*p)) {
+            return true;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    pids.iter().all(|p| !alive(*p))
+}
+
+// === impl Proc ===
+
+/// A spawned process in its own process group, with stdout and stderr in files. On drop (or
+/// `stop`): its direct children that live in other groups (the proxy a Python stdio client
+/// spawned in a new session) get SIGTERM, then the process itself gets SIGTERM; after a grace
+/// period whatever is left gets SIGKILL, the group included.
+pub struct Proc {
+    what: String,
+    child: Option<Child>,
+    pub stdout: PathBuf,
+    pub stderr: PathBuf,
+}
+
+impl Proc {
+    pub fn spawn(what: &str, mut cmd: Command, dir: &Path) -> Self {
+        use std::os::unix::process::CommandExt;
+        let tag: String = what
+            .chars()
+            .map(|c| if c.is_ascii_alphanumeric() { c } else { '-' })
+            .collect();
+        let stdout = dir.join(format!("{tag}.stdout"));
+        let stderr = dir.join(format!("{tag}.stderr"));
+        cmd.stdin(Stdio::null())
+            .stdout(File::create(&stdout).expect("create stdout log"))
+            .stderr(File::create(&stderr).expect("create stderr log"))
+            .process_group(0);
+        let child = cmd
+            .spawn()
+            .unwrap_or_else(|e| panic!("could not start {what} ({cmd:?}): {e}; {INSTALL_HINT}"));
+        Self {
+            what: what.to_string(),
+            child: Some(child),
+            stdout,
+            stderr,
+        }
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.child.as_ref().map_or(0, Child::id)
+    }
+
+    pub fn logs(&self) -> String {
+        format!(
+            "--- {} stdout (tail) ---\n{}\n--- {} stderr (tail) ---\n{}",
+            self.what,
+            tail(&self.stdout, 20),
+            self.what,
+            tail(&self.stderr, 40)
+        )
+    }
+
+    /// Wait (bounded) for the exit; `None` when it is still running at the limit.
+    pub fn wait(&mut self, limit: Duration) -> Option<ExitStatus> {
+        let child = self.child.as_mut()?;
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if Instant::now() >= deadline {
+                return None;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    /// Wait (bounded) until `port` on 127.0.0.1 accepts connections; panic with the logs if the
+    /// process exits first or the limit passes.
+    pub fn wait_listening(&mut self, port: u16, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(child) = self.child.as_mut()
+                && let Ok(Some(status)) = child.try_wait()
+            {
+                panic!(
+                    "{} exited ({status}) before listening on {port}\n{}",
+                    self.what,
+                    self.logs()
+                );
+            }
+            let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+            if std::net::TcpStream::connect_timeout(&addr, Duration::from_millis(200)).is_ok() {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "{} did not listen on {port} within {limit:?}\n{}",
+                self.what,
+                self.logs()
+            );
+            std::thread::sleep(Duration::from_millis(25));
+        }
+    }
+
+    /// Stop it (see the type's doc) and reap it. Idempotent.
+    pub fn stop(&mut self) {
+        let Some(mut child) = self.child.take() else {
+            return;
+        };
+        let pid = child.id();
+        let mut victims = Vec::new();
+        if matches!(child.try_wait(), Ok(None)) {
+            victims = children_of(pid);
+            for kid in &victims {
+                signal(&kid.to_string(), "-TERM");
+            }
+            signal(&pid.to_string(), "-TERM");
+            victims.push(pid);
+        }
+        let deadline = Instant::now() + TERM_GRACE;
+        while Instant::now() < deadline {
+            if matches!(child.try_wait(), Ok(Some(_))) && wait_gone(&victims, Duration::ZERO) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        for victim in &victims {
+            if alive(*victim) {
+                eprintln!("{}: pid {victim} ignored SIGTERM; killing it", self.what);
+                signal(&victim.to_string(), "-KILL");
+            }
+        }
+        // Whatever is left in its group (grandchildren that share it).
+        signal(&format!("-{pid}"), "-KILL");
+        let _ = child.kill();
+        let _ = child.wait();
+    }
+}
+
+impl Drop for Proc {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+// === Python driver ===
+
+/// How the driver reaches the server under test.
+pub enum Target {
+    /// Spawn this command line and talk over its stdio.
+    Stdio(Vec<String>),
+    /// A streamable HTTP endpoint.
+    Url(String),
+}
+
+/// Run `tests/py/client_driver.py SCENARIO` against `target` (bounded by `limit`) and return its
+/// JSON summary. Panics, with the driver's stderr (which holds a stdio proxy's logs too), when
+/// it fails, prints no JSON or overruns.
+pub fn run_driver(
+    dir: &Path,
+    scenario: &str,
+    mode: &str,
+    target: &Target,
+    extra: &[&str],
+    limit: Duration,
+) -> Value {
+    let mut cmd = Command::new(python());
+    cmd.arg(py_script("client_driver.py"))
+        .args([scenario, "--mode", mode])
+        .args([
+            "--deadline",
+            &(limit.as_secs_f64() - 5.0).max(5.0).to_string(),
+        ])
+        .args(extra)
+        .env("PYTHONUNBUFFERED", "1")
+        .env("PYTHONDONTWRITEBYTECODE", "1");
+    let how = match target {
+        Target::Stdio(argv) => {
+            cmd.args(["--stdio", &serde_json::to_string(argv).expect("argv json")]);
+            "stdio"
+        }
+        Target::Url(url) => {
+            cmd.args(["--url", url]);
+            "http"
+        }
+    };
+    let what = format!("driver {scenario} {how} {mode}");
+    let mut proc = Proc::spawn(&what, cmd, dir);
+    let Some(status) = proc.wait(limit) else {
+        let logs = proc.logs();
+        proc.stop();
+        panic!("{what} did not finish within {limit:?}\n{logs}");
+    };
+    assert!(
+        status.success(),
+        "{what} failed ({status})\n{}",
+        proc.logs()
+    );
+    let text = std::fs::read_to_string(&proc.stdout).expect("read driver stdout");
+    let line = text.lines().rev().find(|l| l.starts_with('{'));
+    let summary: Value = line
+        .and_then(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("{what} printed no JSON summary\n{}", proc.logs()));
+    proc.stop();
+    summary
+}
+
+// === small HTTP and metrics helpers ===
+
+/// A plain HTTP/1.0 GET of `path` on 127.0.0.1:`port` (bounded); the body, or `None`.
+pub fn http_get(port: u16, path: &str) -> Option<String> {
+    let addr = std::net::SocketAddr::from(([127, 0, 0, 1], port));
+    let mut stream = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)).ok()?;
+    stream.set_read_timeout(Some(Duration::from_secs(5))).ok()?;
+    write!(
+        stream,
+        "GET {path} HTTP/1.0\r\nHost: 127.0.0.1:{port}\r\nConnection: close\r\n\r\n"
+    )
+    .ok()?;
+    let mut response = String::new();
+    stream.read_to_string(&mut response).ok()?;
+    let (head, body) = response.split_once("\r\n\r\n")?;
+    (head.split_whitespace().nth(1) == Some("200")).then(|| body.to_string())
+}
+
+/// The value of the sample `name{labels}` in Prometheus text, if present.
+pub fn metric(text: &str, sample: &str) -> Option<f64> {
+    text.lines()
+        .filter(|l| !l.starts_with('#'))
+        .find_map(|l| l.strip_prefix(sample)?.trim().parse().ok())
+}
+
+/// Poll `/metrics` on `port` until `sample` reaches `at_least` (bounded); its last value.
+pub fn wait_metric(port: u16, sample: &str, at_least: f64, limit: Duration) -> f64 {
+    let deadline = Instant::now() + limit;
+    let mut last = f64::NAN;
+    while Instant::now() < deadline {
+        if let Some(value) = http_get(port, "/metrics").and_then(|t| metric(&t, sample)) {
+            last = value;
+            if value >= at_least {
+                break;
+            }
+        }
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    last
+}
+
+/// Run a command to its end, bounded; (status, stdout, stderr). Its process group is killed
+/// when it overruns.
+pub fn run_bounded(
+    what: &str,
+    cmd: Command,
+    dir: &Path,
+    limit: Duration,
+) -> (ExitStatus, String, String) {
+    let mut proc = Proc::spawn(what, cmd, dir);
+    let Some(status) = proc.wait(limit) else {
+        let logs = proc.logs();
+        proc.stop();
+        panic!("{what} did not finish within {limit:?}\n{logs}");
+    };
+    let out = std::fs::read_to_string(&proc.stdout).unwrap_or_default();
+    let err = std::fs::read_to_string(&proc.stderr).unwrap_or_default();
+    proc.stop();
+    (status, out, err)
+}
