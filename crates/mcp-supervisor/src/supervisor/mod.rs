@@ -550,6 +550,7 @@ impl Supervisor {
         self.generation += 1;
         let generation = self.generation;
         self.shared.misses.store(0, Ordering::SeqCst);
+        // One update: a waiting call must never see the new generation without the attempt.
         self.snapshot.send_modify(|s| {
             s.generation = generation;
             s.attempt = if state == ServerState::Connecting {
@@ -557,8 +558,14 @@ impl Supervisor {
             } else {
                 failures
             };
+            s.state = state;
+            s.next_attempt_at = None;
+            s.attempting = true;
+            s.closing = false;
+            s.ready_since = None;
+            s.link = None;
+            s.pid = None;
         });
-        self.publish_state(state, None, true);
         let events = LinkEvents::new(generation, self.events_tx.clone());
         let link = match self.connector.open(generation, events) {
             Ok(link) => link,
