@@ -34,16 +34,25 @@ fn base(url: &str) -> String {
         .to_string()
 }
 
-pub async fn status(url: &str, json: bool, token_env: Option<&str>) -> anyhow::Result<ExitCode> {
-    let endpoint = format!("{}/status", base(url));
-    let response = with_token(client()?.get(&endpoint), token_env)?
+/// Send one request to the proxy: its status code and body text.
+async fn ask(
+    request: reqwest::RequestBuilder,
+    endpoint: &str,
+    token_env: Option<&str>,
+) -> anyhow::Result<(reqwest::StatusCode, String)> {
+    let response = with_token(request, token_env)?
         .send()
         .await
         .with_context(|| {
             format!("cannot reach {endpoint}; is the proxy running with --http or --admin there?")
         })?;
     let code = response.status();
-    let text = response.text().await.unwrap_or_default();
+    Ok((code, response.text().await.unwrap_or_default()))
+}
+
+pub async fn status(url: &str, json: bool, token_env: Option<&str>) -> anyhow::Result<ExitCode> {
+    let endpoint = format!("{}/status", base(url));
+    let (code, text) = ask(client()?.get(&endpoint), &endpoint, token_env).await?;
     if !code.is_success() {
         bail!("{endpoint} answered {code}: {}", text.trim());
     }
@@ -141,14 +150,7 @@ pub async fn reconnect(
     token_env: Option<&str>,
 ) -> anyhow::Result<ExitCode> {
     let endpoint = format!("{}/servers/{server}/reconnect", base(url));
-    let response = with_token(client()?.post(&endpoint), token_env)?
-        .send()
-        .await
-        .with_context(|| {
-            format!("cannot reach {endpoint}; is the proxy running with --http or --admin there?")
-        })?;
-    let code = response.status();
-    let text = response.text().await.unwrap_or_default();
+    let (code, text) = ask(client()?.post(&endpoint), &endpoint, token_env).await?;
     if code.is_success() {
         println!("reconnecting \"{server}\" with a fresh budget");
         Ok(ExitCode::SUCCESS)

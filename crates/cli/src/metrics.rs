@@ -57,19 +57,24 @@ impl Metrics {
     /// The Prometheus text exposition of the counters and of `servers`.
     pub fn render(&self, servers: &[ServerStatus]) -> String {
         let mut out = String::new();
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_server_up Whether the server is ready (1) or not (0)."
+        let per_server = |out: &mut String,
+                          name: &str,
+                          kind: &str,
+                          help: &str,
+                          value: &dyn Fn(&ServerStatus) -> u64| {
+            let _ = writeln!(out, "# HELP {name} {help}");
+            let _ = writeln!(out, "# TYPE {name} {kind}");
+            for s in servers {
+                let _ = writeln!(out, "{name}{{server=\"{}\"}} {}", s.name, value(s));
+            }
+        };
+        per_server(
+            &mut out,
+            "mcp_supervisor_server_up",
+            "gauge",
+            "Whether the server is ready (1) or not (0).",
+            &|s| u64::from(s.state == ServerState::Ready),
         );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_server_up gauge");
-        for s in servers {
-            let up = u8::from(s.state == ServerState::Ready);
-            let _ = writeln!(
-                out,
-                "mcp_supervisor_server_up{{server=\"{}\"}} {up}",
-                s.name
-            );
-        }
         let _ = writeln!(
             out,
             "# HELP mcp_supervisor_server_state The server's current state (1 for the state it is in)."
@@ -93,54 +98,34 @@ impl Metrics {
                 );
             }
         }
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_restarts_total Lost or failed connections replaced by a ready one."
+        per_server(
+            &mut out,
+            "mcp_supervisor_restarts_total",
+            "counter",
+            "Lost or failed connections replaced by a ready one.",
+            &|s| s.restarts,
         );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_restarts_total counter");
-        for s in servers {
-            let _ = writeln!(
-                out,
-                "mcp_supervisor_restarts_total{{server=\"{}\"}} {}",
-                s.name, s.restarts
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_reconnect_attempts The attempt number within the current outage (0 when ready)."
+        per_server(
+            &mut out,
+            "mcp_supervisor_reconnect_attempts",
+            "gauge",
+            "The attempt number within the current outage (0 when ready).",
+            &|s| u64::from(s.attempts),
         );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_reconnect_attempts gauge");
-        for s in servers {
-            let _ = writeln!(
-                out,
-                "mcp_supervisor_reconnect_attempts{{server=\"{}\"}} {}",
-                s.name, s.attempts
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_generation The current connection generation."
+        per_server(
+            &mut out,
+            "mcp_supervisor_generation",
+            "gauge",
+            "The current connection generation.",
+            &|s| s.generation,
         );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_generation gauge");
-        for s in servers {
-            let _ = writeln!(
-                out,
-                "mcp_supervisor_generation{{server=\"{}\"}} {}",
-                s.name, s.generation
-            );
-        }
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_tools Tools the server has published."
+        per_server(
+            &mut out,
+            "mcp_supervisor_tools",
+            "gauge",
+            "Tools the server has published.",
+            &|s| s.tools as u64,
         );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_tools gauge");
-        for s in servers {
-            let _ = writeln!(
-                out,
-                "mcp_supervisor_tools{{server=\"{}\"}} {}",
-                s.name, s.tools
-            );
-        }
         let _ = writeln!(
             out,
             "# HELP mcp_supervisor_calls_total Tool calls through the proxy, by outcome."

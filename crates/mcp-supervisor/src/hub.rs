@@ -370,6 +370,24 @@ impl Hub {
     /// Wait until every enabled server is ready, or `timeout` passes. Returns the names of those
     /// that are not.
     pub async fn wait_ready(&self, timeout: Duration) -> Vec<String> {
+        self.wait_all(timeout, |s| s.state == ServerState::Ready)
+            .await
+    }
+
+    /// Wait until no server is still on its very first attempt (bounded by `timeout`), so that a
+    /// client's first tools/list sees every server that can come up.
+    pub async fn wait_started(&self, timeout: Duration) {
+        self.wait_all(timeout, |s| s.state != ServerState::Connecting)
+            .await;
+    }
+
+    /// Wait until every running server's snapshot satisfies `done`, at most `timeout` in all.
+    /// Returns the names of those that do not.
+    async fn wait_all(
+        &self,
+        timeout: Duration,
+        done: impl Fn(&crate::supervisor::Snapshot) -> bool,
+    ) -> Vec<String> {
         let deadline = Instant::now() + timeout;
         let handles: Vec<SupervisorHandle> = self
             .lock()
@@ -380,36 +398,12 @@ impl Hub {
         let mut pending = Vec::new();
         for handle in handles {
             let mut watch = handle.watch();
-            let ready = tokio::time::timeout_at(
-                deadline,
-                watch.wait_for(|s| s.state == ServerState::Ready),
-            )
-            .await;
-            if !matches!(ready, Ok(Ok(_))) {
+            let reached = tokio::time::timeout_at(deadline, watch.wait_for(|s| done(s))).await;
+            if !matches!(reached, Ok(Ok(_))) {
                 pending.push(handle.name().to_string());
             }
         }
         pending
-    }
-
-    /// Wait until no server is still on its very first attempt (bounded by `timeout`), so that a
-    /// client's first tools/list sees every server that can come up.
-    pub async fn wait_started(&self, timeout: Duration) {
-        let deadline = Instant::now() + timeout;
-        let handles: Vec<SupervisorHandle> = self
-            .lock()
-            .running
-            .values()
-            .map(|r| r.handle.clone())
-            .collect();
-        for handle in handles {
-            let mut watch = handle.watch();
-            let _ = tokio::time::timeout_at(
-                deadline,
-                watch.wait_for(|s| s.state != ServerState::Connecting),
-            )
-            .await;
-        }
     }
 
     /// Reconnect one server now with a fresh budget (also out of `gave_up` or `down`).
