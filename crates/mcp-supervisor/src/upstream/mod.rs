@@ -5,6 +5,7 @@
 //! anything about a failure; it reports what happened, normalized, and closes when told.
 
 pub mod errors;
+pub mod http_client;
 pub mod process;
 
 use std::collections::{HashMap, VecDeque};
@@ -30,7 +31,8 @@ use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
 
 use crate::link::{BoxFuture, CallOptions, CloseHow, Connector, Link, LinkEvent, LinkEvents};
-use errors::{CorrelatingClient, Phase, normalize};
+use errors::{Phase, normalize};
+use http_client::CorrelatingClient;
 
 /// Opens generations of one configured server.
 pub struct RmcpConnector {
