@@ -162,3 +162,50 @@ pub async fn reconnect(
         Ok(ExitCode::from(1))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_status_table_shows_every_state_with_attempts_and_the_last_error() {
+        let states = [
+            "connecting",
+            "ready",
+            "retrying",
+            "reconnecting",
+            "gave_up",
+            "down",
+            "stopped",
+        ];
+        let servers: Vec<Value> = states
+            .iter()
+            .enumerate()
+            .map(|(i, state)| {
+                serde_json::json!({
+                    "name": format!("s{i}"), "state": state, "generation": i, "attempts": i,
+                    "maxAttempts": 10, "restarts": 1, "tools": 3,
+                    "uptimeMs": if *state == "ready" { serde_json::json!(61_000) } else { Value::Null },
+                    "lastError": if *state == "gave_up" { serde_json::json!("the connection was refused") } else { Value::Null },
+                })
+            })
+            .collect();
+        let table = table(&serde_json::json!({ "servers": servers }));
+        let lines: Vec<&str> = table.lines().collect();
+        assert_eq!(lines.len(), 1 + states.len());
+        assert!(lines[0].starts_with("SERVER") && lines[0].contains("LAST ERROR"));
+        for (line, state) in lines[1..].iter().zip(states) {
+            assert!(line.split_whitespace().nth(1) == Some(state), "{line}");
+        }
+        assert!(
+            lines[2].contains("1m1s"),
+            "uptime of the ready server: {}",
+            lines[2]
+        );
+        assert!(
+            lines[5].contains("4/10") && lines[5].ends_with("the connection was refused"),
+            "{}",
+            lines[5]
+        );
+    }
+}

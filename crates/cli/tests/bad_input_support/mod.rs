@@ -1,7 +1,10 @@
 //! Helpers of the bad-input tests: a running `mcp-supervisor serve --http` in front of the fault
 //! server, raw HTTP/1.1 over TCP (so nothing adds or fixes a header behind the test's back), and a
 //! small seeded random generator.
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary uses a different part
+
+#[allow(unused_imports)] // each test binary uses a different part
+pub use mcp_supervisor_testkit::{fault_bin, free_port, temp_dir};
 
 use std::path::PathBuf;
 use std::process::{Child, Command, Stdio};
@@ -12,34 +15,6 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 pub fn supervisor_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mcp-supervisor"))
-}
-
-pub fn fault_bin() -> PathBuf {
-    let bin = supervisor_bin().with_file_name("mcp-fault-server");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --workspace --bins` first",
-        bin.display()
-    );
-    bin
-}
-
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
-pub fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-supervisor-bad-input-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 // === The proxy under test ===

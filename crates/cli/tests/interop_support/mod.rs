@@ -6,7 +6,10 @@
 //! message naming that script, it never skips it. Every process started here is owned by a guard
 //! that stops it on drop, also when an assertion fails: the proxy gets SIGTERM first (so it stops
 //! its own servers), then its process group gets SIGKILL.
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary uses a different part
+
+#[allow(unused_imports)] // each test binary uses a different part
+pub use mcp_supervisor_testkit::{alive, workspace_root};
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -21,11 +24,6 @@ const INSTALL_HINT: &str =
 
 /// How long a stopped process gets between SIGTERM and SIGKILL (the proxy's own stop is ≤ 5 s).
 const TERM_GRACE: Duration = Duration::from_secs(7);
-
-/// The workspace root (two levels above this crate).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The Python of the test venv: `$MCP_SUPERVISOR_PYTHON`, else `.venv-test/bin/python`; it must
 /// import the pinned SDK's client.
@@ -99,19 +97,6 @@ fn signal(target: &str, sig: &str) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
-}
-
-/// Whether `pid` is a live (not zombie) process.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
 }
 
 /// The direct children of `pid` (from /proc).

@@ -1,5 +1,8 @@
 //! Helpers for end-to-end tests of the `mcp-supervisor` binary with real fault servers.
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary uses a different part
+
+#[allow(unused_imports)] // each test binary uses a different part
+pub use mcp_supervisor_testkit::{alive, fault_bin, free_port, gone_within, kill9, temp_dir};
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -9,34 +12,6 @@ use serde_json::Value;
 
 pub fn supervisor_bin() -> PathBuf {
     PathBuf::from(env!("CARGO_BIN_EXE_mcp-supervisor"))
-}
-
-pub fn fault_bin() -> PathBuf {
-    let bin = supervisor_bin().with_file_name("mcp-fault-server");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --workspace` first",
-        bin.display()
-    );
-    bin
-}
-
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("addr").port()
-}
-
-pub fn temp_dir(tag: &str) -> PathBuf {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map(|d| d.as_nanos())
-        .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-supervisor-cli-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
-    std::fs::create_dir_all(&dir).expect("temp dir");
-    dir
 }
 
 pub fn write_config(path: &Path, servers: Value) {
@@ -155,32 +130,4 @@ pub fn state_is(status: &Value, name: &str, state: &str) -> bool {
 
 pub fn pid_of(status: &Value, name: &str) -> Option<u32> {
     server(status, name)["pid"].as_u64().map(|p| p as u32)
-}
-
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
-}
-
-pub async fn gone_within(pid: u32, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    !alive(pid)
-}
-
-pub fn kill9(pid: u32) {
-    let status = Command::new("kill").args(["-9", &pid.to_string()]).status();
-    assert!(matches!(status, Ok(s) if s.success()), "kill -9 {pid}");
 }

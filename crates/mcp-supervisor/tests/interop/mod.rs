@@ -3,7 +3,10 @@
 //!
 //! The tools are installed by `scripts/install-test-deps.sh`; a missing tool fails the test with a
 //! message naming that script, it never skips it.
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary uses a different part
+
+#[allow(unused_imports)] // each test binary uses a different part
+pub use mcp_supervisor_testkit::{free_port, workspace_root};
 
 use std::fs::File;
 use std::path::{Path, PathBuf};
@@ -15,11 +18,6 @@ use nix::unistd::Pid;
 
 const INSTALL_HINT: &str =
     "run `scripts/install-test-deps.sh` (or `scripts/test.sh`, which runs it) first";
-
-/// The workspace root (two levels above this crate).
-pub fn workspace_root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("../..")
-}
 
 /// The Python of the test venv: `$MCP_SUPERVISOR_PYTHON`, else `.venv-test/bin/python`.
 pub fn python() -> PathBuf {
@@ -64,12 +62,6 @@ pub fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("tests/interop")
         .join(name)
-}
-
-/// A loopback port that was free a moment ago (bind port 0, read it, release it).
-pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind 127.0.0.1:0");
-    listener.local_addr().expect("local address").port()
 }
 
 // === impl Server ===

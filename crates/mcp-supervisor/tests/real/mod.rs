@@ -1,24 +1,13 @@
 //! Helpers for end-to-end tests with real processes of the fault server.
-#![allow(dead_code)]
+#![allow(dead_code)] // each test binary uses a different part
 
-use std::path::PathBuf;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use mcp_supervisor_testkit::{alive, fault_bin, gone_within, temp_dir};
+
 use std::time::Duration;
 
 use mcp_supervisor::core::config::{Config, parse_config};
 use mcp_supervisor::{Hub, ServerState, Snapshot};
-
-/// The fault server built beside this test binary (`cargo build --workspace` builds it).
-pub fn fault_bin() -> PathBuf {
-    let exe = std::env::current_exe().expect("test binary path");
-    let dir = exe.parent().and_then(|d| d.parent()).expect("target dir");
-    let bin = dir.join("mcp-fault-server");
-    assert!(
-        bin.exists(),
-        "{} is missing: run `cargo build --workspace` before the tests",
-        bin.display()
-    );
-    bin
-}
 
 /// A config from a JSON `mcpServers` object.
 pub fn config(servers: serde_json::Value) -> Config {
@@ -27,25 +16,6 @@ pub fn config(servers: serde_json::Value) -> Config {
         Ok(config) => config,
         Err(errors) => panic!("test config is invalid: {errors}"),
     }
-}
-
-/// A fresh temporary directory for one test.
-pub fn temp_dir(tag: &str) -> PathBuf {
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-supervisor-test-{tag}-{}-{}",
-        std::process::id(),
-        fastrand_suffix()
-    ));
-    std::fs::create_dir_all(&dir).expect("create temp dir");
-    dir
-}
-
-fn fastrand_suffix() -> u64 {
-    use std::time::{SystemTime, UNIX_EPOCH};
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_nanos() as u64)
-        .unwrap_or(0)
 }
 
 /// Wait until `server`'s snapshot satisfies `pred`, at most `limit`.
@@ -74,31 +44,6 @@ pub async fn wait_ready(hub: &Hub, server: &str, after_generation: u64) -> Snaps
         s.state == ServerState::Ready && s.generation > after_generation
     })
     .await
-}
-
-/// Whether process `pid` exists and is not a zombie.
-pub fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => {
-            let state = stat
-                .rfind(')')
-                .and_then(|i| stat[i + 1..].split_whitespace().next());
-            !matches!(state, Some("Z") | Some("X") | None)
-        }
-        Err(_) => false,
-    }
-}
-
-/// Poll (bounded) until `pid` is gone; processes die asynchronously after SIGKILL.
-pub async fn gone_within(pid: u32, limit: Duration) -> bool {
-    let deadline = tokio::time::Instant::now() + limit;
-    while tokio::time::Instant::now() < deadline {
-        if !alive(pid) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
-    !alive(pid)
 }
 
 /// The text of a tool result's first content item.

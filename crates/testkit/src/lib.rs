@@ -1,0 +1,125 @@
+//! What the end-to-end tests of every crate need alike: where the built binaries and the
+//! installed interop peers are, a free loopback port, a temporary directory, and whether a
+//! process is still alive.
+//!
+//! Test support only: it never starts or stops anything on its own, and it talks only to
+//! loopback.
+#![forbid(unsafe_code)]
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// The workspace root (two levels above this crate).
+pub fn workspace_root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../..")
+        .canonicalize()
+        .unwrap_or_else(|_| PathBuf::from(concat!(env!("CARGO_MANIFEST_DIR"), "/../..")))
+}
+
+/// A binary of the workspace, built next to the running test (`cargo build --workspace --bins`
+/// builds them all). Panics with what to do when it is missing.
+pub fn workspace_bin(name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<test> → target/<profile>/<name>
+    let dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let bin = dir.join(name);
+    assert!(
+        bin.exists(),
+        "{} is missing: run `cargo build --workspace --bins` before the tests",
+        bin.display()
+    );
+    bin
+}
+
+/// The fault-injection server.
+pub fn fault_bin() -> PathBuf {
+    workspace_bin("mcp-fault-server")
+}
+
+/// A loopback port that was free a moment ago.
+pub fn free_port() -> u16 {
+    let listener =
+        std::net::TcpListener::bind("127.0.0.1:0").expect("bind an ephemeral loopback port");
+    listener.local_addr().expect("local address").port()
+}
+
+/// A fresh temporary directory for one test.
+pub fn temp_dir(tag: &str) -> PathBuf {
+    let nanos = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_nanos())
+        .unwrap_or(0);
+    let dir = std::env::temp_dir().join(format!(
+        "mcp-supervisor-test-{tag}-{}-{nanos}",
+        std::process::id()
+    ));
+    std::fs::create_dir_all(&dir).expect("create a temporary directory");
+    dir
+}
+
+/// Whether process `pid` exists and is not a zombie.
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => {
+            let state = stat
+                .rfind(')')
+                .and_then(|i| stat[i + 1..].split_whitespace().next());
+            !matches!(state, Some("Z") | Some("X") | None)
+        }
+        Err(_) => false,
+    }
+}
+
+/// Poll (bounded) until `pid` is gone: processes die asynchronously after a signal.
+pub async fn gone_within(pid: u32, limit: Duration) -> bool {
+    let deadline = tokio::time::Instant::now() + limit;
+    while tokio::time::Instant::now() < deadline {
+        if !alive(pid) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    !alive(pid)
+}
+
+/// `kill -9 pid`; panics if the signal could not be sent.
+pub fn kill9(pid: u32) {
+    let status = std::process::Command::new("kill")
+        .args(["-9", &pid.to_string()])
+        .status();
+    assert!(matches!(status, Ok(s) if s.success()), "kill -9 {pid}");
+}
+
+/// The Python of `.venv-test` (or `MCP_SUPERVISOR_PYTHON`), installed by
+/// `scripts/install-test-deps.sh`. Panics with what to do when it is missing.
+pub fn python() -> PathBuf {
+    let path = std::env::var_os("MCP_SUPERVISOR_PYTHON")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join(".venv-test/bin/python"));
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-test-deps.sh (or scripts/test.sh) first",
+        path.display()
+    );
+    path
+}
+
+/// An npm-installed peer under `tools/node_modules/.bin` (or `MCP_SUPERVISOR_TOOLS`). Panics with
+/// what to do when it is missing.
+pub fn node_tool(name: &str) -> PathBuf {
+    let dir = std::env::var_os("MCP_SUPERVISOR_TOOLS")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| workspace_root().join("tools/node_modules/.bin"));
+    let path = dir.join(name);
+    assert!(
+        path.exists(),
+        "{} is missing: run scripts/install-test-deps.sh (or scripts/test.sh) first",
+        path.display()
+    );
+    path
+}
