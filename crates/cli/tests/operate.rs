@@ -451,3 +451,44 @@ async fn reload_adds_removes_and_changes_servers_and_leaves_unchanged_ones_alone
     drop(proxy);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn a_change_to_the_config_file_is_applied_without_a_signal() {
+    let dir = temp_dir("watch");
+    let path = dir.join("servers.json");
+    let fault = fault_bin();
+    write_config(&path, json!({ "first": { "command": fault } }));
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let proxy = Running::start(
+        &[
+            "serve",
+            "--config",
+            path.to_str().unwrap_or_default(),
+            "--admin",
+            &addr,
+        ],
+        port,
+        &[],
+    )
+    .await;
+    let before = status_until(&proxy, Duration::from_secs(20), |s| {
+        state_is(s, "first", "ready")
+    })
+    .await;
+    write_config(
+        &path,
+        json!({ "first": { "command": fault }, "second": { "command": fault } }),
+    );
+    let after = status_until(&proxy, Duration::from_secs(20), |s| {
+        state_is(s, "second", "ready")
+    })
+    .await;
+    assert_eq!(
+        pid_of(&after, "first"),
+        pid_of(&before, "first"),
+        "the unchanged server is not touched"
+    );
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(dir);
+}
