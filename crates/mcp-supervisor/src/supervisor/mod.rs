@@ -531,11 +531,17 @@ impl Supervisor {
 
     /// Publish a state; `until` is the next attempt's due time during a backoff.
     fn publish_state(&self, state: ServerState, until: Option<Instant>, attempting: bool) {
+        self.publish(state, until, attempting, false);
+    }
+
+    /// Publish a state in one update: a waiting call must never see half of a transition (for
+    /// example a lost generation's close taken for a new attempt).
+    fn publish(&self, state: ServerState, until: Option<Instant>, attempting: bool, closing: bool) {
         self.snapshot.send_modify(|s| {
             s.state = state;
             s.next_attempt_at = until;
             s.attempting = attempting;
-            s.closing = false;
+            s.closing = closing;
             if state != ServerState::Ready {
                 s.ready_since = None;
                 s.link = None;
@@ -760,8 +766,7 @@ impl Supervisor {
             }
         };
         // The lost generation must be gone before any backoff starts.
-        self.publish_state(ServerState::Reconnecting, None, true);
-        self.snapshot.send_modify(|s| s.closing = true);
+        self.publish(ServerState::Reconnecting, None, true, true);
         if let Err(stuck) = self.barrier(&link).await {
             return ReadyEnd::Stuck(stuck);
         }
