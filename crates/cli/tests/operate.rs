@@ -329,10 +329,20 @@ async fn post_reconnect_brings_a_gave_up_server_back_with_a_fresh_budget() {
         &[],
     )
     .await;
-    status_until(&proxy, Duration::from_secs(10), |s| {
+    let gave_up = status_until(&proxy, Duration::from_secs(10), |s| {
         state_is(s, "flaky", "gave_up")
     })
     .await;
+    assert_eq!(
+        server(&gave_up, "flaky")["attempts"],
+        2,
+        "all maxAttempts were spent: {gave_up}"
+    );
+    assert_eq!(
+        server(&gave_up, "flaky")["generation"],
+        3,
+        "the first attempt and 2 retries"
+    );
     assert_eq!(get_json(&proxy.url("/healthz")).await.0, 503);
 
     let table = Command::new(supervisor_bin())

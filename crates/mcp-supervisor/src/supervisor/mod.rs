@@ -363,12 +363,16 @@ impl Supervisor {
                     (budget, first, lost_established) = (Budget::new(policy), true, false);
                     continue;
                 }
-                AttemptEnd::Failed(cause) => Judged {
-                    decision: budget.on_failure(None, (self.jitter)()),
-                    cause,
-                    verb: "connection failed",
-                    immediate: false,
-                },
+                AttemptEnd::Failed(cause) => {
+                    // Only the very first attempt is `connecting`; later ones are retries.
+                    first = false;
+                    Judged {
+                        decision: budget.on_failure(None, (self.jitter)()),
+                        cause,
+                        verb: "connection failed",
+                        immediate: false,
+                    }
+                }
                 AttemptEnd::Ready(link) => {
                     if first {
                         tracing::info!(server = %self.name, generation = self.generation, "connected");
@@ -445,6 +449,8 @@ impl Supervisor {
                     max = self.config.reconnect.max_attempts,
                 );
                 self.registry.withdraw(&name);
+                let max = self.config.reconnect.max_attempts;
+                self.snapshot.send_modify(|s| s.attempt = max);
                 self.publish_state(ServerState::GaveUp, None, false);
                 self.park().await
             }
