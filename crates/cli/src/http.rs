@@ -72,6 +72,12 @@ pub async fn serve(
     let router = router
         .layer(middleware::from_fn_with_state(Arc::new(guard), check))
         .with_state(proxy);
+    // Answers are small SSE events: do not let Nagle hold one back behind the previous write.
+    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
+        if let Err(error) = tcp.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {error}");
+        }
+    });
     axum::serve(listener, router)
         .with_graceful_shutdown(shutdown.cancelled_owned())
         .await

@@ -78,6 +78,8 @@ impl Registry {
     pub fn publish(&self, server: &str, tools: Vec<Tool>) -> bool {
         let mut inner = self.lock();
         match inner.servers.iter_mut().find(|(name, _)| name == server) {
+            // The same set again (a reconnect): nothing to rebuild.
+            Some(entry) if entry.1 == tools => return false,
             Some(entry) => entry.1 = tools,
             None => return false, // not in the config (any more): publish nothing
         }
