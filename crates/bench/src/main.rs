@@ -11,16 +11,28 @@
 //! | `memory` | this process's RSS with N supervised stdio servers |
 //! | `callpath` | added latency of a call through the hub over a bare rmcp client |
 //! | `http-heal` | time of the first call through the hub after an HTTP server was restarted |
+//! | `peers` | latency and throughput through our proxy, mcp-proxy, supergateway and a bare relay |
+//! | `scale` | one proxy with N servers: RSS, start-up, the aggregate tools/list, a restart storm |
+//! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //!
 //! Set `RUST_LOG` (e.g. `mcp_supervisor=debug`) to see the library's logs on stderr.
 //!
-//! The fault server is looked up beside this binary (`cargo build --release -p
-//! mcp-supervisor-bench -p mcp-fault-server`), or given with `--fault-server PATH`.
+//! The fault server is looked up beside this binary, or given with `--fault-server PATH`;
+//! `peers` and `scale` also need `mcp-supervisor` beside it (`cargo build --release --workspace
+//! --bins`). `peers` drives mcp-proxy 0.13.0 from `.venv-bench` and supergateway 4.0.0 from
+//! `tools-bench/node_modules` when they are installed (see docs/BENCHMARKS.md), and skips them,
+//! saying why, when they are not.
 
 mod callpath;
 mod http_heal;
 mod memory;
+mod peers;
+mod plot;
+mod procs;
+mod rawhttp;
 mod recovery;
+mod relay;
+mod scale;
 mod util;
 
 use std::path::PathBuf;
@@ -80,6 +92,82 @@ enum Bench {
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
         restarts: u32,
     },
+    /// Latency and throughput of echo through our proxy, peer proxies and a bare relay.
+    Peers {
+        /// Measured calls per target per concurrency.
+        #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        calls: u32,
+        /// Concurrency levels (calls in flight), comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        concurrency: Vec<u32>,
+        /// Calls per target per round; targets alternate round by round.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        block: u32,
+        /// Warm-up calls per target before each concurrency level.
+        #[arg(long, default_value_t = 200, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+        warmup: u32,
+        /// Measured calls for supergateway-stateless (a process spawn per call).
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        stateless_calls: u32,
+        /// Targets to run, comma-separated (default: all).
+        #[arg(long, value_delimiter = ',', default_values_t = peers::ALL.map(String::from))]
+        targets: Vec<String>,
+        /// The mcp-proxy executable (PyPI mcp-proxy 0.13.0).
+        #[arg(long, default_value = ".venv-bench/bin/mcp-proxy")]
+        mcp_proxy: PathBuf,
+        /// supergateway's entry script (npm supergateway 4.0.0).
+        #[arg(
+            long,
+            default_value = "tools-bench/node_modules/supergateway/dist/index.js"
+        )]
+        supergateway: PathBuf,
+        /// The node executable that runs supergateway.
+        #[arg(long, default_value = "node")]
+        node: PathBuf,
+        /// Write the latency distributions as SVG here.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+        /// Run our proxy and the relay under this command prefix (profiling), e.g.
+        /// "valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p".
+        #[arg(long)]
+        profile_prefix: Option<String>,
+    },
+    /// One proxy with N stdio servers: RSS, start-up, aggregate tools/list, restart storm.
+    Scale {
+        /// How many servers.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(2..=2000))]
+        servers: u32,
+        /// Extra echo tools per server (`--tools` of the fault server).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(0..=1000))]
+        tools: u32,
+        /// Measured tools/list calls.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        lists: u32,
+        /// Bound of the start-up and of the storm, seconds.
+        #[arg(long, default_value_t = 600, value_parser = clap::value_parser!(u64).range(10..=3600))]
+        limit_secs: u64,
+        /// `reconnect.initialDelayMs` of every server.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        initial_delay_ms: u64,
+        /// How many restart storms, one after the other (RSS after each shows any growth).
+        #[arg(long, default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=20))]
+        storms: u32,
+        /// Write the first storm's recovery timeline as SVG here.
+        #[arg(long)]
+        svg: Option<PathBuf>,
+    },
+    /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
+    Relay {
+        /// Loopback address to listen on.
+        #[arg(long)]
+        listen: std::net::SocketAddr,
+        /// Exit after this many seconds at the latest.
+        #[arg(long, default_value_t = 3600)]
+        max_secs: u64,
+        /// The stdio server's command and arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -91,6 +179,20 @@ async fn main() -> ExitCode {
             .with_env_filter(tracing_subscriber::EnvFilter::from_default_env())
             .with_writer(std::io::stderr)
             .init();
+    }
+    if let Bench::Relay {
+        listen,
+        max_secs,
+        command,
+    } = &cli.bench
+    {
+        return match relay::run(*listen, command, *max_secs).await {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(error) => {
+                eprintln!("relay: {error:#}");
+                ExitCode::FAILURE
+            }
+        };
     }
     let fault = match util::fault_server(cli.fault_server.as_deref()) {
         Ok(path) => path,
@@ -113,6 +215,55 @@ async fn main() -> ExitCode {
             block,
         } => callpath::run(&fault, calls, warmup, block).await,
         Bench::HttpHeal { restarts } => http_heal::run(&fault, restarts).await,
+        Bench::Peers {
+            calls,
+            concurrency,
+            block,
+            warmup,
+            stateless_calls,
+            targets,
+            mcp_proxy,
+            supergateway,
+            node,
+            svg,
+            profile_prefix,
+        } => {
+            let opts = peers::Options {
+                calls,
+                concurrency,
+                block,
+                warmup,
+                stateless_calls,
+                targets,
+                mcp_proxy,
+                supergateway,
+                node,
+                svg,
+                profile_prefix,
+            };
+            peers::run(&fault, opts).await
+        }
+        Bench::Scale {
+            servers,
+            tools,
+            lists,
+            limit_secs,
+            initial_delay_ms,
+            storms,
+            svg,
+        } => {
+            let opts = scale::Options {
+                servers,
+                tools,
+                lists,
+                limit_secs,
+                initial_delay_ms,
+                storms,
+                svg,
+            };
+            scale::run(&fault, opts).await
+        }
+        Bench::Relay { .. } => unreachable!("handled above"),
     };
     let leftover = util::leftover_children().await;
     for pid in &leftover {

@@ -1,0 +1,261 @@
+//! Processes the `peers` and `scale` benches start (proxies, relays, fault servers), each behind a
+//! guard that ends its whole process group on drop, and what `/proc` says about processes that
+//! carry a run's marker (a unique temp directory in their command line).
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use anyhow::{Context, Result, bail};
+use nix::sys::signal::{Signal, kill, killpg};
+use nix::unistd::Pid;
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::time::Instant;
+
+/// A started process in its own process group; SIGKILL to the group and reaped on drop at the
+/// latest.
+pub struct Spawned {
+    pub name: String,
+    child: Child,
+    pid: u32,
+    log: Option<PathBuf>,
+}
+
+impl Spawned {
+    /// Start `program args` in a new process group, stderr (and stdout unless `pipes`) to `log`.
+    /// With `pipes`, stdin and stdout are piped (take them with [`Spawned::take_pipes`]).
+    pub fn start(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        log: Option<&Path>,
+        pipes: bool,
+    ) -> Result<Self> {
+        let mut command = Command::new(program);
+        command.args(args).process_group(0).kill_on_drop(true);
+        let sink = || -> Result<Stdio> {
+            Ok(match log {
+                Some(path) => std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(path)
+                    .with_context(|| format!("cannot open {}", path.display()))?
+                    .into(),
+                None => Stdio::null(),
+            })
+        };
+        if pipes {
+            command.stdin(Stdio::piped()).stdout(Stdio::piped());
+        } else {
+            command.stdin(Stdio::null()).stdout(sink()?);
+        }
+        command.stderr(sink()?);
+        let child = command
+            .spawn()
+            .with_context(|| format!("cannot start {name}: {}", program.display()))?;
+        let pid = child.id().context("a just-started child has a pid")?;
+        Ok(Self {
+            name: name.to_string(),
+            child,
+            pid,
+            log: log.map(Path::to_path_buf),
+        })
+    }
+
+    pub fn pid(&self) -> u32 {
+        self.pid
+    }
+
+    /// The piped stdout and stdin (once).
+    pub fn take_pipes(&mut self) -> Option<(ChildStdout, ChildStdin)> {
+        Some((self.child.stdout.take()?, self.child.stdin.take()?))
+    }
+
+    /// Wait (bounded) until something accepts connections on `port`; fails if the process exits.
+    pub async fn wait_listening(&mut self, port: u16, limit: Duration) -> Result<Duration> {
+        let start = Instant::now();
+        loop {
+            if tokio::net::TcpStream::connect(("127.0.0.1", port))
+                .await
+                .is_ok()
+            {
+                return Ok(start.elapsed());
+            }
+            if let Ok(Some(status)) = self.child.try_wait() {
+                bail!(
+                    "{} exited ({status}) before listening on 127.0.0.1:{port}{}",
+                    self.name,
+                    self.log_tail()
+                );
+            }
+            if start.elapsed() >= limit {
+                bail!(
+                    "{} did not listen on 127.0.0.1:{port} within {limit:?}{}",
+                    self.name,
+                    self.log_tail()
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+    }
+
+    /// The last lines of the log, for an error message.
+    pub fn log_tail(&self) -> String {
+        let Some(text) = self
+            .log
+            .as_ref()
+            .and_then(|p| std::fs::read_to_string(p).ok())
+        else {
+            return String::new();
+        };
+        let lines: Vec<&str> = text.lines().collect();
+        let tail = lines[lines.len().saturating_sub(8)..].join("\n    ");
+        if tail.is_empty() {
+            String::new()
+        } else {
+            format!("; its log ends:\n    {tail}")
+        }
+    }
+
+    /// SIGTERM to the process, up to `limit` for it to exit, then SIGKILL to its group; reaped.
+    /// True when it exited on SIGTERM.
+    pub async fn stop(&mut self, limit: Duration) -> bool {
+        if let Ok(Some(_)) = self.child.try_wait() {
+            self.kill_group();
+            return true;
+        }
+        signal(self.pid, Signal::SIGTERM);
+        let graceful = tokio::time::timeout(limit, self.child.wait()).await.is_ok();
+        self.kill_group();
+        let _ = tokio::time::timeout(Duration::from_secs(5), self.child.wait()).await;
+        graceful
+    }
+
+    fn kill_group(&mut self) {
+        if let Ok(raw) = i32::try_from(self.pid) {
+            let _ = killpg(Pid::from_raw(raw), Signal::SIGKILL);
+        }
+        let _ = self.child.start_kill();
+    }
+}
+
+impl Drop for Spawned {
+    fn drop(&mut self) {
+        self.kill_group();
+        for _ in 0..200 {
+            if !matches!(self.child.try_wait(), Ok(None)) {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(1));
+        }
+    }
+}
+
+/// Send `sig` to one process; false when it could not be sent.
+pub fn signal(pid: u32, sig: Signal) -> bool {
+    i32::try_from(pid).is_ok_and(|raw| kill(Pid::from_raw(raw), sig).is_ok())
+}
+
+/// A temp directory unique to this run; its path is the marker in the command lines of the
+/// processes of the run. Removed on drop.
+pub struct RunDir {
+    pub path: PathBuf,
+}
+
+impl RunDir {
+    pub fn new(bench: &str) -> Result<Self> {
+        let path = std::env::temp_dir().join(format!(
+            "mcp-supervisor-bench-{bench}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&path);
+        std::fs::create_dir_all(&path)
+            .with_context(|| format!("cannot create {}", path.display()))?;
+        Ok(Self { path })
+    }
+
+    pub fn file(&self, name: &str) -> PathBuf {
+        self.path.join(name)
+    }
+
+    pub fn marker(&self) -> String {
+        self.path.display().to_string()
+    }
+}
+
+impl Drop for RunDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.path);
+    }
+}
+
+/// One process seen in `/proc`.
+#[derive(Clone, Debug)]
+pub struct ProcInfo {
+    pub pid: u32,
+    /// The state letter of `/proc/PID/stat` (R, S, D, Z, ...).
+    pub state: char,
+    pub args: Vec<String>,
+}
+
+impl ProcInfo {
+    /// Alive = not a zombie (killed but not yet reaped) nor dead.
+    pub fn alive(&self) -> bool {
+        !matches!(self.state, 'Z' | 'X' | 'x')
+    }
+}
+
+/// Every process whose command line contains `marker`, with its state.
+pub fn with_marker(marker: &str) -> Vec<ProcInfo> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    let mut found = Vec::new();
+    for entry in entries.flatten() {
+        let Some(pid) = entry
+            .file_name()
+            .to_str()
+            .and_then(|n| n.parse::<u32>().ok())
+        else {
+            continue;
+        };
+        let Ok(raw) = std::fs::read(format!("/proc/{pid}/cmdline")) else {
+            continue;
+        };
+        // Cheap test first: most processes are not ours.
+        if !raw.windows(marker.len()).any(|w| w == marker.as_bytes()) {
+            continue;
+        }
+        let args: Vec<String> = raw
+            .split(|b| *b == 0)
+            .filter(|a| !a.is_empty())
+            .map(|a| String::from_utf8_lossy(a).into_owned())
+            .collect();
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|stat| {
+                let rest = &stat[stat.rfind(')')? + 1..];
+                rest.split_whitespace().next()?.chars().next()
+            })
+            .unwrap_or('?');
+        found.push(ProcInfo { pid, state, args });
+    }
+    found
+}
+
+/// SIGKILL every live process that carries `marker`; returns how many there were.
+pub fn sweep(marker: &str) -> usize {
+    let left: Vec<ProcInfo> = with_marker(marker)
+        .into_iter()
+        .filter(ProcInfo::alive)
+        .collect();
+    for info in &left {
+        signal(info.pid, Signal::SIGKILL);
+    }
+    left.len()
+}
+
+/// The current 1-minute load average.
+pub fn load_now() -> f64 {
+    crate::util::loadavg().unwrap_or(f64::NAN)
+}
