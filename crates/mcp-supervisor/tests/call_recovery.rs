@@ -63,27 +63,50 @@ fn policy() -> serde_json::Value {
 }
 
 fn echo(message: &str) -> CallArgs {
-    CallArgs { arguments: args(json!({ "message": message })), ..Default::default() }
+    CallArgs {
+        arguments: args(json!({ "message": message })),
+        ..Default::default()
+    }
 }
 
 fn ledger_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path).unwrap_or_default().lines().map(str::to_string).collect()
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
 }
 
 #[tokio::test]
 async fn an_http_server_restarted_mid_session_answers_the_next_call() {
     let port = free_port();
     let mut server = HttpServer::start(port, &[]).await;
-    let hub = Hub::start(config(json!({ "web": { "url": server.url(), "reconnect": policy() } })));
+    let hub = Hub::start(config(
+        json!({ "web": { "url": server.url(), "reconnect": policy() } }),
+    ));
     let first = wait_ready(&hub, "web", 0).await;
-    assert_eq!(text(&hub.call("web__echo", echo("one")).await.expect("first call")), "one");
+    assert_eq!(
+        text(
+            &hub.call("web__echo", echo("one"))
+                .await
+                .expect("first call")
+        ),
+        "one"
+    );
 
     server.kill();
     let _server = HttpServer::start(port, &[]).await;
-    let result = hub.call("web__echo", echo("two")).await.expect("the next call heals");
+    let result = hub
+        .call("web__echo", echo("two"))
+        .await
+        .expect("the next call heals");
     assert_eq!(text(&result), "two");
     let now = hub.watch("web").expect("server").borrow().clone();
-    assert_eq!(now.generation, first.generation + 1, "exactly one reconnect");
+    assert_eq!(
+        now.generation,
+        first.generation + 1,
+        "exactly one reconnect"
+    );
     hub.stop().await;
 }
 
@@ -91,10 +114,17 @@ async fn an_http_server_restarted_mid_session_answers_the_next_call() {
 async fn a_dropped_http_session_404_is_re_established_at_once() {
     let port = free_port();
     let _server = HttpServer::start(port, &[]).await;
-    let hub = Hub::start(config(json!({ "web": { "url": format!("http://127.0.0.1:{port}/mcp"), "reconnect": policy() } })));
+    let hub = Hub::start(config(
+        json!({ "web": { "url": format!("http://127.0.0.1:{port}/mcp"), "reconnect": policy() } }),
+    ));
     let first = wait_ready(&hub, "web", 0).await;
-    hub.call("web__drop_sessions", CallArgs::default()).await.expect("drop_sessions replies");
-    let result = hub.call("web__echo", echo("after drop")).await.expect("recovers from 404");
+    hub.call("web__drop_sessions", CallArgs::default())
+        .await
+        .expect("drop_sessions replies");
+    let result = hub
+        .call("web__echo", echo("after drop"))
+        .await
+        .expect("recovers from 404");
     assert_eq!(text(&result), "after drop");
     let now = hub.watch("web").expect("server").borrow().clone();
     assert_eq!(now.generation, first.generation + 1);
@@ -114,25 +144,47 @@ async fn a_down_http_server_fails_calls_fast_keeps_its_tools_and_heals_when_back
     server.kill();
 
     let failed = hub
-        .call("web__echo", CallArgs { timeout: Some(Duration::from_millis(200)), ..echo("down") })
+        .call(
+            "web__echo",
+            CallArgs {
+                timeout: Some(Duration::from_millis(200)),
+                ..echo("down")
+            },
+        )
         .await
         .expect_err("the server is down");
     let message = failed.to_string();
-    assert!(message.contains("\"web\""), "the error names the server: {message}");
     assert!(
-        matches!(failed, CallError::ReconnectFailed { .. } | CallError::NotReady { .. } | CallError::NotDelivered { .. }),
+        message.contains("\"web\""),
+        "the error names the server: {message}"
+    );
+    assert!(
+        matches!(
+            failed,
+            CallError::ReconnectFailed { .. }
+                | CallError::NotReady { .. }
+                | CallError::NotDelivered { .. }
+        ),
         "a refused connection did not run the call: {failed:?}"
     );
-    assert_eq!(hub.tools().len(), tools_before, "tools stay registered during the outage");
+    assert_eq!(
+        hub.tools().len(),
+        tools_before,
+        "tools stay registered during the outage"
+    );
 
     let _server = HttpServer::start(port, &[]).await;
-    let result = hub.call("web__echo", echo("back")).await.expect("the next call heals");
+    let result = hub
+        .call("web__echo", echo("back"))
+        .await
+        .expect("the next call heals");
     assert_eq!(text(&result), "back");
     hub.stop().await;
 }
 
 #[tokio::test]
-async fn a_stdio_crash_mid_call_of_a_non_idempotent_tool_runs_it_once_and_says_the_outcome_is_unknown() {
+async fn a_stdio_crash_mid_call_of_a_non_idempotent_tool_runs_it_once_and_says_the_outcome_is_unknown()
+ {
     let dir = temp_dir("count");
     let ledger = dir.join("ledger");
     let hub = Hub::start(config(json!({
@@ -140,17 +192,30 @@ async fn a_stdio_crash_mid_call_of_a_non_idempotent_tool_runs_it_once_and_says_t
     })));
     let first = wait_ready(&hub, "fault", 0).await;
     let error = hub
-        .call("fault__count", CallArgs { arguments: args(json!({"id": "call-1", "crash_before_reply": true})), ..Default::default() })
+        .call(
+            "fault__count",
+            CallArgs {
+                arguments: args(json!({"id": "call-1", "crash_before_reply": true})),
+                ..Default::default()
+            },
+        )
         .await
         .expect_err("the server died before replying");
     match &error {
         CallError::OutcomeUnknown { restored, .. } => {
-            assert!(matches!(restored, Restored::Yes { generation } if *generation > first.generation), "{error}");
+            assert!(
+                matches!(restored, Restored::Yes { generation } if *generation > first.generation),
+                "{error}"
+            );
         }
         other => panic!("expected outcome unknown, got {other:?}"),
     }
     assert!(error.to_string().contains("may have run"), "{error}");
-    assert_eq!(ledger_lines(&ledger), ["call-1"], "a non-idempotent tool is never run twice by us");
+    assert_eq!(
+        ledger_lines(&ledger),
+        ["call-1"],
+        "a non-idempotent tool is never run twice by us"
+    );
     hub.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -166,12 +231,19 @@ async fn a_stdio_crash_mid_call_of_an_idempotent_tool_is_replayed_and_succeeds()
     let result = hub
         .call(
             "fault__count_idempotent",
-            CallArgs { arguments: args(json!({"id": "call-2", "crash_before_reply": true})), ..Default::default() },
+            CallArgs {
+                arguments: args(json!({"id": "call-2", "crash_before_reply": true})),
+                ..Default::default()
+            },
         )
         .await
         .expect("replayed on the fresh generation");
     assert_eq!(text(&result), "call-2");
-    assert_eq!(ledger_lines(&ledger), ["call-2", "call-2"], "ran once before the crash and once on replay");
+    assert_eq!(
+        ledger_lines(&ledger),
+        ["call-2", "call-2"],
+        "ran once before the crash and once on replay"
+    );
     hub.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
@@ -187,15 +259,34 @@ async fn a_hung_call_times_out_at_its_deadline_and_the_probe_recovers_the_server
     })));
     let first = wait_ready(&hub, "fault", 0).await;
     let error = hub
-        .call("fault__block", CallArgs { arguments: args(json!({"ms": 60000})), timeout: Some(Duration::from_millis(300)), ..Default::default() })
+        .call(
+            "fault__block",
+            CallArgs {
+                arguments: args(json!({"ms": 60000})),
+                timeout: Some(Duration::from_millis(300)),
+                ..Default::default()
+            },
+        )
         .await
         .expect_err("the blocked server cannot answer");
-    assert!(matches!(error, CallError::TimedOut { after_ms: 300, .. }), "{error:?}");
-    assert!(error.to_string().contains("timed out after 300 ms"), "{error}");
+    assert!(
+        matches!(error, CallError::TimedOut { after_ms: 300, .. }),
+        "{error:?}"
+    );
+    assert!(
+        error.to_string().contains("timed out after 300 ms"),
+        "{error}"
+    );
     // The timeout triggered a probe at once; with the idle probe, 2 misses end the generation.
     let second = wait_ready(&hub, "fault", first.generation).await;
-    assert!(gone_within(first.pid.unwrap_or(0), Duration::from_secs(5)).await, "the hung process was killed");
-    let result = hub.call("fault__echo", echo("alive")).await.expect("recovered");
+    assert!(
+        gone_within(first.pid.unwrap_or(0), Duration::from_secs(5)).await,
+        "the hung process was killed"
+    );
+    let result = hub
+        .call("fault__echo", echo("alive"))
+        .await
+        .expect("recovered");
     assert_eq!(text(&result), "alive");
     assert!(second.generation > first.generation);
     hub.stop().await;
@@ -212,12 +303,28 @@ async fn a_server_that_blocks_its_event_loop_while_calls_keep_arriving_is_found_
         }
     })));
     let first = wait_ready(&hub, "fault", 0).await;
-    let blocked = hub.call("fault__block", CallArgs { arguments: args(json!({"ms": 60000})), timeout: Some(Duration::from_millis(200)), ..Default::default() });
+    let blocked = hub.call(
+        "fault__block",
+        CallArgs {
+            arguments: args(json!({"ms": 60000})),
+            timeout: Some(Duration::from_millis(200)),
+            ..Default::default()
+        },
+    );
     let _ = blocked.await;
     // Back-to-back calls, each timing out: with the probes they trigger, three misses in a row.
     let mut recovered = false;
     for _ in 0..20 {
-        match hub.call("fault__echo", CallArgs { timeout: Some(Duration::from_millis(200)), ..echo("x") }).await {
+        match hub
+            .call(
+                "fault__echo",
+                CallArgs {
+                    timeout: Some(Duration::from_millis(200)),
+                    ..echo("x")
+                },
+            )
+            .await
+        {
             Ok(_) => {
                 recovered = true;
                 break;
@@ -225,7 +332,10 @@ async fn a_server_that_blocks_its_event_loop_while_calls_keep_arriving_is_found_
             Err(_) => continue,
         }
     }
-    assert!(recovered, "the blocked server was replaced and answers again");
+    assert!(
+        recovered,
+        "the blocked server was replaced and answers again"
+    );
     let now = hub.watch("fault").expect("server").borrow().clone();
     assert!(now.generation > first.generation);
     hub.stop().await;
