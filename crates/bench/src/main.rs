@@ -64,6 +64,9 @@ enum Bench {
         /// How many bare cold starts (spawn + initialize + tools/list) to take the median of.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
         cold_starts: u32,
+        /// Draw the first recovery's timeline (kill, loss seen, backoff, spawn, ready, first call) as SVG here.
+        #[arg(long)]
+        svg: Option<std::path::PathBuf>,
     },
     /// RSS of this process with N supervised stdio servers (children excluded).
     Memory {
@@ -207,7 +210,8 @@ async fn main() -> ExitCode {
             kills,
             initial_delay_ms,
             cold_starts,
-        } => recovery::run(&fault, kills, initial_delay_ms, cold_starts).await,
+            svg,
+        } => recovery::run(&fault, kills, initial_delay_ms, cold_starts, svg.as_deref()).await,
         Bench::Memory { servers, calls } => memory::run(&fault, servers, calls).await,
         Bench::Callpath {
             calls,

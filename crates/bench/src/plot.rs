@@ -150,3 +150,44 @@ pub fn storm_timeline(
     root.present().map_err(err)?;
     Ok(())
 }
+
+/// One recovery as a timeline: each event at its time after the kill, labelled.
+pub fn recovery_timeline(path: &Path, events: &[(f64, String)]) -> Result<()> {
+    let root = SVGBackend::new(path, (900, 60 + 34 * events.len() as u32)).into_drawing_area();
+    root.fill(&WHITE).map_err(err)?;
+    let x_max = events.iter().map(|e| e.0).fold(1.0, f64::max) * 1.35;
+    let rows = events.len() as f64 + 1.0;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "one recovery after kill -9 (ms after the kill)",
+            ("sans-serif", 16),
+        )
+        .margin(12)
+        .x_label_area_size(30)
+        .y_label_area_size(10)
+        .build_cartesian_2d(0.0..x_max, 0.0..rows)
+        .map_err(err)?;
+    chart
+        .configure_mesh()
+        .disable_y_mesh()
+        .disable_y_axis()
+        .x_desc("ms after the kill")
+        .draw()
+        .map_err(err)?;
+    for (i, (t, label)) in events.iter().enumerate() {
+        let y = rows - 1.0 - i as f64;
+        let color = PALETTE[(i + 1) % PALETTE.len()];
+        chart
+            .draw_series(std::iter::once(Circle::new((*t, y), 5, color.filled())))
+            .map_err(err)?;
+        chart
+            .draw_series(std::iter::once(Text::new(
+                format!("{t:.1} ms  {label}"),
+                (*t + x_max * 0.01, y + 0.15),
+                ("sans-serif", 13),
+            )))
+            .map_err(err)?;
+    }
+    root.present().map_err(err)?;
+    Ok(())
+}

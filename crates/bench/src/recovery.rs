@@ -33,6 +33,7 @@ pub async fn run(
     kills: u32,
     initial_delay_ms: u64,
     cold_starts: u32,
+    timeline_svg: Option<&Path>,
 ) -> Result<Value> {
     // 1. The upstream's own cold start: spawn + initialize + tools/list with a bare rmcp client.
     let mut cold = Vec::new();
@@ -81,12 +82,40 @@ pub async fn run(
             let mut watch = hub.watch(SERVER)?;
             let attempts = tokio::spawn(async move {
                 let mut max_attempt = 0;
+                // What the supervisor showed, and when: the recovery timeline.
+                let mut seen: Vec<(Instant, String)> = Vec::new();
+                let mut last = String::new();
                 loop {
-                    let (state, generation_now, attempt) = {
+                    let (state, generation_now, attempt, closing, attempting, backoff) = {
                         let s = watch.borrow_and_update();
-                        (s.state, s.generation, s.attempt)
+                        (
+                            s.state,
+                            s.generation,
+                            s.attempt,
+                            s.closing,
+                            s.attempting,
+                            s.next_attempt_at,
+                        )
                     };
                     max_attempt = max_attempt.max(attempt);
+                    let label = if state == ServerState::Ready && generation_now > generation {
+                        format!("ready (generation {generation_now})")
+                    } else if closing {
+                        "loss seen, closing the process group".to_string()
+                    } else if let Some(at) = backoff {
+                        let ms = at
+                            .saturating_duration_since(tokio::time::Instant::now())
+                            .as_millis();
+                        format!("closed; backoff {ms} ms")
+                    } else if attempting && generation_now > generation {
+                        format!("spawn generation {generation_now}")
+                    } else {
+                        String::new()
+                    };
+                    if !label.is_empty() && label != last {
+                        seen.push((Instant::now(), label.clone()));
+                        last = label;
+                    }
                     if state == ServerState::Ready && generation_now > generation {
                         break;
                     }
@@ -94,7 +123,7 @@ pub async fn run(
                         break;
                     }
                 }
-                max_attempt
+                (max_attempt, seen)
             });
 
             util::kill9(pid)?;
@@ -131,10 +160,23 @@ pub async fn run(
                     round + 1
                 );
             }
-            let max_attempt = match tokio::time::timeout(Duration::from_secs(5), attempts).await {
-                Ok(Ok(n)) => n,
-                _ => bail!("kill {}: the state watcher did not finish", round + 1),
-            };
+            let (max_attempt, seen) =
+                match tokio::time::timeout(Duration::from_secs(5), attempts).await {
+                    Ok(Ok(n)) => n,
+                    _ => bail!("kill {}: the state watcher did not finish", round + 1),
+                };
+            if round == 0
+                && let Some(path) = timeline_svg
+            {
+                let ms = |t: Instant| t.saturating_duration_since(start).as_secs_f64() * 1000.0;
+                let mut events: Vec<(f64, String)> = vec![(0.0, "kill -9".to_string())];
+                events.extend(seen.iter().map(|(t, label)| (ms(*t), label.clone())));
+                events.push((
+                    total.as_secs_f64() * 1000.0,
+                    "first successful call".to_string(),
+                ));
+                crate::plot::recovery_timeline(path, &events)?;
+            }
             rounds.push(Round {
                 total,
                 calls,
