@@ -50,6 +50,31 @@ struct NotReady {
     attempt_failed: bool,
 }
 
+impl NotReady {
+    /// What a snapshot says about a server that is not ready.
+    fn of(snap: &super::Snapshot, attempt_failed: bool) -> Self {
+        Self {
+            state: snap.state,
+            last_error: snap.last_error.clone(),
+            next_attempt_in: snap
+                .next_attempt_at
+                .map(|at| at.saturating_duration_since(Instant::now())),
+            attempt_failed,
+        }
+    }
+
+    /// The caller's error: `tool` on `server` did not run because the server is not ready.
+    fn into_error(self, server: String, tool: String) -> CallError {
+        CallError::NotReady {
+            server,
+            tool,
+            state: self.state.to_string(),
+            last_error: self.last_error,
+            next_attempt_in: self.next_attempt_in,
+        }
+    }
+}
+
 /// Decrements the in-flight count when a send ends, however it ends.
 struct InFlight<'a>(&'a std::sync::atomic::AtomicUsize);
 
@@ -101,13 +126,7 @@ impl SupervisorHandle {
                                 first,
                                 reconnect: not_ready_text(&not_ready),
                             },
-                            None => CallError::NotReady {
-                                server,
-                                tool,
-                                state: not_ready.state.to_string(),
-                                last_error: not_ready.last_error,
-                                next_attempt_in: not_ready.next_attempt_in,
-                            },
+                            None => not_ready.into_error(server, tool),
                         });
                     }
                 };
@@ -291,44 +310,43 @@ impl SupervisorHandle {
         // The generation whose attempt we are waiting for, once we wait for one.
         let mut waiting_for: Option<u64> = None;
         loop {
-            let snap = watch.borrow_and_update().clone();
-            let not_ready = |attempt_failed: bool| NotReady {
-                state: snap.state,
-                last_error: snap.last_error.clone(),
-                next_attempt_in: snap
-                    .next_attempt_at
-                    .map(|at| at.saturating_duration_since(Instant::now())),
-                attempt_failed,
+            // Judge the snapshot under the borrow; nothing is cloned on the ready path but the link.
+            let state = {
+                let snap = watch.borrow_and_update();
+                match snap.state {
+                    ServerState::Ready if snap.generation > after => {
+                        if let Some(link) = &snap.link {
+                            return Ok((snap.generation, link.clone()));
+                        }
+                    }
+                    ServerState::Ready => {} // the loss of this generation is being handled
+                    ServerState::GaveUp | ServerState::Down | ServerState::Stopped => {
+                        return Err(NotReady::of(&snap, waiting_for.is_some()));
+                    }
+                    ServerState::Connecting | ServerState::Retrying | ServerState::Reconnecting => {
+                        // `closing`: the lost generation's close, not an attempt (see Snapshot).
+                        if snap.attempting && snap.generation > after && !snap.closing {
+                            // A new generation's attempt is under way: its outcome decides.
+                            waiting_for = Some(
+                                waiting_for.map_or(snap.generation, |w| w.max(snap.generation)),
+                            );
+                        } else if snap.attempting {
+                            // The lost generation is still closing; the attempt comes after.
+                        } else {
+                            if waiting_for.is_some_and(|w| snap.generation >= w) {
+                                return Err(NotReady::of(&snap, true)); // the attempt we waited for failed
+                            }
+                            match snap.next_attempt_at {
+                                Some(at) if at <= deadline => {
+                                    waiting_for = Some(snap.generation + 1)
+                                }
+                                _ => return Err(NotReady::of(&snap, false)),
+                            }
+                        }
+                    }
+                }
+                snap.state
             };
-            match snap.state {
-                ServerState::Ready if snap.generation > after => {
-                    if let Some(link) = snap.link.clone() {
-                        return Ok((snap.generation, link));
-                    }
-                }
-                ServerState::Ready => {} // the loss of this generation is being handled
-                ServerState::GaveUp | ServerState::Down | ServerState::Stopped => {
-                    return Err(not_ready(waiting_for.is_some()));
-                }
-                ServerState::Connecting | ServerState::Retrying | ServerState::Reconnecting => {
-                    // `closing`: the lost generation's close, not an attempt (fix, see Snapshot).
-                    if snap.attempting && snap.generation > after && !snap.closing {
-                        // A new generation's attempt is under way: its outcome decides.
-                        waiting_for =
-                            Some(waiting_for.map_or(snap.generation, |w| w.max(snap.generation)));
-                    } else if snap.attempting {
-                        // The lost generation is still closing; the attempt comes after.
-                    } else {
-                        if waiting_for.is_some_and(|w| snap.generation >= w) {
-                            return Err(not_ready(true)); // the attempt we waited for failed
-                        }
-                        match snap.next_attempt_at {
-                            Some(at) if at <= deadline => waiting_for = Some(snap.generation + 1),
-                            _ => return Err(not_ready(false)),
-                        }
-                    }
-                }
-            }
             tokio::select! {
                 changed = watch.changed() => {
                     if changed.is_err() {
@@ -336,16 +354,10 @@ impl SupervisorHandle {
                     }
                 }
                 () = tokio::time::sleep_until(deadline) => {
-                    let snap = watch.borrow().clone();
-                    return Err(NotReady {
-                        state: snap.state,
-                        last_error: snap.last_error.clone(),
-                        next_attempt_in: snap.next_attempt_at.map(|at| at.saturating_duration_since(Instant::now())),
-                        attempt_failed: false,
-                    });
+                    return Err(NotReady::of(&watch.borrow(), false));
                 }
                 () = cancel.cancelled() => {
-                    return Err(NotReady { state: snap.state, last_error: None, next_attempt_in: None, attempt_failed: false });
+                    return Err(NotReady { state, last_error: None, next_attempt_in: None, attempt_failed: false });
                 }
             }
         }
@@ -393,22 +405,14 @@ impl SupervisorHandle {
         let deadline = Instant::now() + timeout;
         let never = CancellationToken::new();
         let server = self.name.to_string();
-        let what = request_method(&request);
+        let what = request.method().to_string();
         let mut after_generation = 0;
         let mut resent = false;
         loop {
             let (generation, link) = match self.wait_ready(deadline, after_generation, &never).await
             {
                 Ok(ready) => ready,
-                Err(not_ready) => {
-                    return Err(CallError::NotReady {
-                        server,
-                        tool: what,
-                        state: not_ready.state.to_string(),
-                        last_error: not_ready.last_error,
-                        next_attempt_in: not_ready.next_attempt_in,
-                    });
-                }
+                Err(not_ready) => return Err(not_ready.into_error(server, what)),
             };
             let remaining = deadline.saturating_duration_since(Instant::now());
             let failure = match link.request(request.clone(), remaining).await {
@@ -468,12 +472,4 @@ impl SupervisorHandle {
             }
         }
     }
-}
-
-/// The JSON-RPC method of a request, for errors.
-fn request_method(request: &rmcp::model::ClientRequest) -> String {
-    serde_json::to_value(request)
-        .ok()
-        .and_then(|v| v.get("method").and_then(|m| m.as_str()).map(str::to_string))
-        .unwrap_or_else(|| "request".to_string())
 }

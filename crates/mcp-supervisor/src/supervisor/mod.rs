@@ -543,17 +543,8 @@ impl Supervisor {
     /// Publish a state in one update: a waiting call must never see half of a transition (for
     /// example a lost generation's close taken for a new attempt).
     fn publish(&self, state: ServerState, until: Option<Instant>, attempting: bool, closing: bool) {
-        self.snapshot.send_modify(|s| {
-            s.state = state;
-            s.next_attempt_at = until;
-            s.attempting = attempting;
-            s.closing = closing;
-            if state != ServerState::Ready {
-                s.ready_since = None;
-                s.link = None;
-                s.pid = None;
-            }
-        });
+        self.snapshot
+            .send_modify(|s| set_state(s, state, until, attempting, closing));
     }
 
     // === one attempt: open, initialize, first sync ===
@@ -570,13 +561,7 @@ impl Supervisor {
             } else {
                 failures
             };
-            s.state = state;
-            s.next_attempt_at = None;
-            s.attempting = true;
-            s.closing = false;
-            s.ready_since = None;
-            s.link = None;
-            s.pid = None;
+            set_state(s, state, None, true, false);
         });
         let events = LinkEvents::new(generation, self.events_tx.clone());
         let link = match self.connector.open(generation, events) {
@@ -806,6 +791,25 @@ impl Supervisor {
                 CLOSE_BARRIER.as_secs()
             )),
         }
+    }
+}
+
+/// Write a state transition into a snapshot; a state other than ready has no link.
+fn set_state(
+    s: &mut Snapshot,
+    state: ServerState,
+    until: Option<Instant>,
+    attempting: bool,
+    closing: bool,
+) {
+    s.state = state;
+    s.next_attempt_at = until;
+    s.attempting = attempting;
+    s.closing = closing;
+    if state != ServerState::Ready {
+        s.ready_since = None;
+        s.link = None;
+        s.pid = None;
     }
 }
 
