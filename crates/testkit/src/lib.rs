@@ -96,30 +96,48 @@ pub fn kill9(pid: u32) {
 }
 
 /// The Python of `.venv-test` (or `MCP_SUPERVISOR_PYTHON`), installed by
-/// `scripts/install-test-deps.sh`. Panics with what to do when it is missing.
-pub fn python() -> PathBuf {
+/// `scripts/install-test-deps.sh`, checked to run `probe` (e.g. an import of the pinned SDK).
+/// Panics with what to do when it is missing.
+pub fn python(probe: &str) -> PathBuf {
     let path = std::env::var_os("MCP_SUPERVISOR_PYTHON")
         .map(PathBuf::from)
         .unwrap_or_else(|| workspace_root().join(".venv-test/bin/python"));
     assert!(
         path.exists(),
-        "{} is missing: run scripts/install-test-deps.sh (or scripts/test.sh) first",
+        "the test Python {} is missing: {INSTALL_HINT}",
+        path.display()
+    );
+    let status = std::process::Command::new(&path)
+        .args(["-c", probe])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "{} cannot run `{probe}` (the pinned `mcp` package is missing): {INSTALL_HINT}",
         path.display()
     );
     path
 }
 
-/// An npm-installed peer under `tools/node_modules/.bin` (or `MCP_SUPERVISOR_TOOLS`). Panics with
-/// what to do when it is missing.
-pub fn node_tool(name: &str) -> PathBuf {
-    let dir = std::env::var_os("MCP_SUPERVISOR_TOOLS")
+/// The folder of the pinned npm tools' binaries: `MCP_SUPERVISOR_TOOLS`, else
+/// `tools/node_modules/.bin`.
+pub fn tools_dir() -> PathBuf {
+    std::env::var_os("MCP_SUPERVISOR_TOOLS")
         .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("tools/node_modules/.bin"));
-    let path = dir.join(name);
+        .unwrap_or_else(|| workspace_root().join("tools/node_modules/.bin"))
+}
+
+/// An npm-installed peer in [`tools_dir`]. Panics with what to do when it is missing.
+pub fn node_tool(name: &str) -> PathBuf {
+    let path = tools_dir().join(name);
     assert!(
         path.exists(),
-        "{} is missing: run scripts/install-test-deps.sh (or scripts/test.sh) first",
+        "the npm tool {} is missing: {INSTALL_HINT}",
         path.display()
     );
     path
 }
+
+const INSTALL_HINT: &str =
+    "run `scripts/install-test-deps.sh` (or `scripts/test.sh`, which runs it) first";

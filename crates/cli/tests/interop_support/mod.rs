@@ -19,54 +19,21 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// The test venv's Python, able to import the pinned SDK.
+pub fn python() -> PathBuf {
+    mcp_supervisor_testkit::python("from mcp import Client, StdioServerParameters")
+}
+
+/// A binary of the pinned npm tools.
+pub fn tool(name: &str) -> PathBuf {
+    mcp_supervisor_testkit::node_tool(name)
+}
+
 const INSTALL_HINT: &str =
     "run `scripts/install-test-deps.sh` (or `scripts/test.sh`, which runs it) first";
 
 /// How long a stopped process gets between SIGTERM and SIGKILL (the proxy's own stop is ≤ 5 s).
 const TERM_GRACE: Duration = Duration::from_secs(7);
-
-/// The Python of the test venv: `$MCP_SUPERVISOR_PYTHON`, else `.venv-test/bin/python`; it must
-/// import the pinned SDK's client.
-pub fn python() -> PathBuf {
-    let path = std::env::var_os("MCP_SUPERVISOR_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv-test/bin/python"));
-    assert!(
-        path.exists(),
-        "the test Python {} is missing: {INSTALL_HINT}",
-        path.display()
-    );
-    let probe = Command::new(&path)
-        .args(["-c", "from mcp import Client, StdioServerParameters"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        matches!(probe, Ok(s) if s.success()),
-        "{} cannot import mcp.Client (the pinned `mcp` package is missing): {INSTALL_HINT}",
-        path.display()
-    );
-    path
-}
-
-/// The folder of the pinned npm tools' binaries: `$MCP_SUPERVISOR_TOOLS`, else
-/// `tools/node_modules/.bin`.
-pub fn tools_dir() -> PathBuf {
-    std::env::var_os("MCP_SUPERVISOR_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("tools/node_modules/.bin"))
-}
-
-/// A binary of the pinned npm tools; panics (with the install hint) when missing.
-pub fn tool(name: &str) -> PathBuf {
-    let path = tools_dir().join(name);
-    assert!(
-        path.exists(),
-        "the npm tool {} is missing: {INSTALL_HINT}",
-        path.display()
-    );
-    path
-}
 
 /// `tests/py/<name>`.
 pub fn py_script(name: &str) -> PathBuf {

@@ -16,46 +16,18 @@ use std::time::Duration;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 
+/// The test venv's Python, able to import the pinned SDK.
+pub fn python() -> PathBuf {
+    mcp_supervisor_testkit::python("import mcp.server; mcp.server.MCPServer")
+}
+
+/// A binary of the pinned npm tools.
+pub fn tool(name: &str) -> PathBuf {
+    mcp_supervisor_testkit::node_tool(name)
+}
+
 const INSTALL_HINT: &str =
     "run `scripts/install-test-deps.sh` (or `scripts/test.sh`, which runs it) first";
-
-/// The Python of the test venv: `$MCP_SUPERVISOR_PYTHON`, else `.venv-test/bin/python`.
-pub fn python() -> PathBuf {
-    let path = std::env::var_os("MCP_SUPERVISOR_PYTHON")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join(".venv-test/bin/python"));
-    assert!(
-        path.exists(),
-        "the test Python {} is missing: {INSTALL_HINT}",
-        path.display()
-    );
-    let probe = Command::new(&path)
-        .args(["-c", "import mcp.server; mcp.server.MCPServer"])
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status();
-    assert!(
-        matches!(probe, Ok(s) if s.success()),
-        "{} cannot import mcp.server.MCPServer (the pinned `mcp` package is missing): {INSTALL_HINT}",
-        path.display()
-    );
-    path
-}
-
-/// A binary of the pinned npm tools: `$MCP_SUPERVISOR_TOOLS/<name>`, else
-/// `tools/node_modules/.bin/<name>`.
-pub fn tool(name: &str) -> PathBuf {
-    let dir = std::env::var_os("MCP_SUPERVISOR_TOOLS")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| workspace_root().join("tools/node_modules/.bin"));
-    let path = dir.join(name);
-    assert!(
-        path.exists(),
-        "the npm tool {} is missing: {INSTALL_HINT}",
-        path.display()
-    );
-    path
-}
 
 /// A file beside this module (`tests/interop/<name>`).
 pub fn fixture(name: &str) -> PathBuf {
