@@ -30,6 +30,7 @@ mod peers;
 mod plot;
 mod procs;
 mod rawhttp;
+mod rawstdio;
 mod recovery;
 mod relay;
 mod scale;

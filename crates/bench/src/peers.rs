@@ -10,7 +10,14 @@
 //! | `supergateway` | supergateway 4.0.0 (npm), `--outputTransport streamableHttp --stateful` | rmcp streamable-HTTP client |
 //! | `supergateway-stateless` | the same without `--stateful` (its default: a new server process per request) | rmcp streamable-HTTP client |
 //! | `relay` | this binary's `relay` (the cost floor of a hop) | rmcp streamable-HTTP client |
+//! | `baseline-raw` | the fault server over stdio, no hop | plain JSON-RPC lines (`rawstdio`) |
+//! | `mcp-proxy-raw`, `supergateway-raw` | as above | plain JSON-RPC POSTs (reqwest), SSE read to its end |
 //! | `relay-raw` | the same | plain JSON-RPC POSTs (reqwest) |
+//!
+//! Targets form two families by their client: rmcp's clients, and plain JSON-RPC (`-raw`). Each
+//! family has its own baseline, and "added" and the verdicts compare within a family only: the
+//! rmcp family includes the cost of rmcp's client on every hop, the raw family is the proxies
+//! alone.
 //!
 //! Every front's fault server carries `--pid-file RUNDIR/ID.pid`, so that every process of the run
 //! can be found in `/proc` and none is left behind.
@@ -31,23 +38,41 @@ use tokio::time::Instant;
 
 use crate::procs::{self, RunDir, Spawned};
 use crate::rawhttp::RawHttp;
+use crate::rawstdio::RawStdio;
 use crate::util::{self, Stats};
 
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 const START_LIMIT: Duration = Duration::from_secs(60);
 /// Every target, in the order of the tables.
-pub const ALL: [&str; 8] = [
+pub const ALL: [&str; 11] = [
     "baseline",
     "ours",
-    "ours-raw",
     "mcp-proxy",
     "supergateway",
     "supergateway-stateless",
     "relay",
+    "baseline-raw",
+    "ours-raw",
+    "mcp-proxy-raw",
+    "supergateway-raw",
     "relay-raw",
 ];
 /// The targets that are peers (third-party proxies) for the "best peer" comparisons.
-const PEERS: [&str; 3] = ["mcp-proxy", "supergateway", "supergateway-stateless"];
+const PEERS: [&str; 5] = [
+    "mcp-proxy",
+    "supergateway",
+    "supergateway-stateless",
+    "mcp-proxy-raw",
+    "supergateway-raw",
+];
+
+/// The two families of targets, by the client that drives them: (suffix, baseline id).
+const FAMILIES: [(&str, &str); 2] = [("", "baseline"), ("-raw", "baseline-raw")];
+
+/// The family (its suffix) a target belongs to.
+fn family(id: &str) -> &'static str {
+    if id.ends_with("-raw") { "-raw" } else { "" }
+}
 
 pub struct Options {
     pub calls: u32,
@@ -68,6 +93,7 @@ pub struct Options {
 enum Driver {
     Rmcp(RunningService<RoleClient, ()>),
     Raw(RawHttp),
+    RawStdio(RawStdio),
 }
 
 impl Driver {
@@ -82,27 +108,12 @@ impl Driver {
                 util::check_echo(&result, message)
             }
             Driver::Raw(client) => {
-                let (result, _) = client
-                    .request(
-                        "tools/call",
-                        json!({ "name": "echo", "arguments": arguments }),
-                    )
-                    .await?;
-                if result.get("isError") == Some(&Value::Bool(true)) {
-                    bail!("echo returned an error result: {result}");
-                }
-                let text = result
-                    .pointer("/content/0/text")
-                    .and_then(Value::as_str)
-                    .unwrap_or_default();
-                if text != message {
-                    bail!(
-                        "echo returned {} characters instead of {}",
-                        text.len(),
-                        message.len()
-                    );
-                }
-                Ok(())
+                let params = json!({ "name": "echo", "arguments": arguments });
+                check_raw_echo(&client.request("tools/call", params).await?.0, message)
+            }
+            Driver::RawStdio(client) => {
+                let params = json!({ "name": "echo", "arguments": arguments });
+                check_raw_echo(&client.request("tools/call", params).await?, message)
             }
         }
     }
@@ -112,6 +123,25 @@ impl Driver {
             let _ = tokio::time::timeout(Duration::from_secs(5), client.cancel()).await;
         }
     }
+}
+
+/// The `echo` result, as JSON, carries `message` back.
+fn check_raw_echo(result: &Value, message: &str) -> Result<()> {
+    if result.get("isError") == Some(&Value::Bool(true)) {
+        bail!("echo returned an error result: {result}");
+    }
+    let text = result
+        .pointer("/content/0/text")
+        .and_then(Value::as_str)
+        .unwrap_or_default();
+    if text != message {
+        bail!(
+            "echo returned {} characters instead of {}",
+            text.len(),
+            message.len()
+        );
+    }
+    Ok(())
 }
 
 struct Target {
@@ -329,6 +359,24 @@ async fn start_target(ctx: &Setup<'_>, id: &'static str) -> Result<Target> {
                 procs: vec![process],
             });
         }
+        "baseline-raw" => {
+            let mut process = Spawned::start(
+                "baseline-raw fault server",
+                ctx.fault,
+                &fault_args[1..],
+                Some(&log),
+                true,
+            )?;
+            let (stdout, stdin) = process.take_pipes().context("stdio not piped")?;
+            let client = RawStdio::connect(stdout, stdin, CALL_LIMIT).await?;
+            return Ok(Target {
+                id,
+                label: "fault server over stdio, plain JSON-RPC lines (no hop)".into(),
+                calls,
+                driver: Arc::new(Driver::RawStdio(client)),
+                procs: vec![process],
+            });
+        }
         "ours" | "ours-raw" => {
             let supervisor = dir.join("mcp-supervisor");
             if !supervisor.is_file() {
@@ -347,7 +395,7 @@ async fn start_target(ctx: &Setup<'_>, id: &'static str) -> Result<Target> {
                 "mcp-supervisor wrap --http (this build)".into(),
             )
         }
-        "mcp-proxy" => {
+        "mcp-proxy" | "mcp-proxy-raw" => {
             if !ctx.opts.mcp_proxy.is_file() {
                 bail!(
                     "{} is missing: python3 -m venv .venv-bench && .venv-bench/bin/pip install mcp-proxy==0.13.0",
@@ -372,7 +420,7 @@ async fn start_target(ctx: &Setup<'_>, id: &'static str) -> Result<Target> {
                 "mcp-proxy 0.13.0 (PyPI), streamable HTTP /mcp".into(),
             )
         }
-        "supergateway" | "supergateway-stateless" => {
+        "supergateway" | "supergateway-raw" | "supergateway-stateless" => {
             if !ctx.opts.supergateway.is_file() {
                 bail!(
                     "{} is missing: npm ci --prefix tools-bench",
@@ -390,7 +438,7 @@ async fn start_target(ctx: &Setup<'_>, id: &'static str) -> Result<Target> {
                 "--logLevel".into(),
                 "none".into(),
             ];
-            let label = if id == "supergateway" {
+            let label = if id != "supergateway-stateless" {
                 args.push("--stateful".into());
                 "supergateway 4.0.0 (npm), streamableHttp --stateful"
             } else {
@@ -428,7 +476,7 @@ async fn start_target(ctx: &Setup<'_>, id: &'static str) -> Result<Target> {
     let label = format!(
         "{label}; driven with {}",
         if raw {
-            "plain JSON-RPC POSTs (reqwest)"
+            "plain JSON-RPC POSTs (reqwest), SSE read to its end"
         } else {
             "rmcp's streamable-HTTP client"
         }
@@ -501,11 +549,12 @@ fn report(
     let mut json_levels = serde_json::Map::new();
     let mut rows_by_level: BTreeMap<u32, Vec<Row>> = BTreeMap::new();
     for (&concurrency, per) in results {
-        let baseline = per
-            .get("baseline")
-            .filter(|m| !m.latencies_ms.is_empty())
-            .map(|m| Stats::of_ms(m.latencies_ms.clone()))
-            .transpose()?;
+        let mut baselines = BTreeMap::new();
+        for (suffix, baseline_id) in FAMILIES {
+            if let Some(m) = per.get(baseline_id).filter(|m| !m.latencies_ms.is_empty()) {
+                baselines.insert(suffix, Stats::of_ms(m.latencies_ms.clone())?);
+            }
+        }
         let mut rows = Vec::new();
         for id in ALL {
             let Some(m) = per.get(id) else { continue };
@@ -513,9 +562,10 @@ fn report(
                 continue;
             }
             let stats = Stats::of_ms(m.latencies_ms.clone())?;
-            let (added_median, added_p99) = baseline.map_or((f64::NAN, f64::NAN), |b| {
-                (stats.median - b.median, stats.p99 - b.p99)
-            });
+            let (added_median, added_p99) =
+                baselines.get(family(id)).map_or((f64::NAN, f64::NAN), |b| {
+                    (stats.median - b.median, stats.p99 - b.p99)
+                });
             rows.push(Row {
                 id,
                 stats,
@@ -616,45 +666,44 @@ fn report(
     }))
 }
 
-/// The three targets of the issue, at each concurrency.
+/// The three targets of the issue, at each concurrency, within each family of clients.
 fn verdicts(levels: &BTreeMap<u32, Vec<Row>>) -> Vec<Value> {
     let mut out = Vec::new();
     let verdict = |ok: bool| if ok { "met" } else { "missed" };
     for (&concurrency, rows) in levels {
-        let get = |id: &str| rows.iter().find(|r| r.id == id);
-        let best_added = rows
-            .iter()
-            .filter(|r| PEERS.contains(&r.id))
-            .min_by(|a, b| a.added_median.total_cmp(&b.added_median));
-        let best_rate = rows
-            .iter()
-            .filter(|r| PEERS.contains(&r.id))
-            .max_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
-        if let (Some(ours), Some(best)) = (get("ours"), best_added) {
-            let ok = ours.added_median <= best.added_median / 5.0;
-            out.push(json!({
-                "target": format!("c={concurrency}: our added median <= 1/5 of the best peer's"),
-                "verdict": verdict(ok),
-                "figures": format!(
-                    "ours +{:.3} ms, best peer {} +{:.3} ms (1/5 = {:.3} ms; ratio {:.1}x)",
-                    ours.added_median, best.id, best.added_median, best.added_median / 5.0,
-                    best.added_median / ours.added_median
-                ),
-            }));
-        }
-        if let (Some(ours), Some(best)) = (get("ours"), best_rate) {
-            let ok = ours.per_sec >= 5.0 * best.per_sec;
-            out.push(json!({
-                "target": format!("c={concurrency}: our throughput >= 5x the best peer's"),
-                "verdict": verdict(ok),
-                "figures": format!(
-                    "ours {:.0} calls/s, best peer {} {:.0} calls/s (ratio {:.2}x)",
-                    ours.per_sec, best.id, best.per_sec, ours.per_sec / best.per_sec
-                ),
-            }));
-        }
-        for (ours_id, relay_id) in [("ours", "relay"), ("ours-raw", "relay-raw")] {
-            if let (Some(ours), Some(relay)) = (get(ours_id), get(relay_id)) {
+        for (suffix, _) in FAMILIES {
+            let rows: Vec<&Row> = rows.iter().filter(|r| family(r.id) == suffix).collect();
+            let get = |id: &str| rows.iter().copied().find(|r| r.id == id);
+            let peers = || rows.iter().copied().filter(|r| PEERS.contains(&r.id));
+            let best_added = peers().min_by(|a, b| a.added_median.total_cmp(&b.added_median));
+            let best_rate = peers().max_by(|a, b| a.per_sec.total_cmp(&b.per_sec));
+            let ours_id = format!("ours{suffix}");
+            let relay_id = format!("relay{suffix}");
+            let Some(ours) = get(&ours_id) else { continue };
+            if let Some(best) = best_added {
+                let ok = ours.added_median <= best.added_median / 5.0;
+                out.push(json!({
+                    "target": format!("c={concurrency}: {ours_id} added median <= 1/5 of the best peer's"),
+                    "verdict": verdict(ok),
+                    "figures": format!(
+                        "{ours_id} +{:.3} ms, best peer {} +{:.3} ms (1/5 = {:.3} ms; ratio {:.1}x)",
+                        ours.added_median, best.id, best.added_median, best.added_median / 5.0,
+                        best.added_median / ours.added_median
+                    ),
+                }));
+            }
+            if let Some(best) = best_rate {
+                let ok = ours.per_sec >= 5.0 * best.per_sec;
+                out.push(json!({
+                    "target": format!("c={concurrency}: {ours_id} throughput >= 5x the best peer's"),
+                    "verdict": verdict(ok),
+                    "figures": format!(
+                        "{ours_id} {:.0} calls/s, best peer {} {:.0} calls/s (ratio {:.2}x)",
+                        ours.per_sec, best.id, best.per_sec, ours.per_sec / best.per_sec
+                    ),
+                }));
+            }
+            if let Some(relay) = get(&relay_id) {
                 let ok = ours.added_median <= 2.0 * relay.added_median;
                 out.push(json!({
                     "target": format!("c={concurrency}: {ours_id} added median <= 2x {relay_id}'s"),

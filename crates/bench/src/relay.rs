@@ -8,11 +8,10 @@
 //! It runs until SIGTERM/SIGINT, until its child exits, until `--max-secs`, or until its parent
 //! dies (PR_SET_PDEATHSIG), and then kills its child.
 
-use std::collections::HashMap;
 use std::net::SocketAddr;
 use std::process::Stdio;
+use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
@@ -23,7 +22,7 @@ use axum::http::{StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, Command};
 use tokio::sync::oneshot;
 
@@ -32,7 +31,7 @@ const ANSWER_LIMIT: Duration = Duration::from_secs(60);
 
 struct Relay {
     stdin: tokio::sync::Mutex<ChildStdin>,
-    pending: Mutex<HashMap<u64, oneshot::Sender<Value>>>,
+    pending: crate::rawstdio::Pending,
     next: AtomicU64,
 }
 
@@ -65,32 +64,12 @@ pub async fn run(listen: SocketAddr, command: &[String], max_secs: u64) -> Resul
     let stdout = child.stdout.take().context("stdout not piped")?;
     let relay = Arc::new(Relay {
         stdin: tokio::sync::Mutex::new(stdin),
-        pending: Mutex::new(HashMap::new()),
+        pending: Default::default(),
         next: AtomicU64::new(1),
     });
 
     // Answers from the child: matched by id; anything else (notifications, requests) is dropped.
-    let reader = {
-        let relay = relay.clone();
-        async move {
-            let mut lines = BufReader::new(stdout).lines();
-            while let Ok(Some(line)) = lines.next_line().await {
-                let Ok(message) = serde_json::from_str::<Value>(&line) else {
-                    continue;
-                };
-                if message.get("method").is_some() {
-                    continue;
-                }
-                let Some(id) = message.get("id").and_then(Value::as_u64) else {
-                    continue;
-                };
-                let waiter = relay.pending.lock().ok().and_then(|mut p| p.remove(&id));
-                if let Some(waiter) = waiter {
-                    let _ = waiter.send(message);
-                }
-            }
-        }
-    };
+    let reader = crate::rawstdio::read_answers(stdout, relay.pending.clone());
 
     let app = Router::new()
         .route("/mcp", post(handle))

@@ -21,6 +21,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use crate::fastpath::{self, FastPath, SESSION_IDLE, SessionClock};
 use crate::proxy::Proxy;
 
 /// Who may talk to the HTTP face.
@@ -58,16 +59,24 @@ pub async fn serve(
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_cancellation_token(shutdown.child_token());
-        let body_limit = config.max_request_body_bytes;
         let factory_proxy = proxy.clone();
-        let service = StreamableHttpService::new(
-            move || Ok(factory_proxy.handler()),
-            Arc::new(LocalSessionManager::default()),
-            config,
-        );
+        // Sessions expire by the fast path's idle clock, which sees every request; rmcp's own
+        // would expire a session busy with calls it never sees.
+        let mut sessions = LocalSessionManager::default();
+        sessions.session_config.keep_alive = None;
+        let sessions = Arc::new(sessions);
+        let clock = SessionClock::new(sessions.clone());
+        clock.spawn_expiry(SESSION_IDLE, shutdown.child_token());
+        let body = Arc::new(McpFront {
+            limit: config.max_request_body_bytes,
+            fast: FastPath::new(proxy.clone(), sessions.clone(), shutdown.child_token()),
+            clock,
+        });
+        let service =
+            StreamableHttpService::new(move || Ok(factory_proxy.handler()), sessions, config);
         router = router
             .nest_service("/mcp", service)
-            .layer(middleware::from_fn_with_state(body_limit, read_post_body));
+            .layer(middleware::from_fn_with_state(body, mcp_front));
     }
     let router = router
         .layer(middleware::from_fn_with_state(Arc::new(guard), check))
@@ -160,13 +169,40 @@ async fn check(
     next.run(request).await
 }
 
-/// Read a POST body whole (up to `limit`) before the MCP service sees it: a body that cannot be
-/// read (broken chunked framing, a connection cut mid-body) is the client's fault and gets 400,
+/// What stands in front of rmcp's service at `/mcp`.
+struct McpFront {
+    /// The largest POST body read.
+    limit: usize,
+    fast: Arc<FastPath>,
+    clock: Arc<SessionClock>,
+}
+
+/// In front of rmcp's service: note each session's activity, count its open streams, and read
+/// a POST body whole (up to the limit) before anything parses it: a body that cannot be read
+/// (broken chunked framing, a connection cut mid-body) is the client's fault and gets 400,
 /// where rmcp would answer 500; one over the limit gets 413 without being buffered past it.
-async fn read_post_body(State(limit): State<usize>, request: Request, next: Next) -> Response {
+/// Then the fast path answers the tool calls it can, and rmcp everything else.
+async fn mcp_front(State(front): State<Arc<McpFront>>, request: Request, next: Next) -> Response {
+    if !request.uri().path().starts_with("/mcp") {
+        return next.run(request).await;
+    }
+    let session = fastpath::header_text(request.headers(), "mcp-session-id").map(str::to_string);
+    if let Some(session) = &session {
+        front.clock.touch(session);
+    }
+    if request.method() == Method::GET {
+        let response = next.run(request).await;
+        return match session {
+            Some(session) if response.status().is_success() => {
+                front.clock.track_stream(&session, response)
+            }
+            _ => response,
+        };
+    }
     if request.method() != Method::POST {
         return next.run(request).await;
     }
+    let limit = front.limit;
     let (parts, body) = request.into_parts();
     let mut stream = body.into_data_stream();
     let mut bytes = Vec::new();
@@ -188,6 +224,9 @@ async fn read_post_body(State(limit): State<usize>, request: Request, next: Next
                     .into_response();
             }
         }
+    }
+    if let Some(response) = front.fast.post(&parts, &bytes).await {
+        return response;
     }
     next.run(Request::from_parts(parts, Body::from(bytes)))
         .await

@@ -6,6 +6,7 @@
 mod cli;
 mod commands;
 mod control;
+mod fastpath;
 mod http;
 mod logging;
 mod metrics;

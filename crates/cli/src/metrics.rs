@@ -164,9 +164,14 @@ impl Metrics {
 
 /// The outcome label of a call's result.
 pub fn outcome_of(result: &Result<rmcp::model::CallToolResult, CallError>) -> &'static str {
+    outcome(result.as_ref().map(|r| r.is_error == Some(true)))
+}
+
+/// The outcome label of a call that returned a result (`Ok(is_error)`) or failed.
+pub fn outcome(result: Result<bool, &CallError>) -> &'static str {
     match result {
-        Ok(r) if r.is_error == Some(true) => "tool_error",
-        Ok(_) => "ok",
+        Ok(true) => "tool_error",
+        Ok(false) => "ok",
         Err(CallError::ServerError { .. }) => "server_error",
         Err(CallError::TimedOut { .. }) => "timeout",
         Err(CallError::NotDelivered { .. } | CallError::ReconnectFailed { .. }) => "not_delivered",

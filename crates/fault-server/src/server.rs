@@ -40,6 +40,9 @@ pub const SERVER_NAME: &str = "mcp-fault-server";
 pub const CRASH_EXIT_CODE: i32 = 7;
 /// URI of the static status resource.
 const STATUS_URI: &str = "fault://status";
+/// The ledger line a cancelled `hang` appends.
+pub const HANG_CANCELLED: &str = "hang cancelled";
+
 /// Prefix of the ledger resource template `fault://ledger/{name}`.
 const LEDGER_URI_PREFIX: &str = "fault://ledger/";
 
@@ -190,7 +193,7 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
             Kind::Hang,
             Tool::new(
                 "hang",
-                "Never answer (until cancelled).",
+                "Never answer (until cancelled; with --ledger, a cancellation appends \"hang cancelled\").",
                 schema_for_empty_input(),
             ),
         ),
@@ -669,6 +672,13 @@ impl ServerHandler for FaultServer {
             }
             Kind::Hang => {
                 self.shared.abandoned(&context).await;
+                // With a ledger, a client's notifications/cancelled leaves a trace to check.
+                if context.ct.is_cancelled()
+                    && let Some(path) = &self.shared.options.ledger
+                    && let Err(error) = append_line(path, HANG_CANCELLED)
+                {
+                    tracing::warn!(%error, "cannot append to the ledger");
+                }
                 Err(McpError::internal_error("hang cancelled", None))
             }
             Kind::Sleep => self.sleep(arguments, &context).await,

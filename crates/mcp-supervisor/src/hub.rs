@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use mcp_supervisor_core::config::{Config, ServerConfig};
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam};
+use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
@@ -17,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Error};
 use crate::link::Connector;
-use crate::registry::{PublishedTool, Registry};
+use crate::registry::{PublishedTool, Registry, Route};
 use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle};
 use crate::upstream::RmcpConnector;
 
@@ -226,20 +227,7 @@ impl Hub {
         public_name: &str,
         args: CallArgs,
     ) -> Result<CallToolResult, CallError> {
-        let Some(tool) = self.registry.resolve(public_name) else {
-            return Err(CallError::UnknownTool {
-                name: public_name.to_string(),
-            });
-        };
-        let Some(handle) = self.handle(&tool.server) else {
-            return Err(CallError::NotReady {
-                server: tool.server,
-                tool: tool.upstream_name,
-                state: ServerState::Stopped.to_string(),
-                last_error: None,
-                next_attempt_in: None,
-            });
-        };
+        let (tool, handle) = self.route(public_name)?;
         handle
             .call(CallRequest {
                 tool: tool.upstream_name.clone(),
@@ -247,9 +235,64 @@ impl Hub {
                 timeout: args.timeout,
                 progress: args.progress,
                 cancel: args.cancel,
-                safety: tool.annotated_safety(),
+                safety: tool.safety,
             })
             .await
+    }
+
+    /// Where a public name goes, and its server's supervisor. a public name, and its server's supervisor.
+    fn route(&self, public_name: &str) -> Result<(Route, SupervisorHandle), CallError> {
+        let Some(tool) = self.registry.route(public_name) else {
+            return Err(CallError::UnknownTool {
+                name: public_name.to_string(),
+            });
+        };
+        match self.handle(&tool.server) {
+            Some(handle) => Ok((tool, handle)),
+            None => Err(CallError::NotReady {
+                server: tool.server,
+                tool: tool.upstream_name,
+                state: ServerState::Stopped.to_string(),
+                last_error: None,
+                next_attempt_in: None,
+            }),
+        }
+    }
+
+    /// Call a tool by its public name with the `tools/call` params as JSON text, and get its
+    /// `result` back as JSON text: for a relay that passes calls through without building MCP
+    /// types. Only `name` is rewritten (to the upstream name, when it differs); everything else
+    /// in `params` goes upstream as it is. `args.arguments` is not used. Same rules, deadline
+    /// and errors as [`Hub::call`].
+    pub async fn call_json(
+        &self,
+        public_name: &str,
+        params: &RawValue,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, CallError> {
+        let (tool, handle) = self.route(public_name)?;
+        let renamed;
+        let params = if tool.upstream_name == public_name {
+            params
+        } else {
+            renamed =
+                with_name(params, &tool.upstream_name).map_err(|e| CallError::ServerError {
+                    server: tool.server.clone(),
+                    tool: tool.upstream_name.clone(),
+                    code: -32602,
+                    message: format!("the tools/call params are not a JSON object: {e}"),
+                })?;
+            &*renamed
+        };
+        let request = CallRequest {
+            tool: tool.upstream_name.clone(),
+            arguments: None,
+            timeout: args.timeout,
+            progress: args.progress,
+            cancel: args.cancel,
+            safety: tool.safety,
+        };
+        handle.call_json(&request, params).await
     }
 
     /// Call a tool by its upstream name on a named server (no registry lookup; `wrap` uses this
@@ -510,4 +553,39 @@ fn jitter_seed(name: &str) -> u64 {
     name.bytes().fold(0xcbf2_9ce4_8422_2325, |h, b| {
         (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
     })
+}
+
+/// `params` (a JSON object) with its `name` member set to `name`; the other members are copied
+/// as text.
+fn with_name(params: &RawValue, name: &str) -> Result<Box<RawValue>, serde_json::Error> {
+    let mut members: std::collections::BTreeMap<String, &RawValue> =
+        serde_json::from_str(params.get())?;
+    let name = serde_json::value::to_raw_value(name)?;
+    members.insert("name".to_string(), &name);
+    serde_json::value::to_raw_value(&members)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn with_name_rewrites_only_the_name() {
+        let params: Box<RawValue> = serde_json::from_str(
+            r#"{"name":"fault__echo","arguments":{"message":"a\"b"},"_meta":{"k":[1,2]},"task":{}}"#,
+        )
+        .unwrap();
+        let renamed = with_name(&params, "echo").unwrap();
+        let value: serde_json::Value = serde_json::from_str(renamed.get()).unwrap();
+        assert_eq!(
+            value,
+            serde_json::json!({"name":"echo","arguments":{"message":"a\"b"},"_meta":{"k":[1,2]},"task":{}})
+        );
+        // Escaped keys are keys too.
+        let escaped: Box<RawValue> = serde_json::from_str(r#"{"n\u0061me":"x"}"#).unwrap();
+        let renamed = with_name(&escaped, "y").unwrap();
+        assert_eq!(renamed.get(), r#"{"name":"y"}"#);
+        let not_object: Box<RawValue> = serde_json::from_str("[1]").unwrap();
+        assert!(with_name(&not_object, "y").is_err());
+    }
 }

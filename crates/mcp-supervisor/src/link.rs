@@ -14,6 +14,7 @@ use rmcp::model::{
     CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam,
     ServerNotification, ServerResult, Tool,
 };
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
@@ -40,6 +41,16 @@ pub trait Link: Send + Sync + 'static {
         params: CallToolRequestParams,
         opts: CallOptions,
     ) -> BoxFuture<'_, Result<CallToolResult, Failure>>;
+    /// One `tools/call` whose params (`name` already the upstream name) and result stay JSON
+    /// text, for a relay that passes both through. Ended like [`Link::call_tool`]. The default
+    /// goes through [`Link::call_tool`]; a stdio link sends the text as it is.
+    fn call_tool_json<'a>(
+        &'a self,
+        params: &'a RawValue,
+        opts: CallOptions,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
+        call_tool_json_typed(self, params, opts)
+    }
     /// Any other request (prompts, resources, completions, logging), bounded by `timeout`.
     fn request(
         &self,
@@ -62,6 +73,24 @@ pub trait Link: Send + Sync + 'static {
     fn peer_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
         None
     }
+}
+
+/// [`Link::call_tool_json`] through the typed [`Link::call_tool`]: the params are parsed into
+/// MCP types and the result serialized back.
+pub fn call_tool_json_typed<'a, L: Link + ?Sized>(
+    link: &'a L,
+    params: &'a RawValue,
+    opts: CallOptions,
+) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
+    Box::pin(async move {
+        let params: CallToolRequestParams =
+            serde_json::from_str(params.get()).map_err(|e| Failure::ServerError {
+                code: -32602,
+                message: format!("the tools/call params are not valid: {e}"),
+            })?;
+        let result = link.call_tool(params, opts).await?;
+        serde_json::value::to_raw_value(&result).map_err(|_| Failure::UnexpectedResponse)
+    })
 }
 
 /// How to end a generation.

@@ -25,6 +25,15 @@ pub struct PublishedTool {
     pub tool: Tool,
 }
 
+/// Where a call to one public name goes.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Route {
+    pub server: String,
+    pub upstream_name: String,
+    /// What the tool's annotations say about repeating it.
+    pub safety: ToolSafety,
+}
+
 impl PublishedTool {
     /// What the tool's own annotations say about repeating it.
     pub fn annotated_safety(&self) -> ToolSafety {
@@ -162,6 +171,22 @@ impl Registry {
             .by_name
             .get(public_name)
             .and_then(|&i| inner.published.get(i).cloned())
+    }
+
+    /// Where a call to a public name goes, without copying the tool's definition.
+    pub fn route(&self, public_name: &str) -> Option<Route> {
+        let inner = self.lock();
+        let tool = inner.published.get(*inner.by_name.get(public_name)?)?;
+        Some(Route {
+            server: tool.server.clone(),
+            upstream_name: tool.upstream_name.clone(),
+            safety: tool.annotated_safety(),
+        })
+    }
+
+    /// Whether a tool of this public name is published.
+    pub fn contains(&self, public_name: &str) -> bool {
+        self.lock().by_name.contains_key(public_name)
     }
 
     /// How many tools `server` has published.

@@ -11,13 +11,14 @@ use std::time::Duration;
 
 use mcp_supervisor_core::classify::{self, AfterProbe, Failure, Recovery, ToolSafety, Verdict};
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, ProgressNotificationParam};
+use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ServerState, SupervisorHandle};
 use crate::error::{CallError, Restored};
-use crate::link::{CallOptions, Link, describe};
+use crate::link::{BoxFuture, CallOptions, Link, describe};
 
 /// How long past its deadline a call may run before the call path ends it itself.
 const OUTER_GRACE: Duration = Duration::from_millis(250);
@@ -91,9 +92,75 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// How one attempt puts the call on a link: as MCP types, or as JSON text passed through.
+trait Attempt {
+    type Output;
+    fn send<'a>(
+        &'a self,
+        link: &'a dyn Link,
+        options: CallOptions,
+    ) -> BoxFuture<'a, Result<Self::Output, Failure>>;
+}
+
+/// The typed call: `CallToolRequestParams` in, `CallToolResult` out.
+struct Typed<'r> {
+    tool: &'r str,
+    arguments: &'r Option<JsonObject>,
+}
+
+impl Attempt for Typed<'_> {
+    type Output = CallToolResult;
+    fn send<'a>(
+        &'a self,
+        link: &'a dyn Link,
+        options: CallOptions,
+    ) -> BoxFuture<'a, Result<CallToolResult, Failure>> {
+        let mut params = CallToolRequestParams::new(self.tool.to_string());
+        params.arguments = self.arguments.clone();
+        link.call_tool(params, options)
+    }
+}
+
+/// The pass-through call: the `tools/call` params as JSON text in, the `result` as JSON text out.
+struct Json<'r>(&'r RawValue);
+
+impl Attempt for Json<'_> {
+    type Output = Box<RawValue>;
+    fn send<'a>(
+        &'a self,
+        link: &'a dyn Link,
+        options: CallOptions,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
+        link.call_tool_json(self.0, options)
+    }
+}
+
 impl SupervisorHandle {
     /// Call a tool on this server under the recovery rules.
     pub async fn call(&self, request: CallRequest) -> Result<CallToolResult, CallError> {
+        let attempt = Typed {
+            tool: &request.tool,
+            arguments: &request.arguments,
+        };
+        self.run(&request, attempt).await
+    }
+
+    /// The same call with its `tools/call` params as JSON text (`name` already the upstream
+    /// name), and its result as JSON text: a relay passes both through without MCP types.
+    /// `request.arguments` is not used; the arguments are in `params`.
+    pub async fn call_json(
+        &self,
+        request: &CallRequest,
+        params: &RawValue,
+    ) -> Result<Box<RawValue>, CallError> {
+        self.run(request, Json(params)).await
+    }
+
+    async fn run<A: Attempt>(
+        &self,
+        request: &CallRequest,
+        attempt: A,
+    ) -> Result<A::Output, CallError> {
         let config = &self.shared.config;
         let limit = request.timeout.map_or(config.tool_call_timeout, |t| {
             t.min(config.tool_call_timeout)
@@ -138,8 +205,6 @@ impl SupervisorHandle {
                     after_ms: limit.as_millis(),
                 });
             }
-            let mut params = CallToolRequestParams::new(request.tool.clone());
-            params.arguments = request.arguments.clone();
             let options = CallOptions {
                 timeout: remaining,
                 progress: request.progress.clone(),
@@ -150,7 +215,7 @@ impl SupervisorHandle {
                 // The link ends the call at its deadline; this outer bound only guards against
                 // a link that would not.
                 let bound = deadline + OUTER_GRACE;
-                match tokio::time::timeout_at(bound, link.call_tool(params, options)).await {
+                match tokio::time::timeout_at(bound, attempt.send(&*link, options)).await {
                     Ok(outcome) => outcome,
                     Err(_) => Err(Failure::DeadlinePassed),
                 }

@@ -6,6 +6,7 @@
 
 pub mod errors;
 pub mod http_client;
+mod lane;
 pub mod process;
 
 use std::collections::{HashMap, VecDeque};
@@ -81,9 +82,11 @@ impl Connector for RmcpConnector {
                     ct_on_exit.cancel();
                     let _ = closed_tx.send(true);
                 });
+                let (lane, rmcp_end) = lane::start(spawned.stdout, spawned.stdin);
                 Ok(Arc::new(RmcpLink {
                     generation,
-                    pending: Mutex::new(Some(Pending::Stdio(spawned.stdout, spawned.stdin))),
+                    pending: Mutex::new(Some(Pending::Stdio(rmcp_end))),
+                    lane: Some(lane),
                     handler: Mutex::new(Some(handler)),
                     peer: Mutex::new(None),
                     routes,
@@ -121,6 +124,7 @@ impl Connector for RmcpConnector {
                 Ok(Arc::new(RmcpLink {
                     generation,
                     pending: Mutex::new(Some(Pending::Http(Box::new(transport)))),
+                    lane: None,
                     handler: Mutex::new(Some(handler)),
                     peer: Mutex::new(None),
                     routes,
@@ -137,7 +141,8 @@ impl Connector for RmcpConnector {
 }
 
 enum Pending {
-    Stdio(tokio::process::ChildStdout, tokio::process::ChildStdin),
+    /// rmcp's end of the stdio lane (see [`lane`]).
+    Stdio(tokio::io::DuplexStream),
     Http(Box<StreamableHttpClientTransport<CorrelatingClient>>),
 }
 
@@ -145,6 +150,8 @@ enum Pending {
 struct RmcpLink {
     generation: u64,
     pending: Mutex<Option<Pending>>,
+    /// stdio only: tool calls passed through as JSON text.
+    lane: Option<Arc<lane::Lane>>,
     handler: Mutex<Option<Handler>>,
     peer: Mutex<Option<Peer<RoleClient>>>,
     routes: Arc<ProgressRoutes>,
@@ -209,9 +216,7 @@ impl Link for RmcpLink {
                 return Err("this generation was already initialized".into());
             };
             let served = match pending {
-                Pending::Stdio(stdout, stdin) => {
-                    serve_client_with_ct(handler, (stdout, stdin), self.ct.clone()).await
-                }
+                Pending::Stdio(pipe) => serve_client_with_ct(handler, pipe, self.ct.clone()).await,
                 Pending::Http(transport) => {
                     serve_client_with_ct(handler, *transport, self.ct.clone()).await
                 }
@@ -297,6 +302,23 @@ impl Link for RmcpLink {
                 _ => Err(Failure::UnexpectedResponse),
             }
         })
+    }
+
+    fn call_tool_json<'a>(
+        &'a self,
+        params: &'a serde_json::value::RawValue,
+        opts: CallOptions,
+    ) -> BoxFuture<'a, Result<Box<serde_json::value::RawValue>, Failure>> {
+        match &self.lane {
+            // Progress is routed by rmcp's client: such a call takes the typed way.
+            Some(lane) if opts.progress.is_none() => Box::pin(async move {
+                if self.ct.is_cancelled() {
+                    return Err(Failure::NoLiveGeneration);
+                }
+                lane.request("tools/call", params, &opts).await
+            }),
+            _ => crate::link::call_tool_json_typed(self, params, opts),
+        }
     }
 
     fn request(

@@ -1,0 +1,604 @@
+//! The HTTP face's pass-through for tool calls (`FastPath`), and the idle expiry of its
+//! sessions (`SessionClock`).
+//!
+//! A `tools/call` POSTed on a live session is relayed as JSON text: the request's params go to
+//! the hub with only the tool's name rewritten (when prefixed), the result comes back as text,
+//! and the answer is one `application/json` body. rmcp's typed server stack (parse into MCP
+//! types, session worker, SSE framing) is skipped; the call path, its deadline and its recovery
+//! rules are the same as for every other call. A `notifications/cancelled` naming one of these
+//! calls cancels it.
+//!
+//! Everything else, and every call it cannot serve exactly as rmcp would (no session, an
+//! unknown session, a client that asked for progress, a name the registry does not hold, a
+//! malformed message, a protocol version without sessions), goes to rmcp's service unchanged.
+//! This module must never answer a message it has not fully understood.
+//!
+//! Because these calls never reach rmcp's session worker, rmcp's own idle timer would expire a
+//! session that is busy with them. So rmcp's keep-alive is off, and this module expires a
+//! session after `SESSION_IDLE` without any request and without an open stream.
+
+use std::borrow::Cow;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use futures::StreamExt;
+use mcp_supervisor::{CallArgs, CallError};
+use rmcp::model::{CallToolResult, ContentBlock, ProtocolVersion};
+use rmcp::transport::streamable_http_server::SessionManager;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::proxy::Proxy;
+
+/// A session with no request and no open stream for this long is closed (rmcp's default).
+pub const SESSION_IDLE: Duration = Duration::from_secs(300);
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+/// The first protocol version without sessions: its calls go to rmcp.
+const SESSIONLESS_SINCE: &str = "2026-07-28";
+
+/// The pass-through and the sessions' activity.
+pub struct FastPath {
+    proxy: Arc<Proxy>,
+    sessions: Arc<LocalSessionManager>,
+    /// Ends with the HTTP face: no new call is taken after it.
+    shutdown: CancellationToken,
+    /// The calls under way here, by session and request id, for `notifications/cancelled`.
+    calls: Mutex<HashMap<(String, String), CancellationToken>>,
+}
+
+/// When each session was last used, and the expiry of idle ones.
+pub struct SessionClock {
+    sessions: Arc<LocalSessionManager>,
+    /// Per session: the last request, and how many of its streams are open.
+    activity: Mutex<HashMap<String, Activity>>,
+}
+
+#[derive(Clone, Copy)]
+struct Activity {
+    last: Instant,
+    open_streams: usize,
+}
+
+/// A JSON-RPC message, looked at without building it.
+#[derive(Deserialize)]
+struct Message<'a> {
+    #[serde(borrow)]
+    jsonrpc: Cow<'a, str>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow)]
+    method: Cow<'a, str>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+}
+
+#[derive(Deserialize)]
+struct CallParams<'a> {
+    #[serde(borrow)]
+    name: Cow<'a, str>,
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+    #[serde(rename = "_meta", default)]
+    meta: Option<Meta>,
+}
+
+#[derive(Deserialize)]
+struct Meta {
+    #[serde(rename = "progressToken", default)]
+    progress_token: Option<IgnoredAny>,
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
+    protocol_version: Option<IgnoredAny>,
+}
+
+#[derive(Deserialize)]
+struct CancelParams<'a> {
+    #[serde(rename = "requestId", borrow)]
+    request_id: &'a RawValue,
+}
+
+/// What the answer needs to know of a result.
+#[derive(Deserialize)]
+struct ResultPeek {
+    #[serde(rename = "isError", default)]
+    is_error: Option<bool>,
+    #[serde(rename = "resultType", default)]
+    result_type: Option<IgnoredAny>,
+}
+
+impl FastPath {
+    pub fn new(
+        proxy: Arc<Proxy>,
+        sessions: Arc<LocalSessionManager>,
+        shutdown: CancellationToken,
+    ) -> Arc<Self> {
+        Arc::new(Self {
+            proxy,
+            sessions,
+            shutdown,
+            calls: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// Answer a POST to `/mcp` here, or `None` to leave it to rmcp.
+    pub async fn post(&self, parts: &Parts, body: &[u8]) -> Option<Response> {
+        let session = header_text(&parts.headers, SESSION_HEADER)?;
+        if self.shutdown.is_cancelled() || !plain_json_request(&parts.headers) {
+            return None;
+        }
+        let message: Message<'_> = serde_json::from_slice(body).ok()?;
+        if message.jsonrpc != "2.0" {
+            return None;
+        }
+        match (message.method.as_ref(), message.id) {
+            ("tools/call", Some(id)) => {
+                let key = id_key(id)?;
+                self.call(session, id, key, message.params?).await
+            }
+            ("notifications/cancelled", None) => self.cancel(session, message.params?),
+            _ => None,
+        }
+    }
+
+    async fn call(
+        &self,
+        session: &str,
+        id: &RawValue,
+        key: String,
+        params: &RawValue,
+    ) -> Option<Response> {
+        let call: CallParams<'_> = serde_json::from_str(params.get()).ok()?;
+        if call.arguments.is_some_and(|a| !a.get().starts_with('{')) {
+            return None; // rmcp's error for arguments that are not an object
+        }
+        if call
+            .meta
+            .as_ref()
+            .is_some_and(|m| m.progress_token.is_some() || m.protocol_version.is_some())
+        {
+            return None; // progress is rmcp's to relay
+        }
+        let hub = self.proxy.hub();
+        if !hub.registry().contains(&call.name) {
+            return None; // rmcp's answer (or, under wrap, the server's own)
+        }
+        if !self
+            .sessions
+            .has_session(&Arc::from(session))
+            .await
+            .unwrap_or(false)
+        {
+            return None; // rmcp answers 404
+        }
+
+        let cancel = CancellationToken::new();
+        let _registered = self.register(session, key, cancel.clone());
+        let args = CallArgs {
+            cancel: Some(cancel),
+            ..CallArgs::default()
+        };
+        let started = tokio::time::Instant::now();
+        let outcome = hub.call_json(&call.name, params, args).await;
+        let peek = outcome
+            .as_ref()
+            .ok()
+            .and_then(|r| serde_json::from_str::<ResultPeek>(r.get()).ok());
+        let is_error = peek.as_ref().and_then(|p| p.is_error) == Some(true);
+        self.proxy.metrics().record(
+            crate::metrics::outcome(outcome.as_ref().map(|_| is_error)),
+            started.elapsed(),
+        );
+        let body = match outcome {
+            Ok(result) => {
+                let stamped = peek.is_some_and(|p| p.result_type.is_some());
+                answer_result(id, &result, !stamped)
+            }
+            Err(CallError::ServerError { code, message, .. }) => answer_error(id, code, &message),
+            Err(CallError::UnknownTool { name }) => answer_error(
+                id,
+                -32602,
+                &format!(
+                    "no server offers a tool named \"{name}\"; list the tools to see what is published"
+                ),
+            ),
+            Err(error) => {
+                let mut result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
+                result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+                let result = serde_json::value::to_raw_value(&result).ok()?;
+                answer_result(id, &result, false)
+            }
+        };
+        Some(
+            (
+                StatusCode::OK,
+                [(header::CONTENT_TYPE, "application/json")],
+                body,
+            )
+                .into_response(),
+        )
+    }
+
+    /// `notifications/cancelled` for one of our calls: cancel it and accept the notification.
+    fn cancel(&self, session: &str, params: &RawValue) -> Option<Response> {
+        let params: CancelParams<'_> = serde_json::from_str(params.get()).ok()?;
+        let key = (session.to_string(), id_key(params.request_id)?);
+        let token = self.calls.lock().ok()?.get(&key).cloned()?;
+        token.cancel();
+        Some(StatusCode::ACCEPTED.into_response())
+    }
+
+    fn register(&self, session: &str, key: String, token: CancellationToken) -> Registered<'_> {
+        let key = (session.to_string(), key);
+        if let Ok(mut calls) = self.calls.lock() {
+            calls.insert(key.clone(), token);
+        }
+        Registered { fast: self, key }
+    }
+}
+
+impl SessionClock {
+    pub fn new(sessions: Arc<LocalSessionManager>) -> Arc<Self> {
+        Arc::new(Self {
+            sessions,
+            activity: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A request on `session` (any method, either path).
+    pub fn touch(&self, session: &str) {
+        if let Ok(mut activity) = self.activity.lock() {
+            let now = Instant::now();
+            activity
+                .entry(session.to_string())
+                .and_modify(|a| a.last = now)
+                .or_insert(Activity {
+                    last: now,
+                    open_streams: 0,
+                });
+        }
+    }
+
+    /// Count `response`'s body as an open stream of `session` until it ends or is dropped.
+    pub fn track_stream(self: &Arc<Self>, session: &str, response: Response) -> Response {
+        if let Ok(mut activity) = self.activity.lock() {
+            let now = Instant::now();
+            activity
+                .entry(session.to_string())
+                .or_insert(Activity {
+                    last: now,
+                    open_streams: 0,
+                })
+                .open_streams += 1;
+        }
+        let guard = StreamGuard {
+            clock: self.clone(),
+            session: session.to_string(),
+        };
+        let (parts, body) = response.into_parts();
+        let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
+            let _held = &guard;
+            chunk
+        }));
+        Response::from_parts(parts, body)
+    }
+
+    /// Close every session idle for `idle`; forget sessions that are gone. Returns how many
+    /// were closed.
+    pub async fn expire_idle(&self, idle: Duration) -> usize {
+        let live: Vec<Arc<str>> = self
+            .sessions
+            .sessions
+            .read()
+            .await
+            .keys()
+            .cloned()
+            .collect();
+        let now = Instant::now();
+        let mut expired = Vec::new();
+        if let Ok(mut activity) = self.activity.lock() {
+            activity.retain(|id, _| live.iter().any(|l| **l == **id));
+            for id in &live {
+                // A session first seen now starts its clock now.
+                let seen = activity.entry(id.to_string()).or_insert(Activity {
+                    last: now,
+                    open_streams: 0,
+                });
+                if seen.open_streams == 0 && now.duration_since(seen.last) >= idle {
+                    expired.push(id.clone());
+                }
+            }
+            for id in &expired {
+                activity.remove(&**id);
+            }
+        }
+        for id in &expired {
+            tracing::info!(session = %id, "closing a session idle for {} s", idle.as_secs());
+            let _ = self.sessions.close_session(id).await;
+        }
+        expired.len()
+    }
+
+    /// Run [`SessionClock::expire_idle`] every tenth of `idle` until `shutdown`.
+    pub fn spawn_expiry(self: &Arc<Self>, idle: Duration, shutdown: CancellationToken) {
+        let clock = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(idle / 10);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => { clock.expire_idle(idle).await; }
+                    () = shutdown.cancelled() => return,
+                }
+            }
+        });
+    }
+}
+
+/// Unregisters a call when it ends, however it ends.
+struct Registered<'a> {
+    fast: &'a FastPath,
+    key: (String, String),
+}
+
+impl Drop for Registered<'_> {
+    fn drop(&mut self) {
+        if let Ok(mut calls) = self.fast.calls.lock() {
+            calls.remove(&self.key);
+        }
+    }
+}
+
+/// Counts a stream closed when its body is dropped.
+struct StreamGuard {
+    clock: Arc<SessionClock>,
+    session: String,
+}
+
+impl Drop for StreamGuard {
+    fn drop(&mut self) {
+        if let Ok(mut activity) = self.clock.activity.lock()
+            && let Some(seen) = activity.get_mut(&self.session)
+        {
+            seen.open_streams = seen.open_streams.saturating_sub(1);
+            seen.last = Instant::now();
+        }
+    }
+}
+
+pub fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
+    headers.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// The headers rmcp requires of a POST (JSON body; JSON and SSE accepted), and a protocol
+/// version that has sessions.
+fn plain_json_request(headers: &HeaderMap) -> bool {
+    let json_body = header_text(headers, header::CONTENT_TYPE.as_str()).is_some_and(|t| {
+        t.split(';')
+            .next()
+            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
+    });
+    let accept = header_text(headers, header::ACCEPT.as_str()).unwrap_or("");
+    let version_ok = match headers.get(VERSION_HEADER).map(|v| v.to_str()) {
+        None => true,
+        Some(Err(_)) => false,
+        Some(Ok(version)) => {
+            version < SESSIONLESS_SINCE
+                && ProtocolVersion::KNOWN_VERSIONS
+                    .iter()
+                    .any(|v| v.as_str() == version)
+        }
+    };
+    json_body
+        && accepts(accept, "application/json")
+        && accepts(accept, "text/event-stream")
+        && version_ok
+}
+
+/// Whether an `Accept` value lists `media` (or a wildcard for it) with a weight above zero.
+fn accepts(accept: &str, media: &str) -> bool {
+    let (kind, _) = media.split_once('/').unwrap_or((media, ""));
+    accept.split(',').any(|entry| {
+        let mut fields = entry.split(';');
+        let Some(range) = fields.next().map(str::trim) else {
+            return false;
+        };
+        let matches = range.eq_ignore_ascii_case(media)
+            || range == "*/*"
+            || range
+                .strip_suffix("/*")
+                .is_some_and(|k| k.eq_ignore_ascii_case(kind));
+        let zero = fields.any(|f| {
+            f.trim()
+                .strip_prefix("q=")
+                .and_then(|q| q.trim().parse::<f32>().ok())
+                .is_some_and(|q| q <= 0.0)
+        });
+        matches && !zero
+    })
+}
+
+/// A request id as a key: strings by their value, integers by their digits; anything else
+/// (null, fractions, objects) is not a valid id and goes to rmcp.
+fn id_key(id: &RawValue) -> Option<String> {
+    let text = id.get();
+    if text.starts_with('"') {
+        let value: String = serde_json::from_str(text).ok()?;
+        Some(format!("s:{value}"))
+    } else {
+        let value: i64 = serde_json::from_str(text).ok()?;
+        Some(format!("n:{value}"))
+    }
+}
+
+/// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`, with `"resultType":"complete"` added when
+/// `stamp` (2026-07-28 clients need it; older ones ignore it).
+fn answer_result(id: &RawValue, result: &RawValue, stamp: bool) -> String {
+    let result = result.get().trim();
+    let mut body = String::with_capacity(result.len() + id.get().len() + 64);
+    body.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    body.push_str(id.get());
+    body.push_str(r#","result":"#);
+    match result.strip_prefix('{') {
+        Some(rest) if stamp => {
+            body.push_str(r#"{"resultType":"complete""#);
+            if !rest.trim_start().starts_with('}') {
+                body.push(',');
+            }
+            body.push_str(rest);
+        }
+        _ => body.push_str(result),
+    }
+    body.push('}');
+    body
+}
+
+fn answer_error(id: &RawValue, code: i32, message: &str) -> String {
+    serde_json::json!({
+        "jsonrpc": "2.0",
+        "id": serde_json::from_str::<serde_json::Value>(id.get()).unwrap_or_default(),
+        "error": { "code": code, "message": message },
+    })
+    .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn answers_keep_the_id_and_stamp_the_result_type_once() {
+        let id = raw("7");
+        let answer = answer_result(&id, &raw(r#"{"content":[]}"#), true);
+        assert_eq!(
+            answer,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","content":[]}}"#
+        );
+        let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
+        assert_eq!(value["result"]["content"], serde_json::json!([]));
+        let empty = answer_result(&raw(r#""a""#), &raw("{ }"), true);
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&empty).unwrap(),
+            serde_json::json!({"jsonrpc":"2.0","id":"a","result":{"resultType":"complete"}})
+        );
+        let kept = answer_result(&id, &raw(r#"{"resultType":"complete"}"#), false);
+        assert_eq!(
+            kept,
+            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete"}}"#
+        );
+        let error = answer_error(&raw(r#""x""#), -32602, "bad \"name\"");
+        assert_eq!(
+            serde_json::from_str::<serde_json::Value>(&error).unwrap(),
+            serde_json::json!({"jsonrpc":"2.0","id":"x","error":{"code":-32602,"message":"bad \"name\""}})
+        );
+    }
+
+    #[test]
+    fn ids_are_keyed_by_value_and_only_strings_and_integers_count() {
+        assert_eq!(id_key(&raw("12")).as_deref(), Some("n:12"));
+        assert_eq!(id_key(&raw(r#""12""#)).as_deref(), Some("s:12"));
+        assert_eq!(id_key(&raw(r#""\u0031""#)).as_deref(), Some("s:1"));
+        for bad in ["null", "1.5", "{}", "[]", "true"] {
+            assert_eq!(id_key(&raw(bad)), None, "{bad}");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_sessions_close_and_busy_or_streaming_ones_stay() {
+        let mut manager = LocalSessionManager::default();
+        manager.session_config.keep_alive = None;
+        manager.session_config.init_timeout = None;
+        let sessions = Arc::new(manager);
+        let mut ids = Vec::new();
+        let mut workers = Vec::new();
+        for _ in 0..3 {
+            let (id, worker) = sessions.create_session().await.unwrap();
+            ids.push(id);
+            workers.push(worker);
+        }
+        let [idle, busy, streaming] = [ids[0].clone(), ids[1].clone(), ids[2].clone()];
+        let live = |id: &Arc<str>| {
+            let sessions = sessions.clone();
+            let id = id.clone();
+            async move { sessions.has_session(&id).await.unwrap() }
+        };
+        let clock = SessionClock::new(sessions.clone());
+        let limit = Duration::from_secs(300);
+        // First seen now: every clock starts now.
+        assert_eq!(clock.expire_idle(limit).await, 0);
+        tokio::time::advance(Duration::from_secs(200)).await;
+        clock.touch(&busy);
+        let stream = clock.track_stream(&streaming, Response::new(Body::from("x")));
+        tokio::time::advance(Duration::from_secs(99)).await;
+        assert_eq!(clock.expire_idle(limit).await, 0, "299 s is not idle yet");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(clock.expire_idle(limit).await, 1);
+        assert!(!live(&idle).await);
+        assert!(live(&busy).await && live(&streaming).await);
+
+        // An open stream keeps its session however long; once it ends, the clock runs again.
+        tokio::time::advance(Duration::from_secs(1000)).await;
+        assert_eq!(
+            clock.expire_idle(limit).await,
+            1,
+            "only the busy one, now idle"
+        );
+        assert!(!live(&busy).await && live(&streaming).await);
+        drop(stream);
+        tokio::time::advance(Duration::from_secs(299)).await;
+        assert_eq!(clock.expire_idle(limit).await, 0);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(clock.expire_idle(limit).await, 1);
+        assert!(!live(&streaming).await);
+        // Sessions that are gone are forgotten.
+        assert!(clock.activity.lock().unwrap().is_empty());
+    }
+
+    #[test]
+    fn accept_needs_both_media_types_with_a_weight() {
+        let both = "application/json, text/event-stream";
+        assert!(accepts(both, "application/json") && accepts(both, "text/event-stream"));
+        assert!(accepts("*/*", "text/event-stream"));
+        assert!(accepts("application/*;q=0.5", "application/json"));
+        assert!(!accepts("application/json;q=0", "application/json"));
+        assert!(!accepts("text/event-stream", "application/json"));
+        assert!(!accepts("", "application/json"));
+    }
+
+    #[test]
+    fn only_session_protocol_versions_and_json_posts_qualify() {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::CONTENT_TYPE, "application/json".parse().unwrap());
+        headers.insert(
+            header::ACCEPT,
+            "application/json, text/event-stream".parse().unwrap(),
+        );
+        assert!(plain_json_request(&headers));
+        headers.insert(VERSION_HEADER, "2025-06-18".parse().unwrap());
+        assert!(plain_json_request(&headers));
+        headers.insert(VERSION_HEADER, "2026-07-28".parse().unwrap());
+        assert!(!plain_json_request(&headers));
+        headers.insert(VERSION_HEADER, "1999-01-01".parse().unwrap());
+        assert!(!plain_json_request(&headers));
+        headers.insert(
+            VERSION_HEADER,
+            axum::http::HeaderValue::from_bytes(b"\xff2025").unwrap(),
+        );
+        assert!(!plain_json_request(&headers));
+        headers.remove(VERSION_HEADER);
+        headers.insert(header::CONTENT_TYPE, "text/plain".parse().unwrap());
+        assert!(!plain_json_request(&headers));
+    }
+}
