@@ -259,7 +259,7 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
             Kind::Pid,
             Tool::new(
                 "pid",
-                "Reply with the server's process id.",
+                "Reply with the server's process id (structured: pid and this request's JSON-RPC id).",
                 schema_for_empty_input(),
             ),
         ),
@@ -698,7 +698,17 @@ impl ServerHandler for FaultServer {
                 self.shared.abandoned(&context).await;
                 Err(McpError::internal_error("garbage call cancelled", None))
             }
-            Kind::Pid => text(std::process::id().to_string()),
+            Kind::Pid => {
+                // The request id as the server saw it shows which way a client sent the call.
+                let mut result = CallToolResult::success(vec![ContentBlock::text(
+                    std::process::id().to_string(),
+                )]);
+                result.structured_content = Some(serde_json::json!({
+                    "pid": std::process::id(),
+                    "requestId": context.id,
+                }));
+                Ok(result.into())
+            }
             Kind::Extra => echo_arguments(arguments),
         }
     }
