@@ -694,8 +694,14 @@ fn verdicts(levels: &BTreeMap<u32, Vec<Row>>) -> Vec<Value> {
             }
             if let Some(best) = best_rate {
                 let ok = ours.per_sec >= 5.0 * best.per_sec;
+                // The issue sets this target at 64; lower levels are shown for reference.
+                let reference = if concurrency < 64 {
+                    " (reference; the target is at 64)"
+                } else {
+                    ""
+                };
                 out.push(json!({
-                    "target": format!("c={concurrency}: {ours_id} throughput >= 5x the best peer's"),
+                    "target": format!("c={concurrency}: {ours_id} throughput >= 5x the best peer's{reference}"),
                     "verdict": verdict(ok),
                     "figures": format!(
                         "{ours_id} {:.0} calls/s, best peer {} {:.0} calls/s (ratio {:.2}x)",
