@@ -55,6 +55,8 @@ pub struct FastPath {
     shutdown: CancellationToken,
     /// The calls under way here, by session and request id, for `notifications/cancelled`.
     calls: Mutex<HashMap<(String, String), CancellationToken>>,
+    /// A call under way keeps its session from expiring.
+    clock: Arc<SessionClock>,
 }
 
 /// When each session was last used, and the expiry of idle ones.
@@ -120,6 +122,7 @@ impl FastPath {
     pub fn new(
         proxy: Arc<Proxy>,
         sessions: Arc<LocalSessionManager>,
+        clock: Arc<SessionClock>,
         shutdown: CancellationToken,
     ) -> Arc<Self> {
         Arc::new(Self {
@@ -127,7 +130,20 @@ impl FastPath {
             sessions,
             shutdown,
             calls: Mutex::new(HashMap::new()),
+            clock,
         })
+    }
+
+    /// The session was closed (`DELETE`): its calls under way here are cancelled, as rmcp ends
+    /// the streams of its own.
+    pub fn end_session(&self, session: &str) {
+        if let Ok(calls) = self.calls.lock() {
+            for ((owner, _), token) in calls.iter() {
+                if owner == session {
+                    token.cancel();
+                }
+            }
+        }
     }
 
     /// Answer a POST to `/mcp` here, or `None` to leave it to rmcp.
@@ -182,26 +198,31 @@ impl FastPath {
         }
 
         let cancel = CancellationToken::new();
-        let _registered = self.register(session, key, cancel.clone());
+        // The same id twice in flight is the client's mistake: rmcp's path sorts it out.
+        let _registered = self.register(session, key, cancel.clone())?;
+        let _held = self.clock.hold(session);
         let args = CallArgs {
             cancel: Some(cancel),
             ..CallArgs::default()
         };
-        let started = tokio::time::Instant::now();
+        let record = self.proxy.metrics().start();
         let outcome = hub.call_json(&call.name, params, args).await;
         let peek = outcome
             .as_ref()
             .ok()
             .and_then(|r| serde_json::from_str::<ResultPeek>(r.get()).ok());
         let is_error = peek.as_ref().and_then(|p| p.is_error) == Some(true);
-        self.proxy.metrics().record(
-            crate::metrics::outcome(outcome.as_ref().map(|_| is_error)),
-            started.elapsed(),
-        );
+        record.finish(crate::metrics::outcome(outcome.as_ref().map(|_| is_error)));
         let body = match outcome {
             Ok(result) => {
-                let stamped = peek.is_some_and(|p| p.result_type.is_some());
-                answer_result(id, &result, !stamped)
+                // Sessions are legacy protocol versions: no `resultType` (rmcp strips it too).
+                let has_type = peek.is_some_and(|p| p.result_type.is_some());
+                let result = if has_type {
+                    without_result_type(&result).ok()?
+                } else {
+                    result
+                };
+                answer_result(id, &result)
             }
             Err(CallError::ServerError { code, message, .. }) => answer_error(id, code, &message),
             Err(CallError::UnknownTool { name }) => answer_error(
@@ -212,10 +233,9 @@ impl FastPath {
                 ),
             ),
             Err(error) => {
-                let mut result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
-                result.result_type = Some(rmcp::model::ResultType::COMPLETE);
+                let result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
                 let result = serde_json::value::to_raw_value(&result).ok()?;
-                answer_result(id, &result, false)
+                answer_result(id, &result)
             }
         };
         Some(
@@ -237,12 +257,20 @@ impl FastPath {
         Some(StatusCode::ACCEPTED.into_response())
     }
 
-    fn register(&self, session: &str, key: String, token: CancellationToken) -> Registered<'_> {
+    /// Note a call under way; `None` when one with the same id is already under way.
+    fn register(
+        &self,
+        session: &str,
+        key: String,
+        token: CancellationToken,
+    ) -> Option<Registered<'_>> {
         let key = (session.to_string(), key);
-        if let Ok(mut calls) = self.calls.lock() {
-            calls.insert(key.clone(), token);
+        let mut calls = self.calls.lock().ok()?;
+        if calls.contains_key(&key) {
+            return None;
         }
-        Registered { fast: self, key }
+        calls.insert(key.clone(), token);
+        Some(Registered { fast: self, key })
     }
 }
 
@@ -268,8 +296,8 @@ impl SessionClock {
         }
     }
 
-    /// Count `response`'s body as an open stream of `session` until it ends or is dropped.
-    pub fn track_stream(self: &Arc<Self>, session: &str, response: Response) -> Response {
+    /// Keep `session` from expiring while the returned guard lives (a stream or a call is open).
+    pub fn hold(self: &Arc<Self>, session: &str) -> StreamGuard {
         if let Ok(mut activity) = self.activity.lock() {
             let now = Instant::now();
             activity
@@ -280,10 +308,15 @@ impl SessionClock {
                 })
                 .open_streams += 1;
         }
-        let guard = StreamGuard {
+        StreamGuard {
             clock: self.clone(),
             session: session.to_string(),
-        };
+        }
+    }
+
+    /// Count `response`'s body as an open stream of `session` until it ends or is dropped.
+    pub fn track_stream(self: &Arc<Self>, session: &str, response: Response) -> Response {
+        let guard = self.hold(session);
         let (parts, body) = response.into_parts();
         let body = Body::from_stream(body.into_data_stream().map(move |chunk| {
             let _held = &guard;
@@ -357,8 +390,8 @@ impl Drop for Registered<'_> {
     }
 }
 
-/// Counts a stream closed when its body is dropped.
-struct StreamGuard {
+/// Counts a stream (or a call) closed when dropped.
+pub struct StreamGuard {
     clock: Arc<SessionClock>,
     session: String,
 }
@@ -439,26 +472,25 @@ fn id_key(id: &RawValue) -> Option<String> {
     }
 }
 
-/// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`, with `"resultType":"complete"` added when
-/// `stamp` (2026-07-28 clients need it; older ones ignore it).
-fn answer_result(id: &RawValue, result: &RawValue, stamp: bool) -> String {
-    let result = result.get().trim();
-    let mut body = String::with_capacity(result.len() + id.get().len() + 64);
+/// `{"jsonrpc":"2.0","id":ID,"result":RESULT}`.
+fn answer_result(id: &RawValue, result: &RawValue) -> String {
+    let result = result.get();
+    let mut body = String::with_capacity(result.len() + id.get().len() + 40);
     body.push_str(r#"{"jsonrpc":"2.0","id":"#);
     body.push_str(id.get());
     body.push_str(r#","result":"#);
-    match result.strip_prefix('{') {
-        Some(rest) if stamp => {
-            body.push_str(r#"{"resultType":"complete""#);
-            if !rest.trim_start().starts_with('}') {
-                body.push(',');
-            }
-            body.push_str(rest);
-        }
-        _ => body.push_str(result),
-    }
+    body.push_str(result);
     body.push('}');
     body
+}
+
+/// A result without its `resultType` member, which clients of session protocol versions do not
+/// know (an upstream on 2026-07-28 sends it).
+fn without_result_type(result: &RawValue) -> Result<Box<RawValue>, serde_json::Error> {
+    let mut members: std::collections::BTreeMap<String, &RawValue> =
+        serde_json::from_str(result.get())?;
+    members.remove("resultType");
+    serde_json::value::to_raw_value(&members)
 }
 
 fn answer_error(id: &RawValue, code: i32, message: &str) -> String {
@@ -479,24 +511,21 @@ mod tests {
     }
 
     #[test]
-    fn answers_keep_the_id_and_stamp_the_result_type_once() {
+    fn answers_keep_the_id_and_the_result_as_it_came_but_its_result_type() {
         let id = raw("7");
-        let answer = answer_result(&id, &raw(r#"{"content":[]}"#), true);
+        let answer = answer_result(&id, &raw(r#"{"content":[],"isError":false}"#));
         assert_eq!(
             answer,
-            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete","content":[]}}"#
+            r#"{"jsonrpc":"2.0","id":7,"result":{"content":[],"isError":false}}"#
         );
-        let value: serde_json::Value = serde_json::from_str(&answer).unwrap();
-        assert_eq!(value["result"]["content"], serde_json::json!([]));
-        let empty = answer_result(&raw(r#""a""#), &raw("{ }"), true);
+        let stripped = without_result_type(&raw(
+            r#"{"resultType":"complete","content":[{"type":"text","text":"a"}]}"#,
+        ))
+        .unwrap();
         assert_eq!(
-            serde_json::from_str::<serde_json::Value>(&empty).unwrap(),
-            serde_json::json!({"jsonrpc":"2.0","id":"a","result":{"resultType":"complete"}})
-        );
-        let kept = answer_result(&id, &raw(r#"{"resultType":"complete"}"#), false);
-        assert_eq!(
-            kept,
-            r#"{"jsonrpc":"2.0","id":7,"result":{"resultType":"complete"}}"#
+            serde_json::from_str::<serde_json::Value>(&answer_result(&raw(r#""a""#), &stripped))
+                .unwrap(),
+            serde_json::json!({"jsonrpc":"2.0","id":"a","result":{"content":[{"type":"text","text":"a"}]}})
         );
         let error = answer_error(&raw(r#""x""#), -32602, "bad \"name\"");
         assert_eq!(

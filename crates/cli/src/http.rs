@@ -69,7 +69,12 @@ pub async fn serve(
         clock.spawn_expiry(SESSION_IDLE, shutdown.child_token());
         let body = Arc::new(McpFront {
             limit: config.max_request_body_bytes,
-            fast: FastPath::new(proxy.clone(), sessions.clone(), shutdown.child_token()),
+            fast: FastPath::new(
+                proxy.clone(),
+                sessions.clone(),
+                clock.clone(),
+                shutdown.child_token(),
+            ),
             clock,
         });
         let service =
@@ -198,6 +203,15 @@ async fn mcp_front(State(front): State<Arc<McpFront>>, request: Request, next: N
             }
             _ => response,
         };
+    }
+    if request.method() == Method::DELETE {
+        let response = next.run(request).await;
+        if let Some(session) = &session
+            && response.status().is_success()
+        {
+            front.fast.end_session(session);
+        }
+        return response;
     }
     if request.method() != Method::POST {
         return next.run(request).await;

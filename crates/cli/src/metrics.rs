@@ -30,12 +30,24 @@ pub const OUTCOMES: [&str; 9] = [
 #[derive(Default)]
 pub struct Metrics {
     outcomes: [AtomicU64; 9],
+    in_flight: AtomicU64,
     buckets: [AtomicU64; 12],
     count: AtomicU64,
     sum_micros: AtomicU64,
 }
 
 impl Metrics {
+    /// A call begins: it counts as in flight until the returned record is finished or dropped
+    /// (a call dropped unfinished, because its client went away, counts as cancelled).
+    pub fn start(&self) -> CallRecord<'_> {
+        self.in_flight.fetch_add(1, Ordering::Relaxed);
+        CallRecord {
+            metrics: self,
+            started: std::time::Instant::now(),
+            outcome: None,
+        }
+    }
+
     /// Record one call.
     pub fn record(&self, outcome: &str, elapsed: Duration) {
         let index = OUTCOMES
@@ -128,6 +140,16 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
+            "# HELP mcp_supervisor_calls_in_flight Tool calls through the proxy under way now."
+        );
+        let _ = writeln!(out, "# TYPE mcp_supervisor_calls_in_flight gauge");
+        let _ = writeln!(
+            out,
+            "mcp_supervisor_calls_in_flight {}",
+            self.in_flight.load(Ordering::Relaxed)
+        );
+        let _ = writeln!(
+            out,
             "# HELP mcp_supervisor_calls_total Tool calls through the proxy, by outcome."
         );
         let _ = writeln!(out, "# TYPE mcp_supervisor_calls_total counter");
@@ -159,6 +181,28 @@ impl Metrics {
         let _ = writeln!(out, "mcp_supervisor_call_duration_seconds_sum {sum}");
         let _ = writeln!(out, "mcp_supervisor_call_duration_seconds_count {count}");
         out
+    }
+}
+
+/// One call under way (see [`Metrics::start`]).
+pub struct CallRecord<'a> {
+    metrics: &'a Metrics,
+    started: std::time::Instant,
+    outcome: Option<&'static str>,
+}
+
+impl CallRecord<'_> {
+    /// The call ended with `outcome` (one of [`OUTCOMES`]).
+    pub fn finish(mut self, outcome: &'static str) {
+        self.outcome = Some(outcome);
+    }
+}
+
+impl Drop for CallRecord<'_> {
+    fn drop(&mut self) {
+        self.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+        self.metrics
+            .record(self.outcome.unwrap_or("cancelled"), self.started.elapsed());
     }
 }
 

@@ -386,7 +386,7 @@ impl ServerHandler for ProxyHandler {
             cancel: Some(cancel),
         };
         let hub = &self.proxy.hub;
-        let started = tokio::time::Instant::now();
+        let record = self.proxy.metrics.start();
         let outcome = match hub.call(&request.name, args.clone()).await {
             Err(CallError::UnknownTool { name }) => {
                 match (self.proxy.mode, hub.servers().as_slice()) {
@@ -405,9 +405,7 @@ impl ServerHandler for ProxyHandler {
             other => other,
         };
         watcher.abort();
-        self.proxy
-            .metrics
-            .record(crate::metrics::outcome_of(&outcome), started.elapsed());
+        record.finish(crate::metrics::outcome_of(&outcome));
         match outcome {
             Ok(mut result) => {
                 complete(&mut result.result_type);

@@ -222,20 +222,7 @@ async fn health_status_and_metrics_tell_the_truth_through_an_outage() {
         &path,
         json!({ "fault": { "command": fault_bin(), "reconnect": { "initialDelayMs": 1500, "maxDelayMs": 3000, "maxAttempts": 5 } } }),
     );
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let proxy = Running::start(
-        &[
-            "serve",
-            "--config",
-            path.to_str().unwrap_or_default(),
-            "--admin",
-            &addr,
-        ],
-        port,
-        &[],
-    )
-    .await;
+    let proxy = serve_config(&path, "--admin").await;
     let status = status_until(&proxy, Duration::from_secs(20), |s| {
         state_is(s, "fault", "ready")
     })
@@ -315,20 +302,7 @@ async fn post_reconnect_brings_a_gave_up_server_back_with_a_fresh_budget() {
             "reconnect": { "initialDelayMs": 50, "maxDelayMs": 200, "maxAttempts": 2 }
         } }),
     );
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let proxy = Running::start(
-        &[
-            "serve",
-            "--config",
-            path.to_str().unwrap_or_default(),
-            "--admin",
-            &addr,
-        ],
-        port,
-        &[],
-    )
-    .await;
+    let proxy = serve_config(&path, "--admin").await;
     let gave_up = status_until(&proxy, Duration::from_secs(10), |s| {
         state_is(s, "flaky", "gave_up")
     })
@@ -389,20 +363,7 @@ async fn reload_adds_removes_and_changes_servers_and_leaves_unchanged_ones_alone
             "removed": { "command": fault }
         }),
     );
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let proxy = Running::start(
-        &[
-            "serve",
-            "--config",
-            path.to_str().unwrap_or_default(),
-            "--admin",
-            &addr,
-        ],
-        port,
-        &[],
-    )
-    .await;
+    let proxy = serve_config(&path, "--admin").await;
     let before = status_until(&proxy, Duration::from_secs(20), |s| {
         ["same", "changed", "removed"]
             .iter()
@@ -468,20 +429,7 @@ async fn a_change_to_the_config_file_is_applied_without_a_signal() {
     let path = dir.join("servers.json");
     let fault = fault_bin();
     write_config(&path, json!({ "first": { "command": fault } }));
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let proxy = Running::start(
-        &[
-            "serve",
-            "--config",
-            path.to_str().unwrap_or_default(),
-            "--admin",
-            &addr,
-        ],
-        port,
-        &[],
-    )
-    .await;
+    let proxy = serve_config(&path, "--admin").await;
     let before = status_until(&proxy, Duration::from_secs(20), |s| {
         state_is(s, "first", "ready")
     })

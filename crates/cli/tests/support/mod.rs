@@ -19,6 +19,15 @@ pub fn write_config(path: &Path, servers: Value) {
     std::fs::write(path, text).expect("write config");
 }
 
+/// `mcp-supervisor serve --config PATH FACE 127.0.0.1:PORT` on a free port (`FACE` is `--http`
+/// or `--admin`), once it listens.
+pub async fn serve_config(path: &Path, face: &str) -> Running {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let config = path.to_str().unwrap_or_default();
+    Running::start(&["serve", "--config", config, face, &addr], port, &[]).await
+}
+
 /// A running proxy; on drop it gets SIGTERM (so it stops its servers), then SIGKILL.
 pub struct Running {
     pub child: Child,
