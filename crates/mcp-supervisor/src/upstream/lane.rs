@@ -260,8 +260,9 @@ async fn read_child(
     mut to_rmcp: tokio::io::WriteHalf<DuplexStream>,
     lane: Arc<Lane>,
 ) {
-    let mut reader = BufReader::with_capacity(64 * 1024, stdout);
-    let mut line = Vec::with_capacity(8 * 1024);
+    // Small buffers: a proxy holds hundreds of these; a longer line only takes more reads.
+    let mut reader = BufReader::new(stdout);
+    let mut line = Vec::new();
     let mut too_long = false;
     loop {
         let (done, used) = {
@@ -316,7 +317,7 @@ async fn read_child(
 /// interleaves with the lane's lines. When rmcp closes its end, the child's stdin is closed.
 async fn copy_rmcp(from_rmcp: tokio::io::ReadHalf<DuplexStream>, lane: Arc<Lane>) {
     let mut reader = BufReader::new(from_rmcp);
-    let mut line = Vec::with_capacity(1024);
+    let mut line = Vec::new();
     loop {
         line.clear();
         match (&mut reader)
