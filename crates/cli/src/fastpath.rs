@@ -188,12 +188,7 @@ impl FastPath {
         if !hub.registry().contains(&call.name) {
             return None; // rmcp's answer (or, under wrap, the server's own)
         }
-        if !self
-            .sessions
-            .has_session(&Arc::from(session))
-            .await
-            .unwrap_or(false)
-        {
+        if !self.sessions.sessions.read().await.contains_key(session) {
             return None; // rmcp answers 404
         }
 
@@ -285,33 +280,38 @@ impl SessionClock {
     /// A request on `session` (any method, either path).
     pub fn touch(&self, session: &str) {
         if let Ok(mut activity) = self.activity.lock() {
-            let now = Instant::now();
-            activity
-                .entry(session.to_string())
-                .and_modify(|a| a.last = now)
-                .or_insert(Activity {
-                    last: now,
-                    open_streams: 0,
-                });
+            Self::update(&mut activity, session, |seen| seen.last = Instant::now());
         }
     }
 
     /// Keep `session` from expiring while the returned guard lives (a stream or a call is open).
     pub fn hold(self: &Arc<Self>, session: &str) -> StreamGuard {
         if let Ok(mut activity) = self.activity.lock() {
-            let now = Instant::now();
-            activity
-                .entry(session.to_string())
-                .or_insert(Activity {
-                    last: now,
-                    open_streams: 0,
-                })
-                .open_streams += 1;
+            Self::update(&mut activity, session, |seen| seen.open_streams += 1);
         }
         StreamGuard {
             clock: self.clone(),
             session: session.to_string(),
         }
+    }
+
+    /// Change `session`'s activity, made (its clock starting now) when first seen; no
+    /// allocation for a session already known.
+    fn update(
+        activity: &mut HashMap<String, Activity>,
+        session: &str,
+        change: impl FnOnce(&mut Activity),
+    ) {
+        if let Some(seen) = activity.get_mut(session) {
+            change(seen);
+            return;
+        }
+        let mut seen = Activity {
+            last: Instant::now(),
+            open_streams: 0,
+        };
+        change(&mut seen);
+        activity.insert(session.to_string(), seen);
     }
 
     /// Count `response`'s body as an open stream of `session` until it ends or is dropped.

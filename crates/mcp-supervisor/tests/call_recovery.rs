@@ -3,7 +3,6 @@
 
 mod real;
 
-use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
@@ -60,21 +59,6 @@ fn free_port() -> u16 {
 
 fn policy() -> serde_json::Value {
     json!({ "initialDelayMs": 50, "maxDelayMs": 400, "maxAttempts": 10 })
-}
-
-fn echo(message: &str) -> CallArgs {
-    CallArgs {
-        arguments: args(json!({ "message": message })),
-        ..Default::default()
-    }
-}
-
-fn ledger_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
 }
 
 #[tokio::test]

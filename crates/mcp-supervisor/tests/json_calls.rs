@@ -31,14 +31,6 @@ fn first_text(result: &Value) -> &str {
     result["content"][0]["text"].as_str().unwrap_or_default()
 }
 
-fn ledger_lines(path: &Path) -> Vec<String> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(str::to_string)
-        .collect()
-}
-
 /// Wait (bounded) until the ledger holds `count` lines equal to `line`.
 async fn ledger_gets(path: &Path, line: &str, count: usize) {
     for _ in 0..250 {
@@ -79,13 +71,7 @@ async fn a_json_call_passes_through_and_answers_as_the_typed_call_does() {
     assert_eq!(first_text(&result), message);
 
     let typed = hub
-        .call(
-            "fault__echo",
-            CallArgs {
-                arguments: args(json!({ "message": message })),
-                ..Default::default()
-            },
-        )
+        .call("fault__echo", echo(message))
         .await
         .expect("typed echo");
     let typed = serde_json::to_value(&typed).expect("serialize");
@@ -148,13 +134,7 @@ async fn json_and_typed_calls_share_the_pipe_without_mixing_answers() {
         calls.spawn(async move {
             let message = format!("typed {i}");
             let result = hub
-                .call(
-                    "fault__echo",
-                    CallArgs {
-                        arguments: args(json!({ "message": message })),
-                        ..Default::default()
-                    },
-                )
+                .call("fault__echo", echo(&message))
                 .await
                 .expect("typed echo");
             (message, text(&result))

@@ -133,23 +133,22 @@ impl Lane {
         false
     }
 
-    fn forget(&self, id: u64) -> bool {
+    /// Take the waiter of request `id`, if it is still waiting.
+    fn take(&self, id: u64) -> Option<oneshot::Sender<Answer>> {
         self.pending
             .lock()
             .ok()
             .and_then(|mut p| p.as_mut().and_then(|map| map.remove(&id)))
-            .is_some()
     }
 
-    /// Hand an answer to its waiter; false when the id is not one of ours (a late answer to a
-    /// request given up on is dropped here too).
+    fn forget(&self, id: u64) -> bool {
+        self.take(id).is_some()
+    }
+
+    /// Hand an answer to its waiter; an id not waited for (a late answer to a request given up
+    /// on) is dropped.
     fn deliver(&self, id: u64, answer: Answer) {
-        let waiter = self
-            .pending
-            .lock()
-            .ok()
-            .and_then(|mut p| p.as_mut().and_then(|map| map.remove(&id)));
-        if let Some(waiter) = waiter {
+        if let Some(waiter) = self.take(id) {
             let _ = waiter.send(answer);
         }
     }

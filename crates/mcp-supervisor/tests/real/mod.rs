@@ -62,3 +62,20 @@ pub fn args(value: serde_json::Value) -> Option<rmcp::model::JsonObject> {
         _ => None,
     }
 }
+
+/// `CallArgs` for `echo` with `message`.
+pub fn echo(message: &str) -> mcp_supervisor::CallArgs {
+    mcp_supervisor::CallArgs {
+        arguments: args(serde_json::json!({ "message": message })),
+        ..Default::default()
+    }
+}
+
+/// The lines of a fault server's ledger (none when it does not exist yet).
+pub fn ledger_lines(path: &std::path::Path) -> Vec<String> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(str::to_string)
+        .collect()
+}
