@@ -29,7 +29,6 @@ mod memory;
 mod peers;
 mod plot;
 mod procs;
-mod rawhttp;
 mod rawstdio;
 mod recovery;
 mod relay;

@@ -37,9 +37,9 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::procs::{self, RunDir, Spawned};
-use crate::rawhttp::RawHttp;
 use crate::rawstdio::RawStdio;
 use crate::util::{self, Stats};
+use mcp_supervisor_testkit::rawhttp::RawHttp;
 
 const CALL_LIMIT: Duration = Duration::from_secs(30);
 const START_LIMIT: Duration = Duration::from_secs(60);

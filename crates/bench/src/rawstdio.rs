@@ -1,7 +1,7 @@
 //! A minimal JSON-RPC-over-stdio client: lines written to a child's stdin and read from its
 //! stdout, answers matched by id, no MCP library. It is the baseline for the targets driven with
-//! plain POSTs (`rawhttp`), so that "added" compares like with like: the same kind of lean client
-//! on both sides, and the hop is all that differs.
+//! plain POSTs (`mcp_supervisor_testkit::rawhttp`), so that "added" compares like with like: the
+//! same kind of lean client on both sides, and the hop is all that differs.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};

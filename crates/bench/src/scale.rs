@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 use tokio::time::Instant;
 
 use crate::procs::{self, ProcInfo, RunDir, Spawned};
-use crate::rawhttp::RawHttp;
 use crate::util::{self, STATS_HEADER, Stats, stats_row};
+use mcp_supervisor_testkit::rawhttp::RawHttp;
 
 pub struct Options {
     pub servers: u32,

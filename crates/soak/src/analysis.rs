@@ -58,10 +58,56 @@ pub struct Totals {
     pub calls_per_sec: f64,
     pub ok_latency_ms: Latency,
     pub all_latency_ms: Latency,
+    /// The load's calls by the kind of client that made them (`rmcp`, `plain`).
+    pub by_client_kind: BTreeMap<String, ClientKindTotals>,
     pub chaos_actions: BTreeMap<String, usize>,
     pub chaos_calls: BTreeMap<String, usize>,
     pub downstream_reconnects: u32,
     pub downstream_connect_failures: u32,
+    /// Calls of the plain clients answered as one JSON body: the proxy's pass-through.
+    pub plain_json_answers: u64,
+}
+
+/// The calls of one kind of load client.
+#[derive(Clone, Debug, Serialize)]
+pub struct ClientKindTotals {
+    pub calls: usize,
+    pub ok: usize,
+    pub ok_latency_ms: Latency,
+}
+
+/// The kind of client a load call came from: its name up to the index.
+fn client_kind(call: &CallRecord) -> &str {
+    call.client
+        .rsplit_once('-')
+        .map_or(call.client.as_str(), |(kind, _)| kind)
+}
+
+/// The calls of each kind of client.
+fn by_client_kind(calls: &[CallRecord]) -> BTreeMap<String, ClientKindTotals> {
+    let mut kinds: BTreeMap<String, Vec<&CallRecord>> = BTreeMap::new();
+    for call in calls {
+        kinds
+            .entry(client_kind(call).to_owned())
+            .or_default()
+            .push(call);
+    }
+    kinds
+        .into_iter()
+        .map(|(kind, calls)| {
+            let ok: Vec<f64> = calls
+                .iter()
+                .filter(|c| c.ok)
+                .map(|c| c.duration_ms())
+                .collect();
+            let totals = ClientKindTotals {
+                calls: calls.len(),
+                ok: ok.len(),
+                ok_latency_ms: latency(ok),
+            };
+            (kind, totals)
+        })
+        .collect()
 }
 
 /// The RSS comparison of verdict (f).
@@ -637,10 +683,12 @@ pub fn judge(o: Observed) -> Report {
                 .collect(),
         ),
         all_latency_ms: latency(o.calls.iter().map(CallRecord::duration_ms).collect()),
+        by_client_kind: by_client_kind(&o.calls),
         chaos_actions,
         chaos_calls,
         downstream_reconnects: o.downstream_reconnects,
         downstream_connect_failures: o.downstream_connect_failures,
+        plain_json_answers: o.plain_json_answers,
     };
 
     let ledger_stats = ledgers
@@ -758,6 +806,25 @@ impl Report {
             t.ok_latency_ms.max,
             t.all_latency_ms.max
         );
+        for (kind, k) in &t.by_client_kind {
+            let _ = writeln!(
+                s,
+                "  {kind} clients: {} calls, ok {} ({:.2}%), p50 of successes {:.1} ms, p99 {:.1} ms{}",
+                k.calls,
+                k.ok,
+                rate(k.ok, k.calls),
+                k.ok_latency_ms.p50,
+                k.ok_latency_ms.p99,
+                if kind == "plain" {
+                    format!(
+                        "; {} answered as one JSON body (pass-through)",
+                        t.plain_json_answers
+                    )
+                } else {
+                    String::new()
+                }
+            );
+        }
         let _ = writeln!(
             s,
             "chaos: {}; chaos calls: {}; downstream session reconnects: {}",

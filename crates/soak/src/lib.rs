@@ -70,7 +70,8 @@ const STOP_LIMIT: Duration = Duration::from_secs(10);
 pub struct Options {
     pub duration: Duration,
     pub seed: u64,
-    /// Concurrent MCP clients of the load driver.
+    /// Concurrent MCP clients of the load driver: even indices rmcp's client, odd ones a plain
+    /// session client (see `load`).
     pub clients: usize,
     /// Pause of each load client between two calls.
     pub pause: Duration,
@@ -275,6 +276,8 @@ pub struct Observed {
     pub overlap_scans: u64,
     pub downstream_reconnects: u32,
     pub downstream_connect_failures: u32,
+    /// Calls of the plain clients answered as one JSON body (the proxy's pass-through).
+    pub plain_json_answers: u64,
     /// Wall clock (Unix seconds) at the start of the load, to place the proxy's log lines.
     pub t0_unix: f64,
     pub end: EndState,
@@ -513,6 +516,7 @@ async fn observe(options: &Options) -> Result<Observed> {
                 end,
                 pause: options.pause,
                 seed: options.seed,
+                plain: index % 2 == 1,
             }
             .run(),
         );
@@ -533,6 +537,7 @@ async fn observe(options: &Options) -> Result<Observed> {
     let mut calls = Vec::new();
     let mut downstream_reconnects = 0;
     let mut downstream_connect_failures = 0;
+    let mut plain_json_answers = 0;
     let collect_limit = CLIENT_TIMEOUT + Duration::from_secs(30);
     let _ = tokio::time::timeout(collect_limit, async {
         while let Some(joined) = load_tasks.join_next().await {
@@ -540,6 +545,7 @@ async fn observe(options: &Options) -> Result<Observed> {
                 calls.extend(run.calls);
                 downstream_reconnects += run.reconnects;
                 downstream_connect_failures += run.connect_failures;
+                plain_json_answers += run.json_answers;
             }
         }
     })
@@ -667,6 +673,7 @@ async fn observe(options: &Options) -> Result<Observed> {
         overlap_scans,
         downstream_reconnects,
         downstream_connect_failures,
+        plain_json_answers,
         t0_unix,
         end: EndState {
             status,

@@ -1,10 +1,17 @@
 //! The load driver: a few MCP clients over streamable HTTP to the proxy, each sending calls with
 //! unique ids one after another until the run ends.
+//!
+//! Two kinds of client, alternating by index, so that both of the proxy's call paths are under
+//! chaos: rmcp's client (it asks for protocol 2026-07-28, sessionless, with a progress token on
+//! every call: the proxy answers through rmcp's typed path), and a plain client (initialize on
+//! protocol 2025-06-18, keep the session, `tools/call` without a progress token, as the
+//! TypeScript and Python SDKs do: the proxy's pass-through answers it).
 
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
+use mcp_supervisor_testkit::rawhttp::RawHttp;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::RunningService;
 use rmcp::transport::StreamableHttpClientTransport;
@@ -38,6 +45,53 @@ pub async fn close(client: Client) {
     let _ = tokio::time::timeout(Duration::from_secs(2), client.cancel()).await;
 }
 
+/// A load client's session with the proxy, of either kind.
+enum Session {
+    Rmcp(Client),
+    Plain(RawHttp),
+}
+
+impl Session {
+    async fn open(url: &str, plain: bool) -> Result<Self> {
+        if !plain {
+            return connect(url).await.map(Session::Rmcp);
+        }
+        tokio::time::timeout(CONNECT_LIMIT, RawHttp::connect(url, PLAIN_HTTP_LIMIT))
+            .await
+            .map_err(|_| anyhow!("initialize with {url} took over {CONNECT_LIMIT:?}"))?
+            .with_context(|| format!("initialize with {url}"))
+            .map(Session::Plain)
+    }
+
+    async fn call(&self, tool: &str, arguments: Value) -> Outcome {
+        match self {
+            Session::Rmcp(client) => call(client.peer(), tool, arguments).await,
+            Session::Plain(raw) => call_plain(raw, tool, arguments).await,
+        }
+    }
+
+    /// Answers that came as one JSON body: the proxy's pass-through.
+    fn json_answers(&self) -> u64 {
+        match self {
+            Session::Rmcp(_) => 0,
+            Session::Plain(raw) => raw.json_answers(),
+        }
+    }
+
+    async fn close(self) {
+        match self {
+            Session::Rmcp(client) => close(client).await,
+            Session::Plain(raw) => {
+                let _ = tokio::time::timeout(Duration::from_secs(2), raw.close()).await;
+            }
+        }
+    }
+}
+
+/// reqwest's own limit for a plain client's exchange; the call is bounded by [`CLIENT_TIMEOUT`]
+/// before it.
+const PLAIN_HTTP_LIMIT: Duration = Duration::from_secs(30);
+
 /// What one call came back with, seen from the client.
 pub enum Outcome {
     /// A result without `isError`: its first text.
@@ -48,6 +102,44 @@ pub enum Outcome {
     ClientError(String),
     /// No answer within [`CLIENT_TIMEOUT`].
     ClientTimeout,
+}
+
+/// Call `tool` with `arguments` by a plain `tools/call` POST, bounded by [`CLIENT_TIMEOUT`]; the
+/// answer is read the way rmcp's client reads it (a JSON-RPC error is the client's error).
+async fn call_plain(raw: &RawHttp, tool: &str, arguments: Value) -> Outcome {
+    let params = json!({ "name": tool, "arguments": arguments });
+    match tokio::time::timeout(CLIENT_TIMEOUT, raw.answer("tools/call", params)).await {
+        Err(_) => Outcome::ClientTimeout,
+        Ok(Err(error)) => Outcome::ClientError(format!("{error:#}")),
+        Ok(Ok((answer, _))) => plain_outcome(&answer),
+    }
+}
+
+/// What a JSON-RPC answer to `tools/call` means for the load.
+fn plain_outcome(answer: &Value) -> Outcome {
+    let Some(result) = answer.get("result") else {
+        return Outcome::ClientError(match answer.get("error") {
+            Some(error) => format!("JSON-RPC error: {error}"),
+            None => format!("an answer with neither result nor error: {answer}"),
+        });
+    };
+    let text = result
+        .get("content")
+        .and_then(Value::as_array)
+        .map(|content| {
+            content
+                .iter()
+                .filter(|c| c.get("type").and_then(Value::as_str) == Some("text"))
+                .filter_map(|c| c.get("text").and_then(Value::as_str))
+                .collect::<Vec<_>>()
+                .join("\n")
+        })
+        .unwrap_or_default();
+    if result.get("isError").and_then(Value::as_bool) == Some(true) {
+        Outcome::ToolError(text)
+    } else {
+        Outcome::Ok(text)
+    }
 }
 
 fn first_text(result: &rmcp::model::CallToolResult) -> String {
@@ -139,6 +231,8 @@ pub struct ClientRun {
     /// Sessions opened with the proxy beyond the first (after a client-side failure).
     pub reconnects: u32,
     pub connect_failures: u32,
+    /// Calls of a plain client answered as one JSON body (the proxy's pass-through).
+    pub json_answers: u64,
 }
 
 /// Settings of one load client.
@@ -150,12 +244,18 @@ pub struct LoadClient {
     pub end: Instant,
     pub pause: Duration,
     pub seed: u64,
+    /// A plain client (the proxy's pass-through) rather than rmcp's (its typed path).
+    pub plain: bool,
 }
 
 impl LoadClient {
     /// Send calls until `end`: a random server, a random kind, a unique id each.
     pub async fn run(self) -> ClientRun {
-        let name = format!("load-{}", self.index);
+        let name = format!(
+            "{}-{}",
+            if self.plain { "plain" } else { "rmcp" },
+            self.index
+        );
         let mut rng = fastrand::Rng::with_seed(
             self.seed
                 .wrapping_add((self.index as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
@@ -164,14 +264,15 @@ impl LoadClient {
             calls: Vec::new(),
             reconnects: 0,
             connect_failures: 0,
+            json_answers: 0,
         };
-        let mut client: Option<Client> = None;
+        let mut client: Option<Session> = None;
         let mut connects = 0u32;
         let mut seq = 0u64;
         while Instant::now() < self.end && seq < MAX_CALLS_PER_CLIENT && connects < MAX_CONNECTS {
             let Some(live) = &client else {
                 connects += 1;
-                match connect(&self.url).await {
+                match Session::open(&self.url, self.plain).await {
                     Ok(c) => {
                         if connects > 1 {
                             run.reconnects += 1;
@@ -199,7 +300,7 @@ impl LoadClient {
             };
             let tool = format!("{server}__{}", kind.tool());
             let start = ms_since(self.t0);
-            let outcome = call(live.peer(), &tool, arguments).await;
+            let outcome = live.call(&tool, arguments).await;
             let end = ms_since(self.t0);
             let broken = matches!(outcome, Outcome::ClientError(_));
             run.calls.push(record(
@@ -214,14 +315,16 @@ impl LoadClient {
             ));
             if broken && let Some(old) = client.take() {
                 // The session with the proxy failed: open a fresh one.
-                close(old).await;
+                run.json_answers += old.json_answers();
+                old.close().await;
             }
             if !self.pause.is_zero() {
                 tokio::time::sleep(self.pause).await;
             }
         }
         if let Some(c) = client {
-            close(c).await;
+            run.json_answers += c.json_answers();
+            c.close().await;
         }
         run
     }

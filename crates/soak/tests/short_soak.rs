@@ -60,6 +60,19 @@ async fn a_30_second_chaos_soak_keeps_every_promise() {
         "the load ran: {} calls",
         report.totals.calls
     );
+    // Both of the proxy's call paths were under load: rmcp's typed path and the pass-through.
+    for kind in ["rmcp", "plain"] {
+        let calls = report.totals.by_client_kind.get(kind);
+        assert!(
+            calls.is_some_and(|k| k.ok > 20),
+            "{kind} clients made successful calls: {calls:?}"
+        );
+    }
+    assert!(
+        report.totals.plain_json_answers > 20,
+        "the plain clients' calls took the pass-through: {} JSON answers",
+        report.totals.plain_json_answers
+    );
     assert!(
         report.totals.chaos_actions.values().sum::<usize>() >= 5,
         "chaos ran: {:?}",

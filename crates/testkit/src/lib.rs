@@ -1,10 +1,13 @@
 //! What the end-to-end tests of every crate need alike: where the built binaries and the
-//! installed interop peers are, a free loopback port, a temporary directory, and whether a
-//! process is still alive.
+//! installed interop peers are, a free loopback port, a temporary directory, whether a
+//! process is still alive, and a plain MCP client over HTTP ([`rawhttp`], for the bench and the
+//! soak as well).
 //!
 //! Test support only: it never starts or stops anything on its own, and it talks only to
 //! loopback.
 #![forbid(unsafe_code)]
+
+pub mod rawhttp;
 
 use std::path::PathBuf;
 use std::time::Duration;

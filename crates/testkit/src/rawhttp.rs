@@ -1,7 +1,9 @@
 //! A minimal JSON-RPC-over-HTTP client: plain POSTs with reqwest, no MCP library. It does
 //! initialize + initialized, keeps the `Mcp-Session-Id` if the server sets one, and reads the
 //! answer as `application/json` or as a `text/event-stream` carrying it. Used where the cost of a
-//! full MCP client should not be in the figure (the bare relay, our proxy for comparison with it).
+//! full MCP client should not be in the figure (the bench's `-raw` targets), and where a load
+//! should call tools the way the TypeScript and Python SDKs do, on a session without a progress
+//! token (the soak's plain clients).
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -17,6 +19,8 @@ pub struct RawHttp {
     session: Option<String>,
     protocol: String,
     next_id: AtomicU64,
+    /// Answers that came as one `application/json` body (the others were event streams).
+    json_answers: AtomicU64,
 }
 
 impl RawHttp {
@@ -34,6 +38,7 @@ impl RawHttp {
             session: None,
             protocol: PROTOCOL.to_string(),
             next_id: AtomicU64::new(1),
+            json_answers: AtomicU64::new(0),
         };
         let init = json!({
             "jsonrpc": "2.0",
@@ -42,7 +47,7 @@ impl RawHttp {
             "params": {
                 "protocolVersion": PROTOCOL,
                 "capabilities": {},
-                "clientInfo": { "name": "mcp-supervisor-bench", "version": env!("CARGO_PKG_VERSION") }
+                "clientInfo": { "name": "mcp-supervisor-rawhttp", "version": env!("CARGO_PKG_VERSION") }
             }
         });
         let (headers, body) = client.post(&init).await?;
@@ -96,27 +101,70 @@ impl RawHttp {
         Ok(self.post(&message).await?.1)
     }
 
-    /// One request; the JSON-RPC `result` (an error answer is an error). Also returns the size of
-    /// the HTTP body.
-    pub async fn request(&self, method: &str, params: Value) -> Result<(Value, usize)> {
+    /// One request; the whole JSON-RPC answer (`result` or `error`) and the size of the HTTP
+    /// body. An error is the exchange's: HTTP, a body that carries no answer.
+    pub async fn answer(&self, method: &str, params: Value) -> Result<(Value, usize)> {
         let id = self.next_id.fetch_add(1, Ordering::Relaxed);
         let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
         let (headers, body) = self.post(&message).await?;
-        let mut answer = find_answer(&headers, &body, id)?;
+        let answer = find_answer(&headers, &body, id)?;
+        if !is_event_stream(&headers) {
+            self.json_answers.fetch_add(1, Ordering::Relaxed);
+        }
+        Ok((answer, body.len()))
+    }
+
+    /// One request; the JSON-RPC `result` (an error answer is an error). Also returns the size of
+    /// the HTTP body.
+    pub async fn request(&self, method: &str, params: Value) -> Result<(Value, usize)> {
+        let (mut answer, size) = self.answer(method, params).await?;
         match answer.get_mut("result") {
-            Some(result) => Ok((result.take(), body.len())),
+            Some(result) => Ok((result.take(), size)),
             None => bail!("{method} failed: {answer}"),
         }
     }
 }
 
-/// The JSON-RPC answer with `id` in a JSON or SSE body.
-fn find_answer(headers: &reqwest::header::HeaderMap, body: &[u8], id: u64) -> Result<Value> {
-    let sse = headers
+impl RawHttp {
+    /// How many answers to [`RawHttp::answer`] and [`RawHttp::request`] came as one
+    /// `application/json` body rather than an event stream.
+    pub fn json_answers(&self) -> u64 {
+        self.json_answers.load(Ordering::Relaxed)
+    }
+
+    /// End the session with a DELETE, when the server gave one.
+    pub async fn close(&self) -> Result<()> {
+        let Some(session) = &self.session else {
+            return Ok(());
+        };
+        let response = self
+            .http
+            .delete(&self.url)
+            .header("mcp-session-id", session)
+            .header("mcp-protocol-version", &self.protocol)
+            .send()
+            .await
+            .map_err(|e| anyhow!("DELETE: {e}"))?;
+        let status = response.status();
+        // 405: the server does not let clients end sessions (allowed by the protocol).
+        if status.is_success() || status.as_u16() == 405 {
+            Ok(())
+        } else {
+            bail!("DELETE of the session: HTTP {status}")
+        }
+    }
+}
+
+fn is_event_stream(headers: &reqwest::header::HeaderMap) -> bool {
+    headers
         .get("content-type")
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|t| t.starts_with("text/event-stream"));
-    if !sse {
+        .is_some_and(|t| t.starts_with("text/event-stream"))
+}
+
+/// The JSON-RPC answer with `id` in a JSON or SSE body.
+fn find_answer(headers: &reqwest::header::HeaderMap, body: &[u8], id: u64) -> Result<Value> {
+    if !is_event_stream(headers) {
         return serde_json::from_slice(body).context("the answer is not JSON");
     }
     let text = std::str::from_utf8(body).context("the event stream is not UTF-8")?;
