@@ -1,7 +1,9 @@
 //! Bad input at the HTTP face of the real binary: `mcp-supervisor serve --http` in front of the
 //! fault server gets malformed JSON, JSON that is not JSON-RPC, wrong methods and parameter types,
 //! batches, a 20 MiB body, wrong or missing headers, bogus sessions, non-UTF-8 bytes, and a seeded
-//! stream of mutated `initialize` / `tools/call` bodies. Every request must get a whole 2xx or 4xx
+//! stream of mutated `initialize` / `tools/call` bodies, and a second one of mutated tool calls
+//! with a live session's headers (so they reach the pass-through's parser, `fastpath.rs`, and
+//! rmcp's behind it). Every request must get a whole 2xx or 4xx
 //! response (never a 5xx, a dropped connection or a hang), the process must stay alive after each,
 //! it must log no panic, and afterwards a real MCP client must still get a correct `fault__echo`
 //! answer. Each test prints how many cases it tried.
@@ -22,6 +24,8 @@ const LIMIT: Duration = Duration::from_secs(20);
 const SEED: u64 = 0x5EED_BAD1_4B07_0001;
 /// How many mutated requests the randomized test sends.
 const MUTATED: usize = 300;
+/// How many mutated tool calls the pass-through test sends, all with a live session's headers.
+const MUTATED_CALLS: usize = 400;
 
 const JSON: &[u8] = b"application/json";
 const ACCEPT_BOTH: &[u8] = b"application/json, text/event-stream";
@@ -1051,6 +1055,138 @@ async fn mutated_initialize_and_tools_call_bodies_never_get_a_5xx_or_a_hang() {
         statuses.get(&200).copied().unwrap_or(0) > 0,
         "no mutated request got as far as a 200: {statuses:?}"
     );
+    assert_a_real_client_still_works(&mut proxy).await;
+    assert_no_panic_logged(&proxy);
+}
+
+/// The id of a JSON-RPC request in `body`, when it is one the pass-through could take: a
+/// `tools/call` object with a string or integer id.
+fn call_id(body: &[u8]) -> Option<Value> {
+    let value: Value = serde_json::from_slice(body).ok()?;
+    if value.get("method")? != "tools/call" {
+        return None;
+    }
+    let id = value.get("id")?;
+    (id.is_string() || id.is_i64() || id.is_u64()).then(|| id.clone())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn mutated_tool_calls_in_a_live_session_get_their_own_answer_or_a_4xx() {
+    let mut proxy = Proxy::start("mutated-calls").await;
+    let port = proxy.port;
+    let session = open_session(port).await;
+    let headers = session.headers();
+    let mut rng = Rng::new(SEED ^ 0xFA57);
+    let mut statuses = std::collections::BTreeMap::<u16, usize>::new();
+    let mut json_answers = 0;
+    let mut echoes_checked = 0;
+    let mut failures = Vec::new();
+    for n in 0..MUTATED_CALLS {
+        let id = if rng.chance(50) {
+            json!(5000 + n)
+        } else {
+            json!(format!("call-{n}"))
+        };
+        let message = format!("m{n}");
+        let mut value = match rng.below(10) {
+            0..=5 => call_body(id.clone(), "fault__echo", json!({"message": message})),
+            6 => json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {
+                "name": "fault__echo", "arguments": {"message": message},
+                "_meta": {"progressToken": n}}}),
+            7 => json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+                "params": {"requestId": id, "reason": "test"}}),
+            8 => call_body(id.clone(), "fault__nope", json!({})),
+            _ => call_body(id.clone(), "fault__echo", json!({})),
+        };
+        // One case in five is sent as it is; the rest get JSON mutations, and some of those
+        // byte mutations too.
+        let mutated = !rng.chance(20);
+        if mutated {
+            for _ in 0..1 + rng.below(3) {
+                mutate_json(&mut value, &mut rng);
+            }
+        }
+        let mut body = value.to_string().into_bytes();
+        if mutated && rng.chance(25) {
+            for _ in 0..1 + rng.below(3) {
+                mutate_bytes(&mut body, &mut rng);
+            }
+        }
+        let bytes = request_bytes("POST", "/mcp", port, &headers, &body, false);
+        let result = exchange(port, bytes, LIMIT).await;
+        let shown = || {
+            String::from_utf8_lossy(&body)
+                .chars()
+                .take(300)
+                .collect::<String>()
+        };
+        if let Err(why) = judge(Expect::Any, &result) {
+            failures.push(format!("call {n}: {why}\n  body: {}", shown()));
+        }
+        if let Ok(reply) = &result {
+            *statuses.entry(reply.status).or_default() += 1;
+            let is_json = reply
+                .header("content-type")
+                .is_some_and(|t| t.starts_with("application/json"));
+            // A JSON answer to a call must be a whole JSON-RPC answer to that call's id.
+            if let (200, true, Some(want)) = (reply.status, is_json, call_id(&body)) {
+                json_answers += 1;
+                let answer: Value = serde_json::from_slice(&reply.body).unwrap_or(Value::Null);
+                let whole = answer["jsonrpc"] == "2.0"
+                    && answer.get("id") == Some(&want)
+                    && (answer.get("result").is_some() != answer.get("error").is_some());
+                if !whole {
+                    failures.push(format!(
+                        "call {n}: not a JSON-RPC answer to id {want}: {}\n  body: {}",
+                        reply.text(),
+                        shown()
+                    ));
+                }
+            }
+            // A call sent as it is gets the right result.
+            if !mutated
+                && value["params"]["name"] == "fault__echo"
+                && value["params"]["arguments"].get("message").is_some()
+            {
+                echoes_checked += 1;
+                let right = reply
+                    .messages()
+                    .iter()
+                    .any(|m| m["id"] == id && m["result"]["content"][0]["text"] == json!(message));
+                if !right {
+                    failures.push(format!(
+                        "call {n}: an unchanged echo did not get its message back: {}",
+                        reply.text()
+                    ));
+                }
+            }
+        }
+        assert!(
+            proxy.alive(),
+            "the proxy died after mutated call {n} (seed {:#x}): {}\nstderr:\n{}",
+            SEED ^ 0xFA57,
+            shown(),
+            proxy.stderr()
+        );
+    }
+    println!(
+        "mutated tool calls in a live session: {MUTATED_CALLS} cases (seed {:#x}); statuses: \
+         {statuses:?}; JSON answers checked: {json_answers}; unchanged echoes checked: \
+         {echoes_checked}",
+        SEED ^ 0xFA57
+    );
+    assert!(
+        failures.is_empty(),
+        "{} of {MUTATED_CALLS} mutated calls failed:\n{}",
+        failures.len(),
+        failures.join("\n")
+    );
+    // The pass-through answered many of them, and the unchanged echoes were checked.
+    assert!(
+        json_answers > MUTATED_CALLS / 5,
+        "only {json_answers} calls were answered as JSON: {statuses:?}"
+    );
+    assert!(echoes_checked > 20, "only {echoes_checked} echoes checked");
     assert_a_real_client_still_works(&mut proxy).await;
     assert_no_panic_logged(&proxy);
 }
