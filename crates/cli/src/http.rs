@@ -242,8 +242,48 @@ async fn mcp_front(State(front): State<Arc<McpFront>>, request: Request, next: N
     if let Some(response) = front.fast.post(&parts, &bytes).await {
         return response;
     }
-    next.run(Request::from_parts(parts, Body::from(bytes)))
-        .await
+    let json_body = is_json_media_type(&parts.headers);
+    let bytes = axum::body::Bytes::from(bytes);
+    let response = next
+        .run(Request::from_parts(parts, Body::from(bytes.clone())))
+        .await;
+    if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
+        // rmcp answers 415 also when the media type was right but the body is not a JSON-RPC
+        // message: say what is wrong, as JSON-RPC does.
+        return not_a_message(&bytes);
+    }
+    response
+}
+
+/// Whether the request says its body is `application/json` (parameters aside), as rmcp checks it.
+fn is_json_media_type(headers: &HeaderMap) -> bool {
+    fastpath::header_text(headers, "content-type").is_some_and(|value| {
+        let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+        essence.trim().eq_ignore_ascii_case("application/json")
+    })
+}
+
+/// 400 with a JSON-RPC error for a body that is not JSON (-32700) or is JSON but not a JSON-RPC
+/// message (-32600).
+fn not_a_message(body: &[u8]) -> Response {
+    let (code, message) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+        Err(error) => (
+            -32700,
+            format!("Parse error: the request body is not JSON ({error})"),
+        ),
+        Ok(_) => (
+            -32600,
+            "Invalid Request: the request body is JSON but not a JSON-RPC request, notification \
+             or response (check `jsonrpc`, `id`, `method` and `params`; batches are not accepted)"
+                .to_string(),
+        ),
+    };
+    let answer = json!({
+        "jsonrpc": "2.0",
+        "id": null,
+        "error": { "code": code, "message": message },
+    });
+    (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response()
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -112,6 +112,8 @@ enum Expect {
     Answer(u64),
     /// 200 with a JSON-RPC error answer to the request with this id.
     ErrorAnswer(u64),
+    /// 400 with a JSON-RPC error of this code and a null id (a body that is not a message).
+    Rejected(i64),
     /// Any 2xx or 4xx, or the server closing the connection without a response (for a request
     /// that the client itself breaks off).
     AnyOrClosed,
@@ -157,6 +159,16 @@ fn judge(expect: Expect, result: &Result<Reply, String>) -> Result<(), String> {
         Expect::ClientError => (400..500).contains(&status),
         Expect::Answer(id) => status == 200 && answered(id, false),
         Expect::ErrorAnswer(id) => status == 200 && answered(id, true),
+        Expect::Rejected(code) => {
+            status == 400
+                && reply.messages().iter().any(|m| {
+                    m["id"].is_null()
+                        && m["error"]["code"] == json!(code)
+                        && m["error"]["message"]
+                            .as_str()
+                            .is_some_and(|t| !t.is_empty())
+                })
+        }
     };
     if ok {
         Ok(())
@@ -288,6 +300,28 @@ async fn fixed_bad_requests_get_a_4xx_or_an_error_answer_and_the_proxy_keeps_ser
         ),
     ] {
         cases.push(case(name, post(std_headers, body), Expect::ClientError));
+    }
+    // A body with the right media type that is not JSON, or not a JSON-RPC message, is a 400
+    // with the JSON-RPC error that says which (not rmcp's 415, which blames the media type).
+    for (name, body, code) in [
+        (
+            "not JSON: 400 parse error",
+            &b"{\"jsonrpc\": \"2.0\", \"id\": 1,"[..],
+            -32700,
+        ),
+        ("not JSON at all: 400 parse error", b"hello", -32700),
+        (
+            "JSON, not a message: 400 invalid request",
+            br#"{"hello": "world"}"#,
+            -32600,
+        ),
+        (
+            "a batch: 400 invalid request",
+            br#"[{"jsonrpc":"2.0","id":1,"method":"ping"}]"#,
+            -32600,
+        ),
+    ] {
+        cases.push(case(name, post(std_headers, body), Expect::Rejected(code)));
     }
     cases.push(case(
         "batch of two initializes",
