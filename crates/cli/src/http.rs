@@ -186,7 +186,8 @@ struct McpFront {
 /// a POST body whole (up to the limit) before anything parses it: a body that cannot be read
 /// (broken chunked framing, a connection cut mid-body) is the client's fault and gets 400,
 /// where rmcp would answer 500; one over the limit gets 413 without being buffered past it.
-/// Then the fast path answers the tool calls it can, and rmcp everything else.
+/// Then the fast path answers the tool calls it can, and rmcp everything else; rmcp's 415 for a
+/// JSON body that is not a message becomes a 400 that says so.
 async fn mcp_front(State(front): State<Arc<McpFront>>, request: Request, next: Next) -> Response {
     if !request.uri().path().starts_with("/mcp") {
         return next.run(request).await;
