@@ -10,7 +10,8 @@ Usage:
                      [--prefix P] [--deadline SECONDS] [--metrics-url URL]
 
 Scenarios:
-    fault       list tools, echo, sleep 500 ms with progress, cancel a hanging call, echo again
+    fault       list tools, echo, pid (the request id the server saw), sleep 500 ms with progress,
+                cancel a hanging call, echo again
     everything  list tools, echo, get-sum, trigger-long-running-operation with progress
     crash       count tools/list_changed around a crash and reconnect, then a positive control
     describe    tool definitions, prompt names, resource URIs, serverInfo, an unknown tool's answer
@@ -104,6 +105,8 @@ async def timed_call(client: Client, name: str, arguments: dict[str, Any], **kwa
     try:
         result = await client.call_tool(name, arguments, **kwargs)
         out.update(ok=True, text=text_of(result), is_error=bool(result.is_error))
+        if result.structured_content is not None:
+            out["structured"] = result.structured_content
     except MCPError as error:
         out.update(ok=False, error_code=error.code, error=error.error.message)
     out["elapsed_ms"] = round((time.monotonic() - started) * 1000)
@@ -140,6 +143,8 @@ async def scenario_fault(args: argparse.Namespace) -> dict[str, Any]:
         out = header(client)
         out["tools"] = [t.name for t in await all_tools(client)]
         out["echo"] = await timed_call(client, p + "echo", {"message": "hello interop"})
+        # The request id the fault server saw shows which way the proxy relayed the call.
+        out["pid"] = await timed_call(client, p + "pid", {})
         progress = ProgressLog()
         out["sleep"] = await timed_call(client, p + "sleep", {"ms": 500}, progress_callback=progress)
         out["sleep"]["progress"] = progress.values
