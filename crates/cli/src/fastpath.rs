@@ -8,9 +8,14 @@
 //! rules are the same as for every other call. A `notifications/cancelled` naming one of these
 //! calls cancels it.
 //!
+//! A call that carries a progress token is answered the same way while no progress comes: if the
+//! result comes first, it is one `application/json` body; if a progress notification comes
+//! first, the answer becomes an event stream (`text/event-stream`): each progress notification
+//! (with the client's own token) as an event, then the result as the last one.
+//!
 //! Everything else, and every call it cannot serve exactly as rmcp would (no session, an
-//! unknown session, a client that asked for progress, a name the registry does not hold, a
-//! malformed message, a protocol version without sessions), goes to rmcp's service unchanged.
+//! unknown session, a name the registry does not hold, a malformed message, a protocol version
+//! without sessions), goes to rmcp's service unchanged.
 //! This module must never answer a message it has not fully understood.
 //!
 //! Because these calls never reach rmcp's session worker, rmcp's own idle timer would expire a
@@ -18,7 +23,10 @@
 //! session after `SESSION_IDLE` without any request and without an open stream.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -28,12 +36,13 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use futures::StreamExt;
 use mcp_supervisor::{CallArgs, CallError};
-use rmcp::model::{CallToolResult, ContentBlock, ProtocolVersion};
+use rmcp::model::{CallToolResult, ContentBlock, ProgressNotificationParam, ProtocolVersion};
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
+use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
@@ -91,14 +100,14 @@ struct CallParams<'a> {
     name: Cow<'a, str>,
     #[serde(borrow, default)]
     arguments: Option<&'a RawValue>,
-    #[serde(rename = "_meta", default)]
-    meta: Option<Meta>,
+    #[serde(rename = "_meta", borrow, default)]
+    meta: Option<Meta<'a>>,
 }
 
 #[derive(Deserialize)]
-struct Meta {
-    #[serde(rename = "progressToken", default)]
-    progress_token: Option<IgnoredAny>,
+struct Meta<'a> {
+    #[serde(rename = "progressToken", borrow, default)]
+    progress_token: Option<&'a RawValue>,
     #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
     protocol_version: Option<IgnoredAny>,
 }
@@ -147,7 +156,7 @@ impl FastPath {
     }
 
     /// Answer a POST to `/mcp` here, or `None` to leave it to rmcp.
-    pub async fn post(&self, parts: &Parts, body: &[u8]) -> Option<Response> {
+    pub async fn post(self: &Arc<Self>, parts: &Parts, body: &[u8]) -> Option<Response> {
         let session = header_text(&parts.headers, SESSION_HEADER)?;
         if self.shutdown.is_cancelled() || !plain_json_request(&parts.headers) {
             return None;
@@ -167,7 +176,7 @@ impl FastPath {
     }
 
     async fn call(
-        &self,
+        self: &Arc<Self>,
         session: &str,
         id: &RawValue,
         key: String,
@@ -180,9 +189,13 @@ impl FastPath {
         if call
             .meta
             .as_ref()
-            .is_some_and(|m| m.progress_token.is_some() || m.protocol_version.is_some())
+            .is_some_and(|m| m.protocol_version.is_some())
         {
-            return None; // progress is rmcp's to relay
+            return None; // per-request protocol metadata is rmcp's to check
+        }
+        let progress_token = call.meta.as_ref().and_then(|m| m.progress_token);
+        if progress_token.is_some_and(|t| id_key(t).is_none()) {
+            return None; // rmcp's error for a token that is neither a string nor an integer
         }
         let hub = self.proxy.hub();
         if !hub.registry().contains(&call.name) {
@@ -194,30 +207,86 @@ impl FastPath {
 
         let cancel = CancellationToken::new();
         // The same id twice in flight is the client's mistake: rmcp's path sorts it out.
-        let _registered = self.register(session, key, cancel.clone())?;
-        let _held = self.clock.hold(session);
-        let args = CallArgs {
+        let registered = self.register(session, key, cancel.clone())?;
+        let held = self.clock.hold(session);
+        let mut args = CallArgs {
             cancel: Some(cancel),
             ..CallArgs::default()
         };
+        let Some(token) = progress_token else {
+            let body = self.answer(id, &call.name, params, args).await;
+            drop((registered, held));
+            return Some(json_response(body));
+        };
+
+        // With a progress token: JSON while no progress comes, an event stream once one does.
+        let (progress_tx, mut progress) = mpsc::unbounded_channel();
+        args.progress = Some(progress_tx);
+        let fast = self.clone();
+        let (id, name, params) = (id.to_owned(), call.name.into_owned(), params.to_owned());
+        let mut answer: AnswerFuture = Box::pin(async move {
+            let body = fast.answer(&id, &name, &params, args).await;
+            drop((registered, held));
+            body
+        });
+        let first = tokio::select! {
+            biased;
+            body = &mut answer => return Some(json_response(body)),
+            first = progress.recv() => first,
+        };
+        let mut events = VecDeque::new();
+        match first {
+            Some(update) => events.push_back(progress_event(token, update)),
+            // No progress can come any more: the answer is all there is.
+            None => return Some(json_response(answer.await)),
+        }
+        let stream = ProgressStream {
+            token: token.to_owned(),
+            progress: Some(progress),
+            answer: Some(answer),
+            events,
+        };
+        let body = Body::from_stream(futures::stream::unfold(stream, ProgressStream::next));
+        Some(
+            (
+                StatusCode::OK,
+                [
+                    (header::CONTENT_TYPE, "text/event-stream"),
+                    (header::CACHE_CONTROL, "no-cache"),
+                ],
+                body,
+            )
+                .into_response(),
+        )
+    }
+
+    /// Run the call and build the JSON-RPC answer to request `id`. Never fails: once the call
+    /// has run, its answer must reach the client (sending it to rmcp would run it again).
+    async fn answer(&self, id: &RawValue, name: &str, params: &RawValue, args: CallArgs) -> String {
+        let hub = self.proxy.hub();
         let record = self.proxy.metrics().start();
-        let outcome = hub.call_json(&call.name, params, args).await;
+        let outcome = hub.call_json(name, params, args).await;
         let peek = outcome
             .as_ref()
             .ok()
             .and_then(|r| serde_json::from_str::<ResultPeek>(r.get()).ok());
         let is_error = peek.as_ref().and_then(|p| p.is_error) == Some(true);
         record.finish(crate::metrics::outcome(outcome.as_ref().map(|_| is_error)));
-        let body = match outcome {
+        match outcome {
             Ok(result) => {
                 // Sessions are legacy protocol versions: no `resultType` (rmcp strips it too).
                 let has_type = peek.is_some_and(|p| p.result_type.is_some());
-                let result = if has_type {
-                    without_result_type(&result).ok()?
-                } else {
-                    result
-                };
-                answer_result(id, &result)
+                if !has_type {
+                    return answer_result(id, &result);
+                }
+                match without_result_type(&result) {
+                    Ok(result) => answer_result(id, &result),
+                    Err(error) => answer_error(
+                        id,
+                        -32603,
+                        &format!("the server's result could not be relayed: {error}"),
+                    ),
+                }
             }
             Err(CallError::ServerError { code, message, .. }) => answer_error(id, code, &message),
             Err(CallError::UnknownTool { name }) => answer_error(
@@ -229,18 +298,12 @@ impl FastPath {
             ),
             Err(error) => {
                 let result = CallToolResult::error(vec![ContentBlock::text(error.to_string())]);
-                let result = serde_json::value::to_raw_value(&result).ok()?;
-                answer_result(id, &result)
+                match serde_json::value::to_raw_value(&result) {
+                    Ok(result) => answer_result(id, &result),
+                    Err(_) => answer_error(id, -32603, &error.to_string()),
+                }
             }
-        };
-        Some(
-            (
-                StatusCode::OK,
-                [(header::CONTENT_TYPE, "application/json")],
-                body,
-            )
-                .into_response(),
-        )
+        }
     }
 
     /// `notifications/cancelled` for one of our calls: cancel it and accept the notification.
@@ -254,18 +317,21 @@ impl FastPath {
 
     /// Note a call under way; `None` when one with the same id is already under way.
     fn register(
-        &self,
+        self: &Arc<Self>,
         session: &str,
         key: String,
         token: CancellationToken,
-    ) -> Option<Registered<'_>> {
+    ) -> Option<Registered> {
         let key = (session.to_string(), key);
         let mut calls = self.calls.lock().ok()?;
         if calls.contains_key(&key) {
             return None;
         }
         calls.insert(key.clone(), token);
-        Some(Registered { fast: self, key })
+        Some(Registered {
+            fast: self.clone(),
+            key,
+        })
     }
 }
 
@@ -377,12 +443,12 @@ impl SessionClock {
 }
 
 /// Unregisters a call when it ends, however it ends.
-struct Registered<'a> {
-    fast: &'a FastPath,
+struct Registered {
+    fast: Arc<FastPath>,
     key: (String, String),
 }
 
-impl Drop for Registered<'_> {
+impl Drop for Registered {
     fn drop(&mut self) {
         if let Ok(mut calls) = self.fast.calls.lock() {
             calls.remove(&self.key);
@@ -405,6 +471,94 @@ impl Drop for StreamGuard {
             seen.last = Instant::now();
         }
     }
+}
+
+/// A call's answer, once it has run: the JSON-RPC message as text.
+type AnswerFuture = Pin<Box<dyn Future<Output = String> + Send>>;
+
+/// The event stream of a call whose progress came before its result: progress events as they
+/// come, then the answer, then the end. Dropping it (the client went away) drops the call,
+/// which cancels it upstream.
+struct ProgressStream {
+    /// The client's progress token, as it sent it.
+    token: Box<RawValue>,
+    /// `None` once every sender is gone (the call has ended).
+    progress: Option<mpsc::UnboundedReceiver<ProgressNotificationParam>>,
+    /// `None` once the answer is queued.
+    answer: Option<AnswerFuture>,
+    events: VecDeque<String>,
+}
+
+impl ProgressStream {
+    async fn next(mut self) -> Option<(Result<String, Infallible>, Self)> {
+        loop {
+            if let Some(event) = self.events.pop_front() {
+                return Some((Ok(event), self));
+            }
+            let answer = self.answer.as_mut()?;
+            let body = match self.progress.as_mut() {
+                Some(progress) => tokio::select! {
+                    // Progress first: what was sent before the result goes out before it.
+                    biased;
+                    update = progress.recv() => {
+                        match update {
+                            Some(update) => self.events.push_back(progress_event(&self.token, update)),
+                            None => self.progress = None,
+                        }
+                        continue;
+                    }
+                    body = answer => body,
+                },
+                None => answer.await,
+            };
+            if let Some(progress) = self.progress.as_mut() {
+                while let Ok(update) = progress.try_recv() {
+                    self.events.push_back(progress_event(&self.token, update));
+                }
+            }
+            self.events.push_back(sse_event(&body));
+            self.answer = None;
+        }
+    }
+}
+
+/// One SSE event carrying `message` (a line of its own per line of it, though JSON text from
+/// a server is one line).
+fn sse_event(message: &str) -> String {
+    let mut event = String::with_capacity(message.len() + 32);
+    event.push_str("event: message\n");
+    for line in message.split('\n') {
+        event.push_str("data: ");
+        event.push_str(line.strip_suffix('\r').unwrap_or(line));
+        event.push('\n');
+    }
+    event.push('\n');
+    event
+}
+
+/// A `notifications/progress` event with the client's own token.
+fn progress_event(token: &RawValue, update: ProgressNotificationParam) -> String {
+    let mut params = serde_json::to_value(&update).unwrap_or_default();
+    if let Some(params) = params.as_object_mut() {
+        let token = serde_json::from_str(token.get()).unwrap_or_default();
+        params.insert("progressToken".to_string(), token);
+    }
+    let message = serde_json::json!({
+        "jsonrpc": "2.0",
+        "method": "notifications/progress",
+        "params": params,
+    });
+    sse_event(&message.to_string())
+}
+
+/// The answer as one `application/json` body.
+fn json_response(body: String) -> Response {
+    (
+        StatusCode::OK,
+        [(header::CONTENT_TYPE, "application/json")],
+        body,
+    )
+        .into_response()
 }
 
 pub fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
@@ -508,6 +662,35 @@ mod tests {
 
     fn raw(text: &str) -> Box<RawValue> {
         serde_json::from_str(text).unwrap()
+    }
+
+    #[test]
+    fn events_carry_each_line_as_data_and_progress_the_clients_token() {
+        assert_eq!(
+            sse_event(r#"{"a":1}"#),
+            "event: message\ndata: {\"a\":1}\n\n"
+        );
+        assert_eq!(
+            sse_event("{\r\n\"a\": 1\n}"),
+            "event: message\ndata: {\ndata: \"a\": 1\ndata: }\n\n"
+        );
+
+        let update: ProgressNotificationParam = serde_json::from_value(serde_json::json!({
+            "progressToken": 7, "progress": 0.5, "total": 1.0, "message": "half"
+        }))
+        .unwrap();
+        let event = progress_event(&raw(r#""client-token""#), update);
+        let data = event
+            .lines()
+            .find_map(|l| l.strip_prefix("data: "))
+            .unwrap();
+        let message: serde_json::Value = serde_json::from_str(data).unwrap();
+        assert_eq!(message["method"], "notifications/progress");
+        assert_eq!(message["params"]["progressToken"], "client-token");
+        assert_eq!(message["params"]["progress"], 0.5);
+        assert_eq!(message["params"]["total"], 1.0);
+        assert_eq!(message["params"]["message"], "half");
+        assert!(message.get("id").is_none(), "a notification has no id");
     }
 
     #[test]

@@ -1,6 +1,7 @@
 //! End to end through the real binary: the HTTP face's fast path for `tools/call` (a JSON
-//! answer on a live legacy session), what it leaves to rmcp (progress, unknown names, unknown
-//! sessions), cancellation by notification and by a client that goes away, recovery across a
+//! answer on a live legacy session; with a progress token, JSON until progress comes and then an
+//! event stream), what it leaves to rmcp (unknown names, unknown sessions, per-request protocol
+//! metadata), cancellation by notification and by a client that goes away, recovery across a
 //! crash, and the call metrics.
 
 mod support;
@@ -361,41 +362,8 @@ async fn a_call_on_a_live_session_is_answered_as_json_and_the_rest_goes_to_rmcp(
         assert!(response.get("error").is_none(), "{response}");
     }
 
-    // A client that asked for progress gets rmcp's stream, with the progress in it.
-    let body = json!({
-        "jsonrpc": "2.0",
-        "id": 8,
-        "method": "tools/call",
-        "params": {
-            "name": "fault__sleep",
-            "arguments": { "ms": 350 },
-            "_meta": { "progressToken": "p-8" }
-        }
-    });
-    let answer = session.post(&body).await;
-    assert_eq!(answer.status, 200, "{answer:?}");
-    assert!(answer.is_sse(), "progress goes to rmcp's SSE: {answer:?}");
-    let messages = sse_messages(&answer.body);
-    let result_at = messages
-        .iter()
-        .position(|m| m["id"] == 8 && m.get("result").is_some())
-        .unwrap_or_else(|| panic!("no result in {messages:?}"));
-    let progress_before = messages[..result_at]
-        .iter()
-        .filter(|m| {
-            m["method"] == "notifications/progress" && m["params"]["progressToken"] == "p-8"
-        })
-        .count();
-    assert!(
-        progress_before >= 2,
-        "at least 2 progress notifications before the result: {messages:?}"
-    );
-    assert_eq!(
-        messages[result_at]["result"]["content"][0]["text"],
-        "slept 350 ms"
-    );
-
-    // A server's JSON-RPC error comes back as the same error rmcp's path gives.
+    // A server's JSON-RPC error comes back as the same error rmcp's path gives (a request
+    // with per-request protocol metadata goes to rmcp).
     let fast = session
         .call(json!(12), "fault__echo", json!({ "wrong": 1 }))
         .await;
@@ -409,7 +377,7 @@ async fn a_call_on_a_live_session_is_answered_as_json_and_the_rest_goes_to_rmcp(
             "params": {
                 "name": "fault__echo",
                 "arguments": { "wrong": 1 },
-                "_meta": { "progressToken": "p-13" }
+                "_meta": { "io.modelcontextprotocol/protocolVersion": VERSION }
             }
         }))
         .await;
@@ -790,6 +758,111 @@ async fn a_second_call_with_an_id_already_in_flight_goes_to_rmcp_and_stays_cance
         "the second call was cancelled upstream"
     );
     drop(second);
+    drop(proxy);
+    cleanup(dir);
+}
+
+/// A `fault__sleep` call with a progress token.
+fn sleep_with_progress(id: Value, ms: u64, token: Value) -> Value {
+    json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "tools/call",
+        "params": {
+            "name": "fault__sleep",
+            "arguments": { "ms": ms },
+            "_meta": { "progressToken": token }
+        }
+    })
+}
+
+#[tokio::test]
+async fn a_call_with_a_progress_token_is_json_until_progress_comes_then_an_event_stream() {
+    let (dir, _ledger, proxy, session) = one_fault_session("fast-progress").await;
+
+    // No progress comes: one JSON body, as without a token.
+    let answer = session
+        .post(&json!({
+            "jsonrpc": "2.0",
+            "id": 20,
+            "method": "tools/call",
+            "params": {
+                "name": "fault__echo",
+                "arguments": { "message": "no progress" },
+                "_meta": { "progressToken": "t-20" }
+            }
+        }))
+        .await;
+    assert_eq!(answer.status, 200, "{answer:?}");
+    assert!(answer.is_json(), "no progress, so JSON: {answer:?}");
+    assert_eq!(
+        answer.response(&json!(20))["result"]["content"][0]["text"],
+        "no progress"
+    );
+
+    // Progress comes: an event stream of the progress, with the client's own token (a string
+    // or an integer, as sent), then the result as the last event.
+    for (id, token) in [(json!(21), json!(4242)), (json!("r-22"), json!("t-22"))] {
+        let answer = session
+            .post(&sleep_with_progress(id.clone(), 350, token.clone()))
+            .await;
+        assert_eq!(answer.status, 200, "{answer:?}");
+        assert!(answer.is_sse(), "progress came, so SSE: {answer:?}");
+        // Ours, not rmcp's: no event ids and no priming event (rmcp's stream has both).
+        assert!(
+            !answer.body.lines().any(|l| l.starts_with("id:")),
+            "{answer:?}"
+        );
+        let messages = sse_messages(&answer.body);
+        let (last, progress) = messages.split_last().expect("events");
+        assert_eq!(last["id"], id, "the result is the last event: {messages:?}");
+        assert_eq!(last["result"]["content"][0]["text"], "slept 350 ms");
+        assert!(progress.len() >= 2, "progress events: {messages:?}");
+        let mut before = f64::MIN;
+        for event in progress {
+            assert_eq!(event["method"], "notifications/progress", "{event}");
+            assert_eq!(
+                event["params"]["progressToken"], token,
+                "the client's token"
+            );
+            let value = event["params"]["progress"]
+                .as_f64()
+                .expect("a progress value");
+            assert!(value > before, "progress rises: {messages:?}");
+            before = value;
+        }
+    }
+
+    // A client that goes away mid-stream cancels the call.
+    let cancelled_before = calls_total(&proxy, "cancelled").await;
+    let leaving = Session {
+        client: reqwest::Client::new(),
+        ..session.clone()
+    };
+    let response = leaving
+        .request(&sleep_with_progress(json!(23), 5_000, json!("t-23")))
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .expect("the stream starts");
+    assert!(
+        response
+            .headers()
+            .get("content-type")
+            .is_some_and(|t| t.as_bytes().starts_with(b"text/event-stream")),
+        "{response:?}"
+    );
+    drop(response);
+    drop(leaving);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while calls_total(&proxy, "cancelled").await < cancelled_before + 1.0 {
+        assert!(
+            Instant::now() < deadline,
+            "the abandoned call was not cancelled"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    session.echoes(json!(24), "still here").await;
     drop(proxy);
     cleanup(dir);
 }
