@@ -307,6 +307,22 @@ async fn calls_total(proxy: &Running, outcome: &str) -> f64 {
     }
 }
 
+/// Wait (bounded) until the proxy has counted `n` calls as cancelled.
+async fn cancelled_reaches(proxy: &Running, n: f64) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let now = calls_total(proxy, "cancelled").await;
+        if now >= n {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "cancelled calls stayed at {now}, not {n}: an abandoned call was not counted"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 /// Wait (bounded) until `mcp_supervisor_calls_in_flight` reaches `n`.
 async fn in_flight_reaches(proxy: &Running, n: f64) {
     let deadline = Instant::now() + Duration::from_secs(10);
@@ -537,14 +553,7 @@ async fn a_client_that_goes_away_cancels_its_fast_path_call_upstream() {
         "the server was told the call is cancelled"
     );
     // The abandoned call is counted, as cancelled.
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while calls_total(&proxy, "cancelled").await < 1.0 {
-        assert!(
-            Instant::now() < deadline,
-            "the abandoned call was not counted"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cancelled_reaches(&proxy, 1.0).await;
     session.echoes(json!(52), "still here").await;
     drop(proxy);
     cleanup(dir);
@@ -854,14 +863,7 @@ async fn a_call_with_a_progress_token_is_json_until_progress_comes_then_an_event
     );
     drop(response);
     drop(leaving);
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while calls_total(&proxy, "cancelled").await < cancelled_before + 1.0 {
-        assert!(
-            Instant::now() < deadline,
-            "the abandoned call was not cancelled"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    cancelled_reaches(&proxy, cancelled_before + 1.0).await;
     session.echoes(json!(24), "still here").await;
     drop(proxy);
     cleanup(dir);
