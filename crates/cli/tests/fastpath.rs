@@ -252,6 +252,32 @@ async fn serve(dir: &Path, servers: Value) -> Running {
     proxy
 }
 
+/// `mcp-supervisor wrap --http` in front of the fault server, once it is ready.
+async fn wrap_fault() -> Running {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let fault = fault_bin();
+    let proxy = Running::start(
+        &[
+            "wrap",
+            "--http",
+            &addr,
+            "--",
+            fault.to_str().unwrap_or_default(),
+        ],
+        port,
+        &[],
+    )
+    .await;
+    status_until(&proxy, Duration::from_secs(20), |s| {
+        s["servers"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1 && a[0]["state"] == "ready")
+    })
+    .await;
+    proxy
+}
+
 /// One stdio fault server named `fault`, with a ledger and a long call deadline.
 fn one_fault(ledger: &Path) -> Value {
     json!({ "fault": {
@@ -651,27 +677,7 @@ async fn fast_path_calls_are_counted_in_the_metrics() {
 #[tokio::test]
 async fn under_wrap_the_fast_path_uses_the_names_unchanged() {
     let dir = temp_dir("fast-wrap");
-    let port = free_port();
-    let addr = format!("127.0.0.1:{port}");
-    let fault = fault_bin();
-    let proxy = Running::start(
-        &[
-            "wrap",
-            "--http",
-            &addr,
-            "--",
-            fault.to_str().unwrap_or_default(),
-        ],
-        port,
-        &[],
-    )
-    .await;
-    status_until(&proxy, Duration::from_secs(20), |s| {
-        s["servers"]
-            .as_array()
-            .is_some_and(|a| a.len() == 1 && a[0]["state"] == "ready")
-    })
-    .await;
+    let proxy = wrap_fault().await;
     let session = Session::open(&proxy).await;
     assert_eq!(
         session
@@ -867,4 +873,75 @@ async fn a_call_with_a_progress_token_is_json_until_progress_comes_then_an_event
     session.echoes(json!(24), "still here").await;
     drop(proxy);
     cleanup(dir);
+}
+
+/// An rmcp client handler that keeps the progress values it is sent.
+#[derive(Clone, Default)]
+struct ProgressSeen(std::sync::Arc<std::sync::Mutex<Vec<f64>>>);
+
+impl rmcp::ClientHandler for ProgressSeen {
+    async fn on_progress(
+        &self,
+        params: rmcp::model::ProgressNotificationParam,
+        _context: rmcp::service::NotificationContext<rmcp::RoleClient>,
+    ) {
+        if let Ok(mut seen) = self.0.lock() {
+            seen.push(params.progress);
+        }
+    }
+}
+
+#[tokio::test]
+async fn rmcp_s_client_reads_the_pass_through_s_json_answers_and_event_streams() {
+    use rmcp::ServiceExt;
+    use rmcp::model::CallToolRequestParams;
+
+    // rmcp's client puts a progress token on every call, and calls `wrap` on a session.
+    let proxy = wrap_fault().await;
+    let seen = ProgressSeen::default();
+    let transport = rmcp::transport::StreamableHttpClientTransport::from_uri(proxy.url("/mcp"));
+    let client = tokio::time::timeout(Duration::from_secs(20), seen.clone().serve(transport))
+        .await
+        .expect("initialize in time")
+        .expect("initialize");
+    // A session protocol version, so that its calls are the pass-through's to answer.
+    let version = client
+        .peer_info()
+        .map(|info| info.protocol_version.to_string())
+        .unwrap_or_default();
+    assert!(
+        !version.is_empty() && version.as_str() < "2026-07-28",
+        "wrap answered with its server's session version: {version:?}"
+    );
+    let call = |name: &str, arguments: Value| {
+        let params = CallToolRequestParams::new(name.to_string())
+            .with_arguments(arguments.as_object().cloned().unwrap_or_default());
+        let peer = client.peer().clone();
+        async move {
+            tokio::time::timeout(Duration::from_secs(20), peer.call_tool(params))
+                .await
+                .expect("answered in time")
+                .expect("a result")
+        }
+    };
+    let text = |result: &rmcp::model::CallToolResult| {
+        result.content[0]
+            .as_text()
+            .map(|t| t.text.clone())
+            .unwrap_or_default()
+    };
+
+    // No progress: a JSON answer.
+    let echo = call("echo", json!({ "message": "from rmcp" })).await;
+    assert_eq!(text(&echo), "from rmcp");
+    // Progress: the event stream, progress first, then the result.
+    let slept = call("sleep", json!({ "ms": 350 })).await;
+    assert_eq!(text(&slept), "slept 350 ms");
+    let progress = seen.0.lock().map(|p| p.clone()).unwrap_or_default();
+    assert!(
+        progress.len() >= 2 && progress.windows(2).all(|w| w[0] < w[1]),
+        "rising progress reached rmcp's client: {progress:?}"
+    );
+    let _ = tokio::time::timeout(Duration::from_secs(5), client.cancel()).await;
+    drop(proxy);
 }
