@@ -1,6 +1,6 @@
 //! End to end: `Hub::call_json`, the pass-through call, against real fault servers. Over stdio
-//! it takes the lane beside rmcp's client (the request and the result stay JSON text); over
-//! HTTP, or with progress, the typed client. Either way the call path's rules are the same as
+//! it takes the lane beside rmcp's client (the request and the result stay JSON text; progress
+//! is routed by a token of the lane's own); over HTTP, the typed client. Either way the call path's rules are the same as
 //! for `Hub::call`: one send, a replay only when safe, cancellation upstream on every way out.
 
 mod real;
@@ -266,7 +266,7 @@ async fn a_json_call_given_up_on_is_cancelled_upstream_every_way() {
 }
 
 #[tokio::test]
-async fn a_json_call_with_progress_and_one_over_http_take_the_typed_client() {
+async fn a_json_call_with_progress_takes_the_lane_and_one_over_http_the_typed_client() {
     let dir = temp_dir("json-progress");
     let hub = stdio_hub(&dir.join("ledger"));
     wait_ready(&hub, "fault", 0).await;
@@ -284,13 +284,30 @@ async fn a_json_call_with_progress_and_one_over_http_take_the_typed_client() {
         .await
         .expect("sleep");
     assert!(!parsed(&result)["isError"].as_bool().unwrap_or(false));
-    let mut updates = 0;
-    while rx.try_recv().is_ok() {
-        updates += 1;
+    let mut updates = Vec::new();
+    while let Ok(update) = rx.try_recv() {
+        updates.push(update);
     }
     assert!(
-        updates >= 2,
-        "progress reached the caller ({updates} updates)"
+        updates.len() >= 2,
+        "progress reached the caller ({} updates)",
+        updates.len()
+    );
+    // The lane's own token (rmcp's client uses numbers), the same for every update.
+    let token = serde_json::to_value(&updates[0].progress_token).expect("token");
+    assert!(
+        token.as_str().is_some_and(|t| t.starts_with("msv-p-")),
+        "the call took the lane: token {token}"
+    );
+    assert!(
+        updates
+            .iter()
+            .all(|u| serde_json::to_value(&u.progress_token).ok() == Some(token.clone())),
+        "one token per call"
+    );
+    assert!(
+        updates.windows(2).all(|w| w[0].progress < w[1].progress),
+        "progress rises"
     );
     hub.stop().await;
 

@@ -9,15 +9,20 @@
 //! `tools/call` is parsed once on the way in (to find its id) and copied, not deserialized and
 //! serialized again on each side.
 //!
+//! A call whose caller wants progress gets a progress token of the lane's own in its `_meta`;
+//! the server's progress notifications are not answers, so they reach rmcp's client, whose
+//! handler routes them by that token to the caller.
+//!
 //! This module moves bytes and matches ids. It never decides what a failure means or whether to
 //! send again (that is the call path's), and it never writes a partial line to the child.
 
 use std::borrow::Cow;
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use mcp_supervisor_core::classify::Failure;
+use rmcp::model::{NumberOrString, ProgressToken};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
@@ -119,6 +124,13 @@ impl Lane {
         }
     }
 
+    /// A progress token of the lane's own (`"msv-p-N"`: a string, which rmcp's client never
+    /// uses for its tokens), for a request whose progress the caller wants.
+    pub(crate) fn progress_token(&self) -> ProgressToken {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        ProgressToken(NumberOrString::String(format!("{ID_PREFIX}p-{n}").into()))
+    }
+
     /// Write one whole line to the child; false when stdin is closed or the write failed.
     async fn write_line(&self, line: &[u8]) -> bool {
         let mut stdin = self.stdin.lock().await;
@@ -159,6 +171,26 @@ impl Lane {
             pending.take();
         }
     }
+}
+
+/// `params` (a JSON object) with `_meta.progressToken` set to `token`, the rest as it was;
+/// `None` when `params` or its `_meta` is not an object.
+pub(crate) fn with_progress_token(
+    params: &RawValue,
+    token: &ProgressToken,
+) -> Option<Box<RawValue>> {
+    let mut members: BTreeMap<&str, Cow<'_, RawValue>> = serde_json::from_str(params.get()).ok()?;
+    let mut meta: serde_json::Map<String, serde_json::Value> = match members.get("_meta") {
+        Some(meta) => serde_json::from_str(meta.get()).ok()?,
+        None => serde_json::Map::new(),
+    };
+    meta.insert(
+        "progressToken".to_string(),
+        serde_json::to_value(token).ok()?,
+    );
+    let meta = serde_json::value::to_raw_value(&meta).ok()?;
+    members.insert("_meta", Cow::Owned(meta));
+    serde_json::value::to_raw_value(&members).ok()
 }
 
 /// Sends `notifications/cancelled` for a request given up on.
@@ -368,6 +400,30 @@ mod tests {
             "[1,2]",
         ] {
             assert!(lane_answer(line).is_none(), "{line}");
+        }
+    }
+
+    #[test]
+    fn a_progress_token_is_set_in_meta_and_the_rest_kept() {
+        let token = ProgressToken(NumberOrString::String("msv-p-3".into()));
+        let params: Box<RawValue> = serde_json::from_str(
+            r#"{"name":"sleep","arguments":{"ms":5},"_meta":{"progressToken":0,"trace":"x"}}"#,
+        )
+        .unwrap();
+        let out: serde_json::Value =
+            serde_json::from_str(with_progress_token(&params, &token).unwrap().get()).unwrap();
+        assert_eq!(
+            out,
+            serde_json::json!({"name": "sleep", "arguments": {"ms": 5},
+                "_meta": {"progressToken": "msv-p-3", "trace": "x"}})
+        );
+        let bare: Box<RawValue> = serde_json::from_str(r#"{"name":"sleep"}"#).unwrap();
+        let out: serde_json::Value =
+            serde_json::from_str(with_progress_token(&bare, &token).unwrap().get()).unwrap();
+        assert_eq!(out["_meta"]["progressToken"], "msv-p-3");
+        for bad in [r#"[1]"#, r#"{"name":"x","_meta":[]}"#, r#""text""#] {
+            let bad: Box<RawValue> = serde_json::from_str(bad).unwrap();
+            assert!(with_progress_token(&bad, &token).is_none(), "{bad}");
         }
     }
 

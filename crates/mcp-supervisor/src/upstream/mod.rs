@@ -309,16 +309,31 @@ impl Link for RmcpLink {
         params: &'a serde_json::value::RawValue,
         opts: CallOptions,
     ) -> BoxFuture<'a, Result<Box<serde_json::value::RawValue>, Failure>> {
-        match &self.lane {
-            // Progress is routed by rmcp's client: such a call takes the typed way.
-            Some(lane) if opts.progress.is_none() => Box::pin(async move {
-                if self.ct.is_cancelled() {
-                    return Err(Failure::NoLiveGeneration);
+        let Some(lane) = &self.lane else {
+            return crate::link::call_tool_json_typed(self, params, opts);
+        };
+        // With progress: the request carries a token of the lane's own, and the server's
+        // progress notifications, which reach rmcp's client, are routed by it to the caller.
+        let progress = match opts.progress.clone() {
+            None => None,
+            Some(tx) => {
+                let token = lane.progress_token();
+                match lane::with_progress_token(params, &token) {
+                    Some(params) => Some((params, self.routes.insert(token, tx))),
+                    // Not an object: the typed way says what is wrong with it.
+                    None => return crate::link::call_tool_json_typed(self, params, opts),
                 }
-                lane.request("tools/call", params, &opts).await
-            }),
-            _ => crate::link::call_tool_json_typed(self, params, opts),
-        }
+            }
+        };
+        Box::pin(async move {
+            if self.ct.is_cancelled() {
+                return Err(Failure::NoLiveGeneration);
+            }
+            match &progress {
+                Some((params, _route)) => lane.request("tools/call", params, &opts).await,
+                None => lane.request("tools/call", params, &opts).await,
+            }
+        })
     }
 
     fn request(
