@@ -1,11 +1,10 @@
 //! The load driver: a few MCP clients over streamable HTTP to the proxy, each sending calls with
 //! unique ids one after another until the run ends.
 //!
-//! Two kinds of client, alternating by index, so that both of the proxy's call paths are under
-//! chaos: rmcp's client (it asks for protocol 2026-07-28, sessionless, with a progress token on
-//! every call: the proxy answers through rmcp's typed path), and a plain client (initialize on
-//! protocol 2025-06-18, keep the session, `tools/call` without a progress token, as the
-//! TypeScript and Python SDKs do: the proxy's pass-through answers it).
+//! Two kinds of client, alternating by index: rmcp's client (it gets a 2025-11-25 session and
+//! puts a progress token on every call) and a plain client (initialize on protocol 2025-06-18,
+//! keep the session, `tools/call` without a progress token, as the TypeScript and Python SDKs
+//! do). The proxy's pass-through answers both, with and without a progress token.
 
 use std::sync::Arc;
 use std::time::Duration;

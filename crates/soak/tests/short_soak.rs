@@ -60,7 +60,7 @@ async fn a_30_second_chaos_soak_keeps_every_promise() {
         "the load ran: {} calls",
         report.totals.calls
     );
-    // Both of the proxy's call paths were under load: rmcp's typed path and the pass-through.
+    // Both kinds of client made calls, and the plain ones took the pass-through.
     for kind in ["rmcp", "plain"] {
         let calls = report.totals.by_client_kind.get(kind);
         assert!(
