@@ -214,9 +214,9 @@ impl FastPath {
             ..CallArgs::default()
         };
         let Some(token) = progress_token else {
-            let body = self.answer(id, &call.name, params, args).await;
-            drop((registered, held));
-            return Some(json_response(body));
+            return Some(json_response(
+                self.answer(id, &call.name, params, args).await,
+            ));
         };
 
         // With a progress token: JSON while no progress comes, an event stream once one does.
@@ -565,14 +565,18 @@ pub fn header_text<'h>(headers: &'h HeaderMap, name: &str) -> Option<&'h str> {
     headers.get(name).and_then(|v| v.to_str().ok())
 }
 
+/// Whether the request says its body is `application/json` (parameters aside), as rmcp checks it.
+pub fn is_json_media_type(headers: &HeaderMap) -> bool {
+    header_text(headers, header::CONTENT_TYPE.as_str()).is_some_and(|value| {
+        let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+        essence.trim().eq_ignore_ascii_case("application/json")
+    })
+}
+
 /// The headers rmcp requires of a POST (JSON body; JSON and SSE accepted), and a protocol
 /// version that has sessions.
 fn plain_json_request(headers: &HeaderMap) -> bool {
-    let json_body = header_text(headers, header::CONTENT_TYPE.as_str()).is_some_and(|t| {
-        t.split(';')
-            .next()
-            .is_some_and(|e| e.trim().eq_ignore_ascii_case("application/json"))
-    });
+    let json_body = is_json_media_type(headers);
     let accept = header_text(headers, header::ACCEPT.as_str()).unwrap_or("");
     let version_ok = match headers.get(VERSION_HEADER).map(|v| v.to_str()) {
         None => true,

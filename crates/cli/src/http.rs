@@ -243,7 +243,7 @@ async fn mcp_front(State(front): State<Arc<McpFront>>, request: Request, next: N
     if let Some(response) = front.fast.post(&parts, &bytes).await {
         return response;
     }
-    let json_body = is_json_media_type(&parts.headers);
+    let json_body = fastpath::is_json_media_type(&parts.headers);
     let bytes = axum::body::Bytes::from(bytes);
     let response = next
         .run(Request::from_parts(parts, Body::from(bytes.clone())))
@@ -254,14 +254,6 @@ async fn mcp_front(State(front): State<Arc<McpFront>>, request: Request, next: N
         return not_a_message(&bytes);
     }
     response
-}
-
-/// Whether the request says its body is `application/json` (parameters aside), as rmcp checks it.
-fn is_json_media_type(headers: &HeaderMap) -> bool {
-    fastpath::header_text(headers, "content-type").is_some_and(|value| {
-        let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
-        essence.trim().eq_ignore_ascii_case("application/json")
-    })
 }
 
 /// 400 with a JSON-RPC error for a body that is not JSON (-32700) or is JSON but not a JSON-RPC

@@ -310,14 +310,18 @@ async fn ledger_shows_cancel(ledger: &Path, limit: Duration) -> bool {
     false
 }
 
-/// The value of `mcp_supervisor_calls_total{outcome}`.
-async fn calls_total(proxy: &Running, outcome: &str) -> f64 {
-    let text = reqwest::get(proxy.url("/metrics"))
+/// The proxy's `/metrics` text.
+async fn metrics_text(proxy: &Running) -> String {
+    reqwest::get(proxy.url("/metrics"))
         .await
         .expect("GET /metrics")
         .text()
         .await
-        .expect("read /metrics");
+        .expect("read /metrics")
+}
+
+/// The value of `mcp_supervisor_calls_total{outcome}` in a scrape.
+fn calls_total_in(text: &str, outcome: &str) -> f64 {
     let lines = text.lines().map(|l| Ok(l.to_string()));
     let scrape = prometheus_parse::Scrape::parse(lines).expect("valid Prometheus text");
     let sample = scrape
@@ -333,46 +337,54 @@ async fn calls_total(proxy: &Running, outcome: &str) -> f64 {
     }
 }
 
-/// Wait (bounded) until the proxy has counted `n` calls as cancelled.
-async fn cancelled_reaches(proxy: &Running, n: f64) {
-    let deadline = Instant::now() + Duration::from_secs(5);
+/// The value of `mcp_supervisor_calls_total{outcome}`.
+async fn calls_total(proxy: &Running, outcome: &str) -> f64 {
+    calls_total_in(&metrics_text(proxy).await, outcome)
+}
+
+/// Wait (bounded by `limit`) until `read` finds at least `n` in the proxy's metrics.
+async fn metric_reaches(
+    proxy: &Running,
+    what: &str,
+    n: f64,
+    limit: Duration,
+    read: impl Fn(&str) -> f64,
+) {
+    let deadline = Instant::now() + limit;
     loop {
-        let now = calls_total(proxy, "cancelled").await;
+        let now = read(&metrics_text(proxy).await);
         if now >= n {
             return;
         }
-        assert!(
-            Instant::now() < deadline,
-            "cancelled calls stayed at {now}, not {n}: an abandoned call was not counted"
-        );
+        assert!(Instant::now() < deadline, "{what} stayed at {now}, not {n}");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
 
+/// Wait (bounded) until the proxy has counted `n` calls as cancelled.
+async fn cancelled_reaches(proxy: &Running, n: f64) {
+    let what = "cancelled calls (an abandoned call was not counted)";
+    metric_reaches(proxy, what, n, Duration::from_secs(5), |text| {
+        calls_total_in(text, "cancelled")
+    })
+    .await;
+}
+
 /// Wait (bounded) until `mcp_supervisor_calls_in_flight` reaches `n`.
 async fn in_flight_reaches(proxy: &Running, n: f64) {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let text = reqwest::get(proxy.url("/metrics"))
-            .await
-            .expect("GET /metrics")
-            .text()
-            .await
-            .expect("read /metrics");
-        let now = text
-            .lines()
-            .find_map(|l| l.strip_prefix("mcp_supervisor_calls_in_flight "))
-            .and_then(|v| v.trim().parse::<f64>().ok())
-            .unwrap_or_else(|| panic!("no calls_in_flight gauge in:\n{text}"));
-        if now >= n {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "calls in flight stayed at {now}, not {n}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    metric_reaches(
+        proxy,
+        "calls in flight",
+        n,
+        Duration::from_secs(10),
+        |text| {
+            text.lines()
+                .find_map(|l| l.strip_prefix("mcp_supervisor_calls_in_flight "))
+                .and_then(|v| v.trim().parse::<f64>().ok())
+                .unwrap_or_else(|| panic!("no calls_in_flight gauge in:\n{text}"))
+        },
+    )
+    .await;
 }
 
 fn cleanup(dir: PathBuf) {

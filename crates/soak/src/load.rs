@@ -33,7 +33,18 @@ const MAX_CONNECTS: u32 = 1_000;
 /// Open an MCP session with the proxy.
 pub async fn connect(url: &str) -> Result<Client> {
     let transport = StreamableHttpClientTransport::from_uri(url.to_owned());
-    tokio::time::timeout(CONNECT_LIMIT, ().serve(transport))
+    initialize_within_limit(url, ().serve(transport)).await
+}
+
+/// `initialize`, bounded by [`CONNECT_LIMIT`].
+async fn initialize_within_limit<T, E>(
+    url: &str,
+    initialize: impl Future<Output = std::result::Result<T, E>>,
+) -> Result<T>
+where
+    std::result::Result<T, E>: Context<T, E>,
+{
+    tokio::time::timeout(CONNECT_LIMIT, initialize)
         .await
         .map_err(|_| anyhow!("initialize with {url} took over {CONNECT_LIMIT:?}"))?
         .with_context(|| format!("initialize with {url}"))
@@ -55,10 +66,8 @@ impl Session {
         if !plain {
             return connect(url).await.map(Session::Rmcp);
         }
-        tokio::time::timeout(CONNECT_LIMIT, RawHttp::connect(url, PLAIN_HTTP_LIMIT))
+        initialize_within_limit(url, RawHttp::connect(url, PLAIN_HTTP_LIMIT))
             .await
-            .map_err(|_| anyhow!("initialize with {url} took over {CONNECT_LIMIT:?}"))?
-            .with_context(|| format!("initialize with {url}"))
             .map(Session::Plain)
     }
 

@@ -329,10 +329,11 @@ impl Link for RmcpLink {
             if self.ct.is_cancelled() {
                 return Err(Failure::NoLiveGeneration);
             }
-            match &progress {
-                Some((params, _route)) => lane.request("tools/call", params, &opts).await,
-                None => lane.request("tools/call", params, &opts).await,
-            }
+            // The route lives as long as the call.
+            let params = progress
+                .as_ref()
+                .map_or(params, |(with_token, _route)| with_token);
+            lane.request("tools/call", params, &opts).await
         })
     }
 
