@@ -6,8 +6,10 @@
 
 pub mod errors;
 pub mod http_client;
+pub mod http_wire;
 mod lane;
 pub mod process;
+pub mod wire;
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};

@@ -1,0 +1,1 @@
+//! The streamable-HTTP wire of one generation (placeholder; see `wire.rs`).

@@ -1,0 +1,48 @@
+//! The seam between the JSON-RPC peer of one generation ([`super::rpc`]) and the transport that
+//! carries its messages: a stdio child's pipes, or a streamable-HTTP endpoint.
+//!
+//! A wire moves JSON-RPC messages as JSON text, whole. It reports what it saw of each send
+//! (went out, or not, and why) in the normalized [`Failure`] the classifier judges, from the
+//! transport's own error kinds. It never parses a message beyond what framing needs (for HTTP,
+//! the id of an answer on a request's own event stream), never retries a send and never decides
+//! what a failure means.
+
+use mcp_supervisor_core::classify::Failure;
+use tokio::sync::mpsc;
+
+use crate::link::BoxFuture;
+
+/// What a wire hands to its peer.
+#[derive(Debug)]
+pub enum Incoming {
+    /// One JSON-RPC message from the server, as it came.
+    Message {
+        text: String,
+        /// The peer's id of the request on whose own response stream this message came
+        /// (streamable HTTP), so a server's request can go to the client whose call caused it.
+        related: Option<u64>,
+    },
+    /// Request `id`'s response stream ended before its answer came.
+    Lost { id: u64, failure: Failure },
+}
+
+/// Where a wire sends what it receives. The wire's end being dropped (every sender gone) means
+/// no message can come any more: the generation's connection ended.
+pub type IncomingTx = mpsc::UnboundedSender<Incoming>;
+
+/// One generation's transport.
+pub trait Wire: Send + Sync + 'static {
+    /// Send one whole JSON-RPC message. `request` is the peer's id when the message is a
+    /// request (its ids are JSON integers). Resolves once the message went out (stdio: written;
+    /// HTTP: the POST was accepted) with any answer or stream arriving later as [`Incoming`], or
+    /// with the failure that says whether it went out.
+    fn send(&self, text: String, request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>>;
+
+    /// The handshake is done: `protocol_version` was agreed. HTTP sends it as
+    /// `MCP-Protocol-Version` from now on and opens its standalone event stream; stdio ignores it.
+    fn initialized(&self, _protocol_version: &str) {}
+
+    /// Stop sending and receiving (HTTP: end the session with DELETE, best effort, bounded).
+    /// A stdio wire is closed by ending its process.
+    fn close(&self) {}
+}
