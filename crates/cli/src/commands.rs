@@ -141,7 +141,12 @@ async fn tools(path: &Path, json: bool, wait_ms: u64) -> anyhow::Result<ExitCode
     };
     let tools = hub.tools();
     if json {
-        let list: Vec<_> = tools.iter().map(|t| &t.tool).collect();
+        let list: Vec<_> = tools
+            .iter()
+            .map(|t| {
+                serde_json::from_str::<serde_json::Value>(t.definition.get()).unwrap_or_default()
+            })
+            .collect();
         println!("{}", serde_json::to_string_pretty(&list)?);
     } else {
         let width = tools
@@ -152,7 +157,11 @@ async fn tools(path: &Path, json: bool, wait_ms: u64) -> anyhow::Result<ExitCode
             .max(4);
         println!("{:<width$}  {:<12}  DESCRIPTION", "TOOL", "SERVER");
         for tool in tools.iter() {
-            let description = tool.tool.description.as_deref().unwrap_or("");
+            let typed = tool.tool().ok();
+            let description = typed
+                .as_ref()
+                .and_then(|t| t.description.as_deref())
+                .unwrap_or("");
             let description = description.lines().next().unwrap_or("");
             println!(
                 "{:<width$}  {:<12}  {description}",

@@ -12,13 +12,13 @@ use std::time::Duration;
 use mcp_supervisor::core::naming::{NamingConfig, NamingMode, prefixed_name};
 use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ClientRequest, CompleteRequestParams,
-    CompleteResult, ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
-    Implementation, ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult,
-    ListToolsResult, PaginatedRequestParams, ProgressNotificationParam, Prompt,
-    ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
-    ResourceTemplate, ResultType, ServerCapabilities, ServerConfig, ServerNotification,
-    SubscribeRequestParams, UnsubscribeRequestParams,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
+    ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
+    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ProgressNotificationParam, Prompt, ReadResourceRequestParams,
+    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ResultType,
+    ServerCapabilities, ServerConfig, ServerNotification, SubscribeRequestParams,
+    UnsubscribeRequestParams,
 };
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
@@ -138,15 +138,17 @@ impl Proxy {
 
     /// Send one request, built from its method and params, to one server.
     async fn send(&self, server: &str, method: &str, params: Value) -> Result<Value, McpError> {
-        let request: ClientRequest =
-            serde_json::from_value(json!({ "method": method, "params": params })).map_err(|e| {
-                McpError::internal_error(format!("cannot build {method}: {e}"), None)
-            })?;
-        match self.hub.request(server, request, REQUEST_TIMEOUT).await {
-            Ok(result) => serde_json::to_value(result).map_err(|e| {
+        let params = serde_json::value::to_raw_value(&params)
+            .map_err(|e| McpError::internal_error(format!("cannot build {method}: {e}"), None))?;
+        let args = CallArgs {
+            timeout: Some(REQUEST_TIMEOUT),
+            ..CallArgs::default()
+        };
+        match self.hub.send(server, method, Some(&params), args).await {
+            Ok(result) => serde_json::from_str(result.get()).map_err(|e| {
                 McpError::internal_error(format!("cannot read {method} result: {e}"), None)
             }),
-            Err(mcp_supervisor::Error::Call(CallError::ServerError { code, message, .. })) => {
+            Err(CallError::ServerError { code, message, .. }) => {
                 Err(McpError::new(ErrorCode(code), message, None))
             }
             Err(error) => Err(McpError::internal_error(error.to_string(), None)),
@@ -216,21 +218,9 @@ async fn forward_events(
         for peer in proxy.peers() {
             let _ = match &event {
                 HubEvent::ToolsChanged => peer.notify_tool_list_changed().await,
-                HubEvent::Notification(n) => match &n.notification {
-                    ServerNotification::ResourceUpdatedNotification(u) => {
-                        peer.notify_resource_updated(u.params.clone()).await
-                    }
-                    ServerNotification::ResourceListChangedNotification(_) => {
-                        peer.notify_resource_list_changed().await
-                    }
-                    ServerNotification::PromptListChangedNotification(_) => {
-                        peer.notify_prompt_list_changed().await
-                    }
-                    #[allow(deprecated)] // logging is deprecated upstream but servers still send it
-                    ServerNotification::LoggingMessageNotification(m) => {
-                        peer.notify_logging_message(m.params.clone()).await
-                    }
-                    _ => Ok(()),
+                HubEvent::Notification(n) => match typed_notification(n) {
+                    Some(notification) => peer.send_notification(notification).await,
+                    None => Ok(()),
                 },
                 HubEvent::State { .. } => Ok(()),
             };
@@ -276,16 +266,16 @@ impl ServerHandler for ProxyHandler {
         // instructions (tools always announce list_changed: we withdraw them on giving up).
         if self.proxy.mode == Mode::Transparent
             && let [server] = self.proxy.hub.servers().as_slice()
-            && let Some(upstream) = self.proxy.hub.server_info(server)
+            && let Some(upstream) = self.proxy.hub.server_info(server).and_then(|raw| {
+                serde_json::from_str::<rmcp::model::InitializeResult>(raw.get()).ok()
+            })
         {
             let mut capabilities = upstream.capabilities.clone();
             let mut tools = capabilities.tools.clone().unwrap_or_default();
             tools.list_changed = Some(true);
             capabilities.tools = Some(tools);
             info.capabilities = capabilities;
-            info.server_info = upstream.server_info.clone().unwrap_or_else(|| {
-                Implementation::new("mcp-supervisor", env!("CARGO_PKG_VERSION"))
-            });
+            info.server_info = upstream.server_info.clone();
             info.instructions = upstream.instructions.clone();
             return info;
         }
@@ -319,10 +309,12 @@ impl ServerHandler for ProxyHandler {
                 Ok(HubEvent::ToolsChanged) => {
                     ServerNotification::ToolListChangedNotification(Default::default())
                 }
-                Ok(HubEvent::Notification(event)) => match event.notification {
-                    n @ (ServerNotification::ResourceUpdatedNotification(_)
-                    | ServerNotification::ResourceListChangedNotification(_)
-                    | ServerNotification::PromptListChangedNotification(_)) => n,
+                Ok(HubEvent::Notification(event)) => match typed_notification(&event) {
+                    Some(
+                        n @ (ServerNotification::ResourceUpdatedNotification(_)
+                        | ServerNotification::ResourceListChangedNotification(_)
+                        | ServerNotification::PromptListChangedNotification(_)),
+                    ) => n,
                     _ => continue,
                 },
                 Ok(HubEvent::State { .. })
@@ -351,7 +343,7 @@ impl ServerHandler for ProxyHandler {
             .hub
             .tools()
             .iter()
-            .map(|t| t.tool.clone())
+            .filter_map(|t| t.tool().ok())
             .collect();
         Ok(ListToolsResult::with_all_items(tools))
     }
@@ -384,6 +376,7 @@ impl ServerHandler for ProxyHandler {
             timeout: None,
             progress,
             cancel: Some(cancel),
+            origin: None,
         };
         let hub = &self.proxy.hub;
         let record = self.proxy.metrics.start();
@@ -392,12 +385,26 @@ impl ServerHandler for ProxyHandler {
                 match (self.proxy.mode, hub.servers().as_slice()) {
                     // Transparent: the server's own answer to a name we do not know.
                     (Mode::Transparent, [server]) => {
-                        hub.call_on(server, &name, args).await.map_err(|e| match e {
-                            mcp_supervisor::Error::Call(call) => call,
-                            other => CallError::UnknownTool {
-                                name: other.to_string(),
-                            },
-                        })
+                        let params = serde_json::value::to_raw_value(&request).map_err(|e| {
+                            CallError::UnknownTool {
+                                name: format!("{name} ({e})"),
+                            }
+                        });
+                        match params {
+                            Ok(params) => hub
+                                .send(server, "tools/call", Some(&params), args)
+                                .await
+                                .and_then(|result| {
+                                    serde_json::from_str(result.get()).map_err(|e| {
+                                        CallError::Malformed {
+                                            server: server.clone(),
+                                            tool: name.clone(),
+                                            detail: e.to_string(),
+                                        }
+                                    })
+                                }),
+                            Err(error) => Err(error),
+                        }
                     }
                     _ => Err(CallError::UnknownTool { name }),
                 }
@@ -653,4 +660,15 @@ impl ProxyHandler {
             None,
         ))
     }
+}
+
+/// A server's notification in rmcp's model, for a client on rmcp's face.
+fn typed_notification(
+    event: &mcp_supervisor::supervisor::ServerEvent,
+) -> Option<ServerNotification> {
+    let message = json!({
+        "method": event.method,
+        "params": event.params.as_deref().map(|p| serde_json::from_str::<Value>(p.get()).unwrap_or(Value::Null)),
+    });
+    serde_json::from_value(message).ok()
 }

@@ -17,22 +17,73 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::error::{CallError, Error};
-use crate::link::Connector;
+use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
 use crate::registry::{PublishedTool, Registry, Route};
 use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle};
-use crate::upstream::RmcpConnector;
+use crate::upstream::ServerConnector;
 
 /// Builds the connector for a server; tests swap in a fake.
 pub type ConnectorFactory = Arc<dyn Fn(&ServerConfig) -> Arc<dyn Connector> + Send + Sync>;
 
 /// What a caller passes with a tool call.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct CallArgs {
+    /// The tool's arguments ([`Hub::call`] only; [`Hub::call_json`] takes them in its params).
     pub arguments: Option<JsonObject>,
     /// A deadline shorter than the server's `toolCallTimeoutMs`.
     pub timeout: Option<Duration>,
+    /// Where the call's progress goes ([`Hub::call`] only: it asks the server for progress).
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
     pub cancel: Option<CancellationToken>,
+    /// The client the call is for: the server's requests caused by the call (roots, sampling,
+    /// elicitation) and its progress go there. `None`: the hub's [`HubOptions::client`].
+    pub origin: Option<Arc<dyn Downstream>>,
+}
+
+impl std::fmt::Debug for CallArgs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallArgs")
+            .field("arguments", &self.arguments)
+            .field("timeout", &self.timeout)
+            .field("progress", &self.progress.is_some())
+            .field("origin", &self.origin.is_some())
+            .finish()
+    }
+}
+
+/// How a hub meets its servers.
+#[derive(Clone)]
+pub struct HubOptions {
+    /// Answers a server's requests (roots, sampling, elicitation, ping) that no caller's call
+    /// caused, or whose caller gave no origin. The default refuses them cleanly.
+    pub client: Arc<dyn Downstream>,
+    /// The `initialize` params every server is opened with. `None`: the servers' processes start
+    /// at once, but their handshakes wait until [`Hub::set_handshake`] gives the client's own.
+    pub handshake: Option<Arc<RawValue>>,
+}
+
+impl Default for HubOptions {
+    fn default() -> Self {
+        Self {
+            client: Arc::new(Refuse),
+            handshake: Some(default_handshake(&serde_json::json!({}))),
+        }
+    }
+}
+
+/// The protocol version the hub asks for when it speaks for itself.
+pub const PROTOCOL_VERSION: &str = "2025-11-25";
+
+/// `initialize` params in the hub's own name, declaring `capabilities`.
+pub fn default_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
+    let params = serde_json::json!({
+        "protocolVersion": PROTOCOL_VERSION,
+        "capabilities": capabilities,
+        "clientInfo": { "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") },
+    });
+    serde_json::value::to_raw_value(&params)
+        .unwrap_or_else(|_| crate::link::empty_object())
+        .into()
 }
 
 /// One server as `status` shows it. Holds no secret.
@@ -85,22 +136,33 @@ pub struct Hub {
     events: broadcast::Sender<HubEvent>,
     notifications: broadcast::Sender<ServerEvent>,
     factory: ConnectorFactory,
+    handshake: watch::Sender<Option<Arc<RawValue>>>,
     background: Vec<JoinHandle<()>>,
 }
 
 impl Hub {
-    /// Start supervising every enabled server of `config` over rmcp.
+    /// Start supervising every enabled server of `config`, in the hub's own name, refusing the
+    /// servers' requests to a client.
     pub fn start(config: Config) -> Self {
-        Self::start_with(
-            config,
-            Arc::new(|server: &ServerConfig| {
-                Arc::new(RmcpConnector::new(server.clone())) as Arc<dyn Connector>
-            }),
-        )
+        Self::start_with_options(config, HubOptions::default())
+    }
+
+    /// Start with the caller's client handler and handshake.
+    pub fn start_with_options(config: Config, options: HubOptions) -> Self {
+        let client = options.client.clone();
+        let factory: ConnectorFactory = Arc::new(move |server: &ServerConfig| {
+            Arc::new(ServerConnector::new(server.clone(), client.clone())) as Arc<dyn Connector>
+        });
+        Self::build(config, factory, options.handshake)
     }
 
     /// Start with a connector of the caller's (tests use a scripted fake).
     pub fn start_with(config: Config, factory: ConnectorFactory) -> Self {
+        Self::build(config, factory, HubOptions::default().handshake)
+    }
+
+    fn build(config: Config, factory: ConnectorFactory, handshake: Option<Arc<RawValue>>) -> Self {
+        let (handshake, _) = watch::channel(handshake);
         let names = config.servers.iter().map(|s| s.name.clone()).collect();
         let registry = Arc::new(Registry::new(config.naming.clone(), names));
         let (events, _) = broadcast::channel(1024);
@@ -141,6 +203,7 @@ impl Hub {
             events,
             notifications,
             factory,
+            handshake,
             background,
         };
         for server in config.servers {
@@ -165,6 +228,7 @@ impl Hub {
             connector,
             self.registry.clone(),
             self.notifications.clone(),
+            self.handshake.subscribe(),
             Box::new(move || rng.f64()),
         );
         let forwarder = {
@@ -221,26 +285,106 @@ impl Hub {
         self.lock().running.get(server).map(|r| r.handle.clone())
     }
 
-    /// Call a tool by its public name.
+    /// The client's `initialize` params: every server's handshake, now and after any recovery,
+    /// carries them. Only the first call has an effect (a server never sees a different client);
+    /// returns whether it was the first.
+    pub fn set_handshake(&self, params: Arc<RawValue>) -> bool {
+        self.handshake.send_if_modified(|current| {
+            if current.is_some() {
+                return false;
+            }
+            *current = Some(params);
+            true
+        })
+    }
+
+    /// Call a tool by its public name, with rmcp's types: a convenience for Rust hosts, decoded
+    /// at this edge from [`Hub::call_json`] (fields rmcp does not know are dropped here only).
     pub async fn call(
         &self,
         public_name: &str,
         args: CallArgs,
     ) -> Result<CallToolResult, CallError> {
-        let (tool, handle) = self.route(public_name)?;
-        handle
-            .call(CallRequest {
-                tool: tool.upstream_name.clone(),
-                arguments: args.arguments,
-                timeout: args.timeout,
-                progress: args.progress,
-                cancel: args.cancel,
-                safety: tool.safety,
-            })
-            .await
+        let mut params = serde_json::Map::new();
+        params.insert("name".into(), public_name.into());
+        if let Some(arguments) = &args.arguments {
+            params.insert(
+                "arguments".into(),
+                serde_json::Value::Object(arguments.clone()),
+            );
+        }
+        let mut args = args;
+        if let Some(progress) = args.progress.take() {
+            params.insert("_meta".into(), serde_json::json!({ "progressToken": 0 }));
+            args.origin = Some(Arc::new(ProgressTo(progress)));
+        }
+        let params =
+            serde_json::value::to_raw_value(&params).map_err(|e| CallError::UnknownTool {
+                name: format!("{public_name} ({e})"),
+            })?;
+        let route = self.registry.route(public_name);
+        let result = self.call_json(public_name, &params, args).await?;
+        serde_json::from_str(result.get()).map_err(|e| {
+            let (server, tool) = route
+                .map(|r| (r.server, r.upstream_name))
+                .unwrap_or_default();
+            CallError::Malformed {
+                server,
+                tool,
+                detail: format!("the result is not a tool result: {e}"),
+            }
+        })
     }
 
-    /// Where a public name goes, and its server's supervisor. a public name, and its server's supervisor.
+    /// Call a tool by its public name with the `tools/call` params as JSON text, and get its
+    /// `result` back as JSON text. Only `name` is rewritten (to the upstream name, when it
+    /// differs); everything else in `params` (`arguments`, `_meta`, `task`, fields yet to be
+    /// invented) goes upstream as it is. `args.arguments` is not used; `args.progress` gets the
+    /// progress of a call whose params carry a `_meta.progressToken` (when `args.origin` is not
+    /// set), with that token.
+    pub async fn call_json(
+        &self,
+        public_name: &str,
+        params: &RawValue,
+        mut args: CallArgs,
+    ) -> Result<Box<RawValue>, CallError> {
+        if args.origin.is_none()
+            && let Some(progress) = args.progress.take()
+        {
+            args.origin = Some(Arc::new(ProgressTo(progress)));
+        }
+        let (tool, handle) = self.route(public_name)?;
+        let renamed;
+        let params = if tool.upstream_name == public_name {
+            params
+        } else {
+            let name = serde_json::value::to_raw_value(&tool.upstream_name).map_err(|_| {
+                CallError::UnknownTool {
+                    name: public_name.to_string(),
+                }
+            })?;
+            renamed =
+                crate::upstream::rpc::with_member(params, "name", &name).ok_or_else(|| {
+                    CallError::ServerError {
+                        server: tool.server.clone(),
+                        tool: tool.upstream_name.clone(),
+                        code: -32602,
+                        message: "the tools/call params are not a JSON object".to_string(),
+                    }
+                })?;
+            &*renamed
+        };
+        let request = CallRequest {
+            tool: tool.upstream_name.clone(),
+            timeout: args.timeout,
+            cancel: args.cancel,
+            origin: args.origin,
+            safety: tool.safety,
+        };
+        handle.send(&request, "tools/call", Some(params)).await
+    }
+
+    /// Where a public name goes, and its server's supervisor.
     fn route(&self, public_name: &str) -> Result<(Route, SupervisorHandle), CallError> {
         let Some(tool) = self.registry.route(public_name) else {
             return Err(CallError::UnknownTool {
@@ -259,84 +403,59 @@ impl Hub {
         }
     }
 
-    /// Call a tool by its public name with the `tools/call` params as JSON text, and get its
-    /// `result` back as JSON text: for a relay that passes calls through without building MCP
-    /// types. Only `name` is rewritten (to the upstream name, when it differs); everything else
-    /// in `params` goes upstream as it is. `args.arguments` is not used. Same rules, deadline
-    /// and errors as [`Hub::call`].
-    pub async fn call_json(
+    /// Send any request to one server, as JSON text both ways: prompts, resources, completions,
+    /// tasks, logging, a tool call the registry does not hold (`wrap`), a method nobody here
+    /// knows. Same readiness wait, deadline and recovery as a tool call; a request is sent
+    /// again only when it did not reach the server, or when `method` only reads.
+    pub async fn send(
         &self,
-        public_name: &str,
-        params: &RawValue,
+        server: &str,
+        method: &str,
+        params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, CallError> {
-        let (tool, handle) = self.route(public_name)?;
-        let renamed;
-        let params = if tool.upstream_name == public_name {
-            params
+        let handle = self.handle(server).ok_or_else(|| CallError::NotReady {
+            server: server.to_string(),
+            tool: method.to_string(),
+            state: ServerState::Stopped.to_string(),
+            last_error: None,
+            next_attempt_in: None,
+        })?;
+        let mut safety = mcp_supervisor_core::classify::ToolSafety::default();
+        let mut what = method.to_string();
+        if method == "tools/call" {
+            // A tool the registry does not hold (yet): its annotations are unknown here, so
+            // only retryTools can make it safe to repeat.
+            if let Some(name) = params.and_then(tool_name) {
+                if let Some(tool) = self
+                    .registry
+                    .tools()
+                    .iter()
+                    .find(|t| t.server == server && t.upstream_name == name)
+                {
+                    safety = tool.annotated_safety();
+                }
+                what = name;
+            }
         } else {
-            renamed =
-                with_name(params, &tool.upstream_name).map_err(|e| CallError::ServerError {
-                    server: tool.server.clone(),
-                    tool: tool.upstream_name.clone(),
-                    code: -32602,
-                    message: format!("the tools/call params are not a JSON object: {e}"),
-                })?;
-            &*renamed
-        };
+            safety.read_only = reads_only(method);
+        }
         let request = CallRequest {
-            tool: tool.upstream_name.clone(),
-            arguments: None,
+            tool: what,
             timeout: args.timeout,
-            progress: args.progress,
             cancel: args.cancel,
-            safety: tool.safety,
+            origin: args.origin,
+            safety,
         };
-        handle.call_json(&request, params).await
+        handle.send(&request, method, params).await
     }
 
-    /// Call a tool by its upstream name on a named server (no registry lookup; `wrap` uses this
-    /// for names the registry does not hold, so the server's own answer comes back).
-    pub async fn call_on(
-        &self,
-        server: &str,
-        tool: &str,
-        args: CallArgs,
-    ) -> Result<CallToolResult, Error> {
-        let handle = self
-            .handle(server)
-            .ok_or_else(|| Error::UnknownServer(server.to_string()))?;
-        let safety = self
-            .registry
-            .tools()
-            .iter()
-            .find(|t| t.server == server && t.upstream_name == tool)
-            .map(|t| t.annotated_safety())
-            .unwrap_or_default();
-        Ok(handle
-            .call(CallRequest {
-                tool: tool.to_string(),
-                arguments: args.arguments,
-                timeout: args.timeout,
-                progress: args.progress,
-                cancel: args.cancel,
-                safety,
-            })
-            .await?)
-    }
-
-    /// Send any other request (prompts, resources, completions, logging) to one server, with
-    /// the same readiness wait and one safe resend.
-    pub async fn request(
-        &self,
-        server: &str,
-        request: rmcp::model::ClientRequest,
-        timeout: Duration,
-    ) -> Result<rmcp::model::ServerResult, Error> {
-        let handle = self
-            .handle(server)
-            .ok_or_else(|| Error::UnknownServer(server.to_string()))?;
-        Ok(handle.request(request, timeout).await?)
+    /// Send a notification to one server's current generation (`notifications/roots/list_changed`
+    /// and the like); dropped when the server is not ready.
+    pub fn notify(&self, server: &str, method: &str, params: Option<&RawValue>) {
+        if let Some(handle) = self.handle(server) {
+            handle.notify(method, params);
+        }
     }
 
     /// The names of the servers being supervised, in config order.
@@ -395,9 +514,9 @@ impl Hub {
             .collect()
     }
 
-    /// What a ready server said about itself at initialize.
-    pub fn server_info(&self, server: &str) -> Option<rmcp::model::ServerPeerInfo> {
-        self.handle(server).and_then(|h| h.peer_info())
+    /// What a ready server answered to `initialize`, as it came.
+    pub fn server_info(&self, server: &str) -> Option<Arc<RawValue>> {
+        self.handle(server).and_then(|h| h.server_info())
     }
 
     /// A watch of one server's snapshot.
@@ -509,6 +628,9 @@ impl Hub {
         }
         self.registry
             .set_servers(config.servers.iter().map(|s| s.name.clone()).collect());
+        if self.registry.set_naming(config.naming.clone()) {
+            summary.naming_changed = true;
+        }
         for server in to_start {
             self.spawn_server(server);
         }
@@ -542,6 +664,8 @@ impl Drop for Hub {
 /// What a reload did.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ReloadSummary {
+    /// The naming mode or separator changed: every public name was assigned again.
+    pub naming_changed: bool,
     pub added: Vec<String>,
     pub removed: Vec<String>,
     pub changed: Vec<String>,
@@ -555,14 +679,55 @@ fn jitter_seed(name: &str) -> u64 {
     })
 }
 
-/// `params` (a JSON object) with its `name` member set to `name`; the other members are copied
-/// as text.
-fn with_name(params: &RawValue, name: &str) -> Result<Box<RawValue>, serde_json::Error> {
-    let mut members: std::collections::BTreeMap<String, &RawValue> =
-        serde_json::from_str(params.get())?;
-    let name = serde_json::value::to_raw_value(name)?;
-    members.insert("name".to_string(), &name);
-    serde_json::value::to_raw_value(&members)
+/// The `name` member of `tools/call` params.
+fn tool_name(params: &RawValue) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Name {
+        name: String,
+    }
+    serde_json::from_str::<Name>(params.get())
+        .ok()
+        .map(|n| n.name)
+}
+
+/// Whether a method only reads, so that sending it twice is harmless.
+fn reads_only(method: &str) -> bool {
+    matches!(
+        method,
+        "ping"
+            | "tools/list"
+            | "prompts/list"
+            | "prompts/get"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+            | "completion/complete"
+            | "tasks/get"
+            | "tasks/list"
+            | "tasks/result"
+    )
+}
+
+/// A caller's typed progress channel, as the client of a call ([`Hub::call`]).
+struct ProgressTo(mpsc::UnboundedSender<ProgressNotificationParam>);
+
+impl Downstream for ProgressTo {
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        Refuse.request(method, params)
+    }
+
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>) {
+        if method == "notifications/progress"
+            && let Some(params) = params
+            && let Ok(progress) = serde_json::from_str(params.get())
+        {
+            let _ = self.0.send(progress);
+        }
+    }
 }
 
 #[cfg(test)]
@@ -570,22 +735,17 @@ mod tests {
     use super::*;
 
     #[test]
-    fn with_name_rewrites_only_the_name() {
-        let params: Box<RawValue> = serde_json::from_str(
-            r#"{"name":"fault__echo","arguments":{"message":"a\"b"},"_meta":{"k":[1,2]},"task":{}}"#,
-        )
-        .unwrap();
-        let renamed = with_name(&params, "echo").unwrap();
-        let value: serde_json::Value = serde_json::from_str(renamed.get()).unwrap();
-        assert_eq!(
-            value,
-            serde_json::json!({"name":"echo","arguments":{"message":"a\"b"},"_meta":{"k":[1,2]},"task":{}})
-        );
-        // Escaped keys are keys too.
-        let escaped: Box<RawValue> = serde_json::from_str(r#"{"n\u0061me":"x"}"#).unwrap();
-        let renamed = with_name(&escaped, "y").unwrap();
-        assert_eq!(renamed.get(), r#"{"name":"y"}"#);
-        let not_object: Box<RawValue> = serde_json::from_str("[1]").unwrap();
-        assert!(with_name(&not_object, "y").is_err());
+    fn only_reading_methods_are_safe_to_repeat() {
+        assert!(reads_only("resources/read") && reads_only("tasks/get"));
+        for method in [
+            "tools/call",
+            "tasks/cancel",
+            "logging/setLevel",
+            "vendor/anything",
+        ] {
+            assert!(!reads_only(method), "{method}");
+        }
+        let params = RawValue::from_string(r#"{"arguments":{},"name":"echo"}"#.into()).unwrap();
+        assert_eq!(tool_name(&params).as_deref(), Some("echo"));
     }
 }

@@ -16,7 +16,8 @@ pub mod supervisor;
 pub mod upstream;
 
 pub use error::{CallError, Error, Restored};
-pub use hub::{CallArgs, Hub, HubEvent, ReloadSummary, ServerStatus};
+pub use hub::{CallArgs, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};
+pub use link::{Downstream, Refuse, RpcError};
 pub use mcp_supervisor_core as core;
-pub use registry::PublishedTool;
+pub use registry::{PublishedTool, UpstreamTool};
 pub use supervisor::{ServerState, Snapshot};

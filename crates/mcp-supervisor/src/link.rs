@@ -10,10 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::Failure;
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, ProgressNotificationParam,
-    ServerNotification, ServerResult, Tool,
-};
+use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
@@ -28,37 +25,28 @@ pub trait Connector: Send + Sync + 'static {
     fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String>;
 }
 
-/// One generation: a fresh transport and a fresh rmcp client.
+/// One generation: a fresh transport and a fresh JSON-RPC peer. Messages are JSON text: a link
+/// decodes only the ids it owns, never the MCP model.
 pub trait Link: Send + Sync + 'static {
-    /// The MCP handshake. Bounded by the caller.
-    fn initialize(&self) -> BoxFuture<'_, Result<(), String>>;
-    /// `tools/list`, every page, each page bounded by `timeout`.
-    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<Tool>, Failure>>;
-    /// One `tools/call`, ended by `opts.timeout` (then `notifications/cancelled` goes upstream)
-    /// or by `opts.cancel` (the same notification).
-    fn call_tool(
-        &self,
-        params: CallToolRequestParams,
-        opts: CallOptions,
-    ) -> BoxFuture<'_, Result<CallToolResult, Failure>>;
-    /// One `tools/call` whose params (`name` already the upstream name) and result stay JSON
-    /// text, for a relay that passes both through. Ended like [`Link::call_tool`]. The default
-    /// goes through [`Link::call_tool`]; a stdio link sends the text as it is.
-    fn call_tool_json<'a>(
+    /// The MCP handshake: `initialize` with `params` as given (the client's identity), then
+    /// `notifications/initialized`. Returns the server's `initialize` result as it came.
+    /// Bounded by the caller.
+    fn initialize<'a>(
         &'a self,
         params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, String>>;
+    /// One request: `method` with `params` (JSON text, passed as they are, except a progress
+    /// token, which the link replaces with one of its own and maps back), answered with the
+    /// `result` as JSON text. Ended by `opts.timeout` or `opts.cancel`, and by dropping the
+    /// future: each sends `notifications/cancelled` upstream.
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Option<&'a RawValue>,
         opts: CallOptions,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
-        call_tool_json_typed(self, params, opts)
-    }
-    /// Any other request (prompts, resources, completions, logging), bounded by `timeout`.
-    fn request(
-        &self,
-        request: ClientRequest,
-        timeout: Duration,
-    ) -> BoxFuture<'_, Result<ServerResult, Failure>>;
-    /// `ping`, bounded by `timeout`.
-    fn ping(&self, timeout: Duration) -> BoxFuture<'_, Result<(), Failure>>;
+    ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>>;
+    /// A notification upstream (`notifications/roots/list_changed`, ...), best effort.
+    fn notify(&self, method: &str, params: Option<&RawValue>);
     /// Begin closing. `Graceful` closes stdin, then signals; `Kill` kills the process group at
     /// once. Completion is seen through [`Link::closed`].
     fn close(&self, how: CloseHow);
@@ -68,29 +56,138 @@ pub trait Link: Send + Sync + 'static {
     fn stderr_tail(&self) -> Vec<String>;
     /// The process id of a stdio server.
     fn pid(&self) -> Option<u32>;
-    /// What the server said about itself at initialize (name, version, capabilities,
-    /// instructions), once initialized.
-    fn peer_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
-        None
+}
+
+/// A JSON-RPC error object, as a client or server sent it.
+#[derive(Clone, Debug)]
+pub struct RpcError {
+    pub code: i64,
+    pub message: String,
+    pub data: Option<Box<RawValue>>,
+}
+
+impl RpcError {
+    pub fn new(code: i64, message: impl Into<String>) -> Self {
+        Self {
+            code,
+            message: message.into(),
+            data: None,
+        }
+    }
+
+    /// The error object as JSON text.
+    pub fn to_json(&self) -> String {
+        #[derive(serde::Serialize)]
+        struct Object<'a> {
+            code: i64,
+            message: &'a str,
+            #[serde(skip_serializing_if = "Option::is_none")]
+            data: Option<&'a RawValue>,
+        }
+        serde_json::to_string(&Object {
+            code: self.code,
+            message: &self.message,
+            data: self.data.as_deref(),
+        })
+        .unwrap_or_else(|_| format!(r#"{{"code":{},"message":"error"}}"#, self.code))
     }
 }
 
-/// [`Link::call_tool_json`] through the typed [`Link::call_tool`]: the params are parsed into
-/// MCP types and the result serialized back.
-pub fn call_tool_json_typed<'a, L: Link + ?Sized>(
-    link: &'a L,
-    params: &'a RawValue,
-    opts: CallOptions,
-) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
-    Box::pin(async move {
-        let params: CallToolRequestParams =
-            serde_json::from_str(params.get()).map_err(|e| Failure::ServerError {
-                code: -32602,
-                message: format!("the tools/call params are not valid: {e}"),
-            })?;
-        let result = link.call_tool(params, opts).await?;
-        serde_json::value::to_raw_value(&result).map_err(|_| Failure::UnexpectedResponse)
+/// The client side of the proxy, as a server's messages see it: where a server's requests
+/// (`roots/list`, `sampling/createMessage`, `elicitation/create`, `ping`) and the notifications
+/// of one call (progress) go. A proxy face implements it per downstream client; an embedding
+/// host gives the [`crate::Hub`] one to answer servers itself.
+pub trait Downstream: Send + Sync + 'static {
+    /// A server's request for this client. Resolves with the client's `result` as JSON text, or
+    /// the error it answered. The caller bounds it with a deadline; dropping the future means
+    /// the server gave up on it.
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>>;
+    /// A notification for this client (a call's progress, with the client's own token).
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>);
+}
+
+/// A client that has nothing to offer a server: `ping` is answered, every other request is
+/// refused with "method not found", notifications are dropped. The hub's default.
+pub struct Refuse;
+
+impl Downstream for Refuse {
+    fn request(
+        &self,
+        method: &str,
+        _params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        let answer = if method == "ping" {
+            Ok(empty_object())
+        } else {
+            Err(RpcError::new(
+                -32601,
+                format!(
+                    "this client does not handle `{method}` (no handler was given to mcp-supervisor)"
+                ),
+            ))
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn notify(&self, _method: &str, _params: Option<Box<RawValue>>) {}
+}
+
+/// `{}` as JSON text.
+pub fn empty_object() -> Box<RawValue> {
+    RawValue::from_string("{}".to_string()).unwrap_or_else(|_| unreachable_raw())
+}
+
+fn unreachable_raw() -> Box<RawValue> {
+    // `{}` always parses; this only satisfies the type without a panic path.
+    serde_json::value::to_raw_value(&serde_json::Map::new()).unwrap_or_default()
+}
+
+/// Every tool of a generation, as JSON text each: `tools/list`, every page, each page bounded
+/// by `timeout`.
+pub async fn list_tools(link: &dyn Link, timeout: Duration) -> Result<Vec<Box<RawValue>>, Failure> {
+    #[derive(Deserialize)]
+    struct Page {
+        #[serde(default)]
+        tools: Vec<Box<RawValue>>,
+        #[serde(rename = "nextCursor", default)]
+        next_cursor: Option<String>,
+    }
+    let mut tools = Vec::new();
+    let mut cursor: Option<String> = None;
+    // Bounded: a server that keeps handing out cursors cannot keep us here forever.
+    for _ in 0..10_000 {
+        let params = match &cursor {
+            Some(cursor) => {
+                serde_json::value::to_raw_value(&serde_json::json!({ "cursor": cursor }))
+                    .map_err(|_| Failure::UnexpectedResponse)?
+            }
+            None => empty_object(),
+        };
+        let opts = CallOptions::new(timeout);
+        let page = link.request("tools/list", Some(&params), opts).await?;
+        let page: Page =
+            serde_json::from_str(page.get()).map_err(|_| Failure::UnexpectedResponse)?;
+        tools.extend(page.tools);
+        match page.next_cursor {
+            Some(next) if !next.is_empty() => cursor = Some(next),
+            _ => return Ok(tools),
+        }
+    }
+    Err(Failure::TransportError {
+        message: "tools/list returned more than 10000 pages".into(),
+        connection_closed: false,
     })
+}
+
+/// `ping`, bounded by `timeout`.
+pub async fn ping(link: &dyn Link, timeout: Duration) -> Result<(), Failure> {
+    link.request("ping", None, CallOptions::new(timeout))
+        .await
+        .map(|_| ())
 }
 
 /// How to end a generation.
@@ -102,12 +199,34 @@ pub enum CloseHow {
     Kill,
 }
 
-/// Per-call options.
-#[derive(Clone, Debug)]
+/// Per-request options.
+#[derive(Clone)]
 pub struct CallOptions {
     pub timeout: Duration,
-    pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
     pub cancel: CancellationToken,
+    /// The client this request is for: a server's requests related to it, and its progress,
+    /// go there.
+    pub origin: Option<Arc<dyn Downstream>>,
+}
+
+impl CallOptions {
+    /// Bounded by `timeout`, with no origin and a cancel token of its own.
+    pub fn new(timeout: Duration) -> Self {
+        Self {
+            timeout,
+            cancel: CancellationToken::new(),
+            origin: None,
+        }
+    }
+}
+
+impl std::fmt::Debug for CallOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallOptions")
+            .field("timeout", &self.timeout)
+            .field("origin", &self.origin.is_some())
+            .finish()
+    }
 }
 
 /// What a generation reports on its own, tagged with its number by [`LinkEvents`].
@@ -117,8 +236,11 @@ pub enum LinkEvent {
     ToolListChanged,
     /// Any sign that the server is alive (a progress notification, a log message).
     SignOfLife,
-    /// A notification to pass downstream (resources, prompts, logging).
-    Notification(Box<ServerNotification>),
+    /// A notification to pass downstream (resources, prompts, logging, tasks), as it came.
+    Notification {
+        method: String,
+        params: Option<Box<RawValue>>,
+    },
 }
 
 /// Where a generation sends its events; each one carries the generation number so a

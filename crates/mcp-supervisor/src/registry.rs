@@ -9,8 +9,61 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use mcp_supervisor_core::classify::ToolSafety;
 use mcp_supervisor_core::naming::{self, NamingConfig};
-use rmcp::model::Tool;
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use tokio::sync::watch;
+
+/// A tool as its server listed it: the definition as JSON text, whole, and the few fields the
+/// supervisor reads of it (its name, and what its annotations say about repeating it).
+#[derive(Clone, Debug)]
+pub struct UpstreamTool {
+    pub name: String,
+    pub safety: ToolSafety,
+    pub definition: Arc<RawValue>,
+}
+
+impl PartialEq for UpstreamTool {
+    fn eq(&self, other: &Self) -> bool {
+        self.definition.get() == other.definition.get()
+    }
+}
+
+impl UpstreamTool {
+    /// Read a tool definition from `tools/list`; an error says what is wrong with it.
+    pub fn parse(definition: Box<RawValue>) -> Result<Self, String> {
+        #[derive(Deserialize)]
+        struct Hints {
+            #[serde(rename = "readOnlyHint", default)]
+            read_only: Option<bool>,
+            #[serde(rename = "idempotentHint", default)]
+            idempotent: Option<bool>,
+        }
+        #[derive(Deserialize)]
+        struct Fields {
+            name: String,
+            #[serde(default)]
+            annotations: Option<Hints>,
+        }
+        let fields: Fields = serde_json::from_str(definition.get())
+            .map_err(|e| format!("a tool definition is not valid ({e})"))?;
+        let hints = fields.annotations;
+        Ok(Self {
+            name: fields.name,
+            safety: ToolSafety {
+                read_only: hints.as_ref().and_then(|h| h.read_only).unwrap_or(false),
+                idempotent: hints.as_ref().and_then(|h| h.idempotent).unwrap_or(false),
+                listed_in_retry_tools: false,
+            },
+            definition: definition.into(),
+        })
+    }
+
+    /// From rmcp's typed tool (tests and Rust hosts).
+    pub fn from_tool(tool: &rmcp::model::Tool) -> Result<Self, String> {
+        let definition = serde_json::value::to_raw_value(tool).map_err(|e| e.to_string())?;
+        Self::parse(definition)
+    }
+}
 
 /// A tool as it is published.
 #[derive(Clone, Debug)]
@@ -21,8 +74,9 @@ pub struct PublishedTool {
     pub server: String,
     /// Its name on that server.
     pub upstream_name: String,
-    /// The definition clients see (with the public name).
-    pub tool: Tool,
+    /// The definition clients see: the server's, whole, with the public name.
+    pub definition: Arc<RawValue>,
+    safety: ToolSafety,
 }
 
 /// Where a call to one public name goes.
@@ -37,19 +91,20 @@ pub struct Route {
 impl PublishedTool {
     /// What the tool's own annotations say about repeating it.
     pub fn annotated_safety(&self) -> ToolSafety {
-        let annotations = self.tool.annotations.as_ref();
-        ToolSafety {
-            read_only: annotations.and_then(|a| a.read_only_hint).unwrap_or(false),
-            idempotent: annotations.and_then(|a| a.idempotent_hint).unwrap_or(false),
-            listed_in_retry_tools: false,
-        }
+        self.safety
+    }
+
+    /// The definition decoded into rmcp's model, for a Rust host's convenience (lossy: fields
+    /// rmcp does not know are dropped).
+    pub fn tool(&self) -> Result<rmcp::model::Tool, serde_json::Error> {
+        serde_json::from_str(self.definition.get())
     }
 }
 
 struct Inner {
     naming: NamingConfig,
     /// Server names in config order, each with its upstream tools as last published.
-    servers: Vec<(String, Vec<Tool>)>,
+    servers: Vec<(String, Vec<UpstreamTool>)>,
     published: Arc<Vec<PublishedTool>>,
     by_name: HashMap<String, usize>,
     warnings: Vec<String>,
@@ -84,7 +139,7 @@ impl Registry {
     }
 
     /// Replace `server`'s whole tool set. Returns whether the aggregate changed.
-    pub fn publish(&self, server: &str, tools: Vec<Tool>) -> bool {
+    pub fn publish(&self, server: &str, tools: Vec<UpstreamTool>) -> bool {
         let mut inner = self.lock();
         match inner.servers.iter_mut().find(|(name, _)| name == server) {
             // The same set again (a reconnect): nothing to rebuild.
@@ -104,7 +159,7 @@ impl Registry {
     /// servers that stay keep theirs.
     pub fn set_servers(&self, servers: Vec<String>) -> bool {
         let mut inner = self.lock();
-        let mut old: HashMap<String, Vec<Tool>> =
+        let mut old: HashMap<String, Vec<UpstreamTool>> =
             std::mem::take(&mut inner.servers).into_iter().collect();
         inner.servers = servers
             .into_iter()
@@ -120,19 +175,30 @@ impl Registry {
         let input: Vec<(&str, Vec<&str>)> = inner
             .servers
             .iter()
-            .map(|(s, tools)| (s.as_str(), tools.iter().map(|t| t.name.as_ref()).collect()))
+            .map(|(s, tools)| (s.as_str(), tools.iter().map(|t| t.name.as_str()).collect()))
             .collect();
         let (names, warnings) = naming::assign(&inner.naming, &input);
         let mut published = Vec::new();
         for ((server, tools), names) in inner.servers.iter().zip(names) {
             for (tool, public) in tools.iter().zip(names) {
-                let mut visible = tool.clone();
-                visible.name = public.clone().into();
+                let definition = if public == tool.name {
+                    tool.definition.clone()
+                } else {
+                    match crate::upstream::rpc::with_member(
+                        &tool.definition,
+                        "name",
+                        &json_string(&public),
+                    ) {
+                        Some(renamed) => renamed.into(),
+                        None => continue, // not an object: `UpstreamTool::parse` let none through
+                    }
+                };
                 published.push(PublishedTool {
                     public_name: public,
                     server: server.clone(),
-                    upstream_name: tool.name.to_string(),
-                    tool: visible,
+                    upstream_name: tool.name.clone(),
+                    definition,
+                    safety: tool.safety,
                 });
             }
         }
@@ -146,7 +212,7 @@ impl Registry {
             || published
                 .iter()
                 .zip(inner.published.iter())
-                .any(|(a, b)| a.tool != b.tool || a.server != b.server);
+                .any(|(a, b)| a.definition.get() != b.definition.get() || a.server != b.server);
         if changed {
             inner.by_name = published
                 .iter()
@@ -180,8 +246,23 @@ impl Registry {
         Some(Route {
             server: tool.server.clone(),
             upstream_name: tool.upstream_name.clone(),
-            safety: tool.annotated_safety(),
+            safety: tool.safety,
         })
+    }
+
+    /// Change the naming (a reload that changes it): every public name is assigned again.
+    pub fn set_naming(&self, naming: NamingConfig) -> bool {
+        let mut inner = self.lock();
+        if inner.naming == naming {
+            return false;
+        }
+        inner.naming = naming;
+        self.rebuild(&mut inner)
+    }
+
+    /// The naming in force.
+    pub fn naming(&self) -> NamingConfig {
+        self.lock().naming.clone()
     }
 
     /// Whether a tool of this public name is published.
@@ -204,18 +285,26 @@ impl Registry {
     }
 }
 
+/// A string as JSON text.
+fn json_string(text: &str) -> Box<RawValue> {
+    serde_json::value::to_raw_value(text).unwrap_or_else(|_| crate::link::empty_object())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use mcp_supervisor_core::naming::NamingMode;
     use std::sync::Arc as StdArc;
 
-    fn tool(name: &str) -> Tool {
-        Tool::new(
-            name.to_string(),
-            "a tool",
-            StdArc::new(serde_json::Map::new()),
+    fn tool(name: &str) -> UpstreamTool {
+        let _ = StdArc::new(());
+        UpstreamTool::parse(
+            RawValue::from_string(format!(
+                r#"{{"name":"{name}","description":"a tool","inputSchema":{{"type":"object"}},"execution":{{"taskSupport":"optional"}}}}"#
+            ))
+            .unwrap(),
         )
+        .unwrap()
     }
 
     fn prefixed() -> NamingConfig {
@@ -243,10 +332,16 @@ mod tests {
         assert!(registry.publish("a", vec![tool("echo")]));
         assert_eq!(registry.count("a"), 1);
         assert!(registry.resolve("a__add").is_none());
-        let found = registry
-            .resolve("b__echo")
-            .map(|t| (t.server, t.upstream_name));
-        assert_eq!(found, Some(("b".into(), "echo".into())));
+        let found = registry.resolve("b__echo").unwrap();
+        assert_eq!(
+            (found.server.as_str(), found.upstream_name.as_str()),
+            ("b", "echo")
+        );
+        // The definition is the server's, whole (fields no SDK knows included), renamed.
+        assert_eq!(
+            found.definition.get(),
+            r#"{"name":"b__echo","description":"a tool","inputSchema":{"type":"object"},"execution":{"taskSupport":"optional"}}"#
+        );
     }
 
     #[test]

@@ -186,7 +186,10 @@ async fn a_server_answered_error_is_returned_with_no_probe_and_no_reconnect() {
 }
 
 #[tokio::test(start_paused = true)]
-async fn a_failed_reconnect_surfaces_both_errors() {
+/// SPEC §5: a call whose reconnect attempt fails keeps waiting for the next attempt that is due
+/// within its deadline (60 s here): attempts at 0.51, 1.51, 3.51, 7.51, 15.51 and 31.51 s all
+/// fail, the next would come at 63.51 s, past the deadline, so the call ends at 31.51 s.
+async fn a_failed_reconnect_waits_out_attempts_due_within_the_deadline_then_surfaces_both_errors() {
     let fake = Fake::new(
         vec![healthy().call(Reply::Now(Err(Failure::TransportClosedBeforeSend)))],
         Gen::open_fails("spawn failed: no such file"),
@@ -210,15 +213,19 @@ async fn a_failed_reconnect_surfaces_both_errors() {
     }
     assert_eq!(
         since(&fake),
-        ms(510),
-        "after the kill (10 ms) and the first backoff (500 ms)"
+        ms(31_510),
+        "after the kill (10 ms) and six failed attempts (500 ms … 16 s of backoff)"
     );
     assert_eq!(
         fake.calls(),
         [(1, "write".to_string())],
         "the call did not run again"
     );
-    assert_eq!(fake.opens().len(), 2, "one reconnect attempt");
+    assert_eq!(
+        fake.opens().len(),
+        7,
+        "six reconnect attempts, each waited for"
+    );
     stop(&hub).await;
 }
 

@@ -1,7 +1,7 @@
-//! End to end: `Hub::call_json`, the pass-through call, against real fault servers. Over stdio
-//! it takes the lane beside rmcp's client (the request and the result stay JSON text; progress
-//! is routed by a token of the lane's own); over HTTP, the typed client. Either way the call path's rules are the same as
-//! for `Hub::call`: one send, a replay only when safe, cancellation upstream on every way out.
+//! End to end: `Hub::call_json`, the one call path, against real fault servers over stdio and
+//! HTTP. The request and the result stay JSON text; a progress token is replaced by one of the
+//! link's own and mapped back. `Hub::call` is the same path, decoded at its edge. The rules are
+//! SPEC §5's: one send, a replay only when safe, cancellation upstream on every way out.
 
 mod real;
 
@@ -77,24 +77,23 @@ async fn a_json_call_passes_through_and_answers_as_the_typed_call_does() {
     let typed = serde_json::to_value(&typed).expect("serialize");
     assert_eq!(result["content"], typed["content"]);
 
-    // Which way each went: the lane's ids are its own strings, rmcp's are numbers.
+    // One path: both calls carry the link's own integer ids, one after the other.
     let pid = raw(json!({ "name": "fault__pid", "arguments": {} }));
-    let lane = parsed(
+    let raw_call = parsed(
         &hub.call_json("fault__pid", &pid, CallArgs::default())
             .await
             .expect("pid"),
     );
-    let lane_id = &lane["structuredContent"]["requestId"];
-    assert!(
-        lane_id.as_str().is_some_and(|id| id.starts_with("msv-")),
-        "sent by the lane: {lane_id}"
-    );
+    let raw_id = raw_call["structuredContent"]["requestId"].as_u64();
     let typed = hub
         .call("fault__pid", CallArgs::default())
         .await
         .expect("pid");
-    let typed_id = &typed.structured_content.as_ref().expect("structured")["requestId"];
-    assert!(typed_id.is_number(), "sent by rmcp's client: {typed_id}");
+    let typed_id = typed.structured_content.as_ref().expect("structured")["requestId"].as_u64();
+    assert!(
+        raw_id.is_some() && typed_id == raw_id.map(|id| id + 1),
+        "one link, its own ids: {raw_id:?} then {typed_id:?}"
+    );
 
     // The server's own JSON-RPC error comes back as a server error (not a success).
     let bad = raw(json!({ "name": "fault__add", "arguments": { "a": "not a number" } }));
@@ -266,12 +265,14 @@ async fn a_json_call_given_up_on_is_cancelled_upstream_every_way() {
 }
 
 #[tokio::test]
-async fn a_json_call_with_progress_takes_the_lane_and_one_over_http_the_typed_client() {
+async fn a_json_call_with_progress_gets_it_with_its_own_token_over_stdio_and_http_too() {
     let dir = temp_dir("json-progress");
     let hub = stdio_hub(&dir.join("ledger"));
     wait_ready(&hub, "fault", 0).await;
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
-    let params = raw(json!({ "name": "fault__sleep", "arguments": { "ms": 350 } }));
+    let params = raw(json!({
+        "name": "fault__sleep", "arguments": { "ms": 350 }, "_meta": { "progressToken": "mine" }
+    }));
     let result = hub
         .call_json(
             "fault__sleep",
@@ -293,12 +294,9 @@ async fn a_json_call_with_progress_takes_the_lane_and_one_over_http_the_typed_cl
         "progress reached the caller ({} updates)",
         updates.len()
     );
-    // The lane's own token (rmcp's client uses numbers), the same for every update.
+    // The caller's own token came back (the server saw the link's), the same every time.
     let token = serde_json::to_value(&updates[0].progress_token).expect("token");
-    assert!(
-        token.as_str().is_some_and(|t| t.starts_with("msv-p-")),
-        "the call took the lane: token {token}"
-    );
+    assert_eq!(token, json!("mine"), "the caller's token is mapped back");
     assert!(
         updates
             .iter()
@@ -338,7 +336,7 @@ async fn a_json_call_with_progress_takes_the_lane_and_one_over_http_the_typed_cl
     let pid = parsed(&pid.expect("pid over HTTP"));
     assert!(
         pid["structuredContent"]["requestId"].is_number(),
-        "over HTTP rmcp's client sends it: {pid}"
+        "over HTTP the link's own ids too: {pid}"
     );
     let _ = std::fs::remove_dir_all(dir);
 }

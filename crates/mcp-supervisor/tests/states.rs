@@ -110,7 +110,8 @@ async fn a_recovery_with_the_same_tools_changes_nothing_downstream() {
     assert_eq!(tool_names(&hub), ["srv__echo", "srv__add"]);
     for (a, b) in before.iter().zip(after.iter()) {
         assert_eq!(
-            a.tool, b.tool,
+            a.definition.get(),
+            b.definition.get(),
             "the same upstream list yields the same definitions"
         );
     }

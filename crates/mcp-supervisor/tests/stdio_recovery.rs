@@ -19,7 +19,11 @@ async fn a_stdio_crash_recovers_and_the_same_public_tool_answers_again_exactly_o
         "fault": { "command": bin, "reconnect": fast_policy() }
     })));
     let first = wait_ready(&hub, "fault", 0).await;
-    let before: Vec<_> = hub.tools().iter().map(|t| t.tool.clone()).collect();
+    let before: Vec<_> = hub
+        .tools()
+        .iter()
+        .map(|t| t.definition.get().to_string())
+        .collect();
     let pid1 = first.pid.expect("stdio server has a pid");
 
     let crashed = hub
@@ -51,7 +55,11 @@ async fn a_stdio_crash_recovers_and_the_same_public_tool_answers_again_exactly_o
         .await
         .expect("the same public tool answers again");
     assert_eq!(text(&echo), "again");
-    let after: Vec<_> = hub.tools().iter().map(|t| t.tool.clone()).collect();
+    let after: Vec<_> = hub
+        .tools()
+        .iter()
+        .map(|t| t.definition.get().to_string())
+        .collect();
     assert_eq!(
         before, after,
         "same names and definitions, byte for byte, no duplicates"

@@ -10,15 +10,13 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::{self, AfterProbe, Failure, Recovery, ToolSafety, Verdict};
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, ProgressNotificationParam};
 use serde_json::value::RawValue;
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{ServerState, SupervisorHandle};
 use crate::error::{CallError, Restored};
-use crate::link::{BoxFuture, CallOptions, Link, describe};
+use crate::link::{CallOptions, Downstream, Link, describe};
 
 /// How long past its deadline a call may run before the call path ends it itself.
 const OUTER_GRACE: Duration = Duration::from_millis(250);
@@ -26,20 +24,30 @@ const OUTER_GRACE: Duration = Duration::from_millis(250);
 /// How long the "unclear" probe may take at most (SPEC §5).
 const UNCLEAR_PROBE: Duration = Duration::from_secs(5);
 
-/// One tool call as the caller asks for it.
-#[derive(Clone, Debug, Default)]
+/// One request as the caller asks for it: a tool call, or any other request to the server.
+#[derive(Clone, Default)]
 pub struct CallRequest {
-    /// The tool's name on the upstream server.
+    /// What errors name: the tool's upstream name, or the method of another request.
     pub tool: String,
-    pub arguments: Option<JsonObject>,
     /// A deadline shorter than the server's `toolCallTimeoutMs`.
     pub timeout: Option<Duration>,
-    /// Where progress notifications go.
-    pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
     /// Cancel the call (sends `notifications/cancelled` upstream).
     pub cancel: Option<CancellationToken>,
+    /// The client the call is for: the server's requests related to it and its progress go
+    /// there.
+    pub origin: Option<Arc<dyn Downstream>>,
     /// What the tool's annotations say; `retryTools` is added here.
     pub safety: ToolSafety,
+}
+
+impl std::fmt::Debug for CallRequest {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("CallRequest")
+            .field("tool", &self.tool)
+            .field("timeout", &self.timeout)
+            .field("safety", &self.safety)
+            .finish()
+    }
 }
 
 /// Why waiting for a ready generation ended without one.
@@ -92,75 +100,16 @@ impl Drop for InFlight<'_> {
     }
 }
 
-/// How one attempt puts the call on a link: as MCP types, or as JSON text passed through.
-trait Attempt {
-    type Output;
-    fn send<'a>(
-        &'a self,
-        link: &'a dyn Link,
-        options: CallOptions,
-    ) -> BoxFuture<'a, Result<Self::Output, Failure>>;
-}
-
-/// The typed call: `CallToolRequestParams` in, `CallToolResult` out.
-struct Typed<'r> {
-    tool: &'r str,
-    arguments: &'r Option<JsonObject>,
-}
-
-impl Attempt for Typed<'_> {
-    type Output = CallToolResult;
-    fn send<'a>(
-        &'a self,
-        link: &'a dyn Link,
-        options: CallOptions,
-    ) -> BoxFuture<'a, Result<CallToolResult, Failure>> {
-        let mut params = CallToolRequestParams::new(self.tool.to_string());
-        params.arguments = self.arguments.clone();
-        link.call_tool(params, options)
-    }
-}
-
-/// The pass-through call: the `tools/call` params as JSON text in, the `result` as JSON text out.
-struct Json<'r>(&'r RawValue);
-
-impl Attempt for Json<'_> {
-    type Output = Box<RawValue>;
-    fn send<'a>(
-        &'a self,
-        link: &'a dyn Link,
-        options: CallOptions,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
-        link.call_tool_json(self.0, options)
-    }
-}
-
 impl SupervisorHandle {
-    /// Call a tool on this server under the recovery rules.
-    pub async fn call(&self, request: CallRequest) -> Result<CallToolResult, CallError> {
-        let attempt = Typed {
-            tool: &request.tool,
-            arguments: &request.arguments,
-        };
-        self.run(&request, attempt).await
-    }
-
-    /// The same call with its `tools/call` params as JSON text (`name` already the upstream
-    /// name), and its result as JSON text: a relay passes both through without MCP types.
-    /// `request.arguments` is not used; the arguments are in `params`.
-    pub async fn call_json(
+    /// Send one request to this server under the recovery rules (SPEC §5): `method` with
+    /// `params` as JSON text, passed as they are; the `result` comes back as JSON text. This is
+    /// the only way a request reaches a server: tool calls, and every other method alike.
+    pub async fn send(
         &self,
         request: &CallRequest,
-        params: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
     ) -> Result<Box<RawValue>, CallError> {
-        self.run(request, Json(params)).await
-    }
-
-    async fn run<A: Attempt>(
-        &self,
-        request: &CallRequest,
-        attempt: A,
-    ) -> Result<A::Output, CallError> {
         let config = &self.shared.config;
         let limit = request.timeout.map_or(config.tool_call_timeout, |t| {
             t.min(config.tool_call_timeout)
@@ -207,15 +156,15 @@ impl SupervisorHandle {
             }
             let options = CallOptions {
                 timeout: remaining,
-                progress: request.progress.clone(),
                 cancel: cancel.clone(),
+                origin: request.origin.clone(),
             };
             let outcome = {
                 let _busy = InFlight::enter(&self.shared.in_flight);
                 // The link ends the call at its deadline; this outer bound only guards against
                 // a link that would not.
                 let bound = deadline + OUTER_GRACE;
-                match tokio::time::timeout_at(bound, attempt.send(&*link, options)).await {
+                match tokio::time::timeout_at(bound, link.request(method, params, options)).await {
                     Ok(outcome) => outcome,
                     Err(_) => Err(Failure::DeadlinePassed),
                 }
@@ -398,14 +347,14 @@ impl SupervisorHandle {
                         } else if snap.attempting {
                             // The lost generation is still closing; the attempt comes after.
                         } else {
-                            if waiting_for.is_some_and(|w| snap.generation >= w) {
-                                return Err(NotReady::of(&snap, true)); // the attempt we waited for failed
-                            }
+                            // The attempt we waited for failed: the next one still counts when
+                            // it is due within the deadline (SPEC §5).
+                            let failed = waiting_for.is_some_and(|w| snap.generation >= w);
                             match snap.next_attempt_at {
                                 Some(at) if at <= deadline => {
                                     waiting_for = Some(snap.generation + 1)
                                 }
-                                _ => return Err(NotReady::of(&snap, false)),
+                                _ => return Err(NotReady::of(&snap, failed)),
                             }
                         }
                     }
@@ -456,85 +405,4 @@ fn not_ready_text(not_ready: &NotReady) -> String {
         text.push_str(", the reconnect attempt failed");
     }
     text
-}
-
-impl SupervisorHandle {
-    /// Any request other than a tool call (lists, reads, prompts, completions, logging level):
-    /// none of these changes the server, so a failed one is sent again once on a fresh or
-    /// probed generation, within `timeout`.
-    pub async fn request(
-        &self,
-        request: rmcp::model::ClientRequest,
-        timeout: Duration,
-    ) -> Result<rmcp::model::ServerResult, CallError> {
-        let deadline = Instant::now() + timeout;
-        let never = CancellationToken::new();
-        let server = self.name.to_string();
-        let what = request.method().to_string();
-        let mut after_generation = 0;
-        let mut resent = false;
-        loop {
-            let (generation, link) = match self.wait_ready(deadline, after_generation, &never).await
-            {
-                Ok(ready) => ready,
-                Err(not_ready) => return Err(not_ready.into_error(server, what)),
-            };
-            let remaining = deadline.saturating_duration_since(Instant::now());
-            let failure = match link.request(request.clone(), remaining).await {
-                Ok(result) => {
-                    self.shared.misses.store(0, Ordering::SeqCst);
-                    return Ok(result);
-                }
-                Err(failure) => failure,
-            };
-            let verdict = classify::classify(&failure);
-            let cause = describe(&failure);
-            let safe = ToolSafety {
-                read_only: true,
-                ..ToolSafety::default()
-            };
-            match classify::recovery(verdict, safe) {
-                Recovery::Return => {
-                    return Err(
-                        self.returned(verdict, failure, generation, &server, &what, timeout)
-                    );
-                }
-                Recovery::ReconnectAndSend | Recovery::ReconnectAndFailUnknown => {
-                    self.suspect(generation, cause.clone(), is_stale_session(&failure));
-                    if resent {
-                        let restored = self.restored(deadline, generation, &never).await;
-                        return Err(CallError::NotDelivered {
-                            server,
-                            tool: what,
-                            cause,
-                            restored,
-                        });
-                    }
-                    resent = true;
-                    after_generation = generation;
-                }
-                Recovery::Probe => {
-                    if resent {
-                        return Err(CallError::OutcomeUnknown {
-                            server,
-                            tool: what,
-                            cause,
-                            restored: Restored::Yes { generation },
-                        });
-                    }
-                    resent = true;
-                    if self.probe_alive(&*link, deadline).await {
-                        after_generation = generation - 1;
-                    } else {
-                        self.suspect(
-                            generation,
-                            format!("{cause}; then the server did not answer a ping"),
-                            false,
-                        );
-                        after_generation = generation;
-                    }
-                }
-            }
-        }
-    }
 }

@@ -69,7 +69,7 @@ pub(super) async fn probe(
     no_ping: &AtomicBool,
 ) -> Result<(), String> {
     if !no_ping.load(Ordering::SeqCst) {
-        match tokio::time::timeout(timeout, link.ping(timeout)).await {
+        match tokio::time::timeout(timeout, crate::link::ping(link, timeout)).await {
             Ok(Ok(())) => return Ok(()),
             Ok(Err(Failure::ServerError {
                 code: METHOD_NOT_FOUND,
@@ -86,7 +86,7 @@ pub(super) async fn probe(
             }
         }
     }
-    match tokio::time::timeout(timeout, link.list_tools(timeout)).await {
+    match tokio::time::timeout(timeout, crate::link::list_tools(link, timeout)).await {
         Ok(Ok(_)) => Ok(()),
         Ok(Err(failure)) => Err(format!("tools/list probe failed: {}", describe(&failure))),
         Err(_) => Err(format!(

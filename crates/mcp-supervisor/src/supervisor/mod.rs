@@ -14,12 +14,12 @@ use std::time::Duration;
 
 use mcp_supervisor_core::config::ServerConfig;
 use mcp_supervisor_core::policy::{Budget, Decision};
-use rmcp::model::{ServerNotification, Tool};
+use serde_json::value::RawValue;
 use tokio::sync::{Mutex as AsyncMutex, broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
-use crate::registry::Registry;
+use crate::registry::{Registry, UpstreamTool};
 
 pub use call::CallRequest;
 
@@ -93,6 +93,8 @@ pub struct Snapshot {
     /// Since when the current generation is ready.
     pub ready_since: Option<Instant>,
     pub pid: Option<u32>,
+    /// What the current generation's server answered to `initialize`, as it came.
+    pub server_info: Option<Arc<RawValue>>,
     link: Option<Arc<dyn Link>>,
 }
 
@@ -127,12 +129,18 @@ enum Command {
     Stop(oneshot::Sender<()>),
 }
 
-/// A notification from a server, for whoever fronts the hub.
+/// A notification from a server, for whoever fronts the hub, as it came.
 #[derive(Clone, Debug)]
 pub struct ServerEvent {
     pub server: Arc<str>,
-    pub notification: ServerNotification,
+    pub method: String,
+    pub params: Option<Box<RawValue>>,
 }
+
+/// The `initialize` params a server's generations are opened with: the client's identity.
+/// `None` until known (`wrap` waits for its client's); every generation uses the same, so a
+/// server never sees a different client after a recovery.
+pub type Handshake = watch::Receiver<Option<Arc<RawValue>>>;
 
 /// State shared between a supervisor and the call paths of its handle.
 struct Shared {
@@ -160,6 +168,7 @@ impl SupervisorHandle {
         connector: Arc<dyn Connector>,
         registry: Arc<Registry>,
         notifications: broadcast::Sender<ServerEvent>,
+        handshake: Handshake,
         jitter: Box<dyn FnMut() -> f64 + Send + Sync>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let name: Arc<str> = config.name.as_str().into();
@@ -179,6 +188,7 @@ impl SupervisorHandle {
             closing: false,
             ready_since: None,
             pid: None,
+            server_info: None,
             link: None,
         });
         let shared = Arc::new(Shared {
@@ -192,6 +202,7 @@ impl SupervisorHandle {
             connector,
             registry,
             notifications,
+            handshake,
             jitter,
             commands: commands_rx,
             events_tx,
@@ -229,13 +240,17 @@ impl SupervisorHandle {
         self.snapshot.borrow().clone()
     }
 
-    /// What the current generation's server said about itself at initialize.
-    pub fn peer_info(&self) -> Option<rmcp::model::ServerPeerInfo> {
-        self.snapshot
-            .borrow()
-            .link
-            .as_ref()
-            .and_then(|l| l.peer_info())
+    /// What the current generation's server answered to `initialize`, as it came.
+    pub fn server_info(&self) -> Option<Arc<RawValue>> {
+        self.snapshot.borrow().server_info.clone()
+    }
+
+    /// Send a notification to the current generation; dropped when there is none.
+    pub fn notify(&self, method: &str, params: Option<&RawValue>) {
+        let link = self.snapshot.borrow().link.clone();
+        if let Some(link) = link {
+            link.notify(method, params);
+        }
     }
 
     /// A watch of the snapshot, for waiting on state changes.
@@ -310,7 +325,7 @@ struct Judged {
 
 struct SyncDone {
     generation: u64,
-    result: Result<Vec<Tool>, String>,
+    result: Result<Vec<UpstreamTool>, String>,
 }
 
 struct Supervisor {
@@ -319,6 +334,7 @@ struct Supervisor {
     connector: Arc<dyn Connector>,
     registry: Arc<Registry>,
     notifications: broadcast::Sender<ServerEvent>,
+    handshake: Handshake,
     jitter: Box<dyn FnMut() -> f64 + Send + Sync>,
     commands: mpsc::UnboundedReceiver<Command>,
     events_tx: mpsc::UnboundedSender<(u64, LinkEvent)>,
@@ -570,18 +586,32 @@ impl Supervisor {
         };
         let timeout = self.config.connect_timeout;
         let queue = self.sync_queue.clone();
+        let mut handshake = self.handshake.clone();
+        let name = self.name.clone();
         let connect = {
             let link = link.clone();
             async move {
-                link.initialize().await?;
-                // The first sync runs through the queue like every later one.
-                let _turn = queue.lock().await;
-                link.list_tools(timeout).await.map_err(|f| {
-                    format!("the first tools/list failed: {}", crate::link::describe(&f))
+                // The process is up; the handshake waits for the client's identity (wrap), and
+                // only then does connectTimeoutMs start.
+                let params = match handshake.wait_for(Option::is_some).await {
+                    Ok(params) => params.clone(),
+                    Err(_) => None,
+                };
+                let Some(params) = params else {
+                    return Ok(Err("the hub was dropped before the handshake".to_string()));
+                };
+                tokio::time::timeout(timeout, async move {
+                    let info = link.initialize(&params).await?;
+                    // The first sync runs through the queue like every later one.
+                    let _turn = queue.lock().await;
+                    let tools = sync_tools(&*link, timeout, &name)
+                        .await
+                        .map_err(|cause| format!("the first tools/list failed: {cause}"))?;
+                    Ok((info, tools))
                 })
+                .await
             }
         };
-        let connect = tokio::time::timeout(timeout, connect);
         tokio::pin!(connect);
         // Fix (found by tests/states.rs, a_close_during_a_resolving_connect_registers_nothing):
         // a generation that closes while its connect is still resolving is a failed connect and
@@ -611,8 +641,9 @@ impl Supervisor {
             Ok(Ok(_)) if futures::FutureExt::now_or_never(closed.as_mut()).is_some() => {
                 CLOSED_WHILE_CONNECTING.to_string()
             }
-            Ok(Ok(tools)) => {
+            Ok(Ok((info, tools))) => {
                 self.registry.publish(&self.name, tools);
+                let info: Arc<RawValue> = info.into();
                 let pid = link.pid();
                 let since = Instant::now();
                 self.snapshot.send_modify(|s| {
@@ -623,6 +654,7 @@ impl Supervisor {
                     s.ready_since = Some(since);
                     s.link = Some(link.clone());
                     s.pid = pid;
+                    s.server_info = Some(info);
                 });
                 return AttemptEnd::Ready(link);
             }
@@ -706,8 +738,8 @@ impl Supervisor {
                     match event {
                         LinkEvent::ToolListChanged => self.enqueue_sync(generation, link.clone()),
                         LinkEvent::SignOfLife => self.shared.misses.store(0, Ordering::SeqCst),
-                        LinkEvent::Notification(notification) => {
-                            let _ = self.notifications.send(ServerEvent { server: self.name.clone(), notification: *notification });
+                        LinkEvent::Notification { method, params } => {
+                            let _ = self.notifications.send(ServerEvent { server: self.name.clone(), method, params });
                         }
                     }
                 }
@@ -769,12 +801,10 @@ impl Supervisor {
         let queue = self.sync_queue.clone();
         let done = self.synced_tx.clone();
         let timeout = self.config.connect_timeout;
+        let name = self.name.clone();
         tokio::spawn(async move {
             let _turn = queue.lock().await;
-            let result = link
-                .list_tools(timeout)
-                .await
-                .map_err(|f| crate::link::describe(&f));
+            let result = sync_tools(&*link, timeout, &name).await;
             let _ = done.send(SyncDone { generation, result });
         });
     }
@@ -810,6 +840,7 @@ fn set_state(
         s.ready_since = None;
         s.link = None;
         s.pid = None;
+        s.server_info = None;
     }
 }
 
@@ -821,4 +852,24 @@ fn with_stderr(cause: String, link: &Arc<dyn Link>) -> String {
     } else {
         format!("{cause}; last stderr lines: {}", tail.join(" | "))
     }
+}
+
+/// Every tool of a generation, read for the registry. A definition that is not valid is left
+/// out with a warning; the others are published.
+async fn sync_tools(
+    link: &dyn Link,
+    timeout: Duration,
+    server: &str,
+) -> Result<Vec<UpstreamTool>, String> {
+    let listed = crate::link::list_tools(link, timeout)
+        .await
+        .map_err(|f| crate::link::describe(&f))?;
+    let mut tools = Vec::with_capacity(listed.len());
+    for definition in listed {
+        match UpstreamTool::parse(definition) {
+            Ok(tool) => tools.push(tool),
+            Err(cause) => tracing::warn!(server, "{cause}; the tool is not published"),
+        }
+    }
+    Ok(tools)
 }

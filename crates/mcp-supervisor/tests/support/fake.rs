@@ -19,10 +19,8 @@ use mcp_supervisor::link::{
     BoxFuture, CallOptions, CloseHow, Connector, Link, LinkEvent, LinkEvents,
 };
 use mcp_supervisor::{HubEvent, ServerState, Snapshot};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ClientRequest, ContentBlock, ServerResult, Tool,
-    ToolAnnotations,
-};
+use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool, ToolAnnotations};
+use serde_json::value::RawValue;
 use tokio::sync::watch;
 use tokio::time::Instant;
 
@@ -429,90 +427,128 @@ async fn within<T>(
         .unwrap_or(Err(Failure::DeadlinePassed))
 }
 
+/// A value as JSON text.
+fn raw<T: serde::Serialize>(value: &T) -> Result<Box<RawValue>, Failure> {
+    serde_json::value::to_raw_value(value).map_err(|_| Failure::UnexpectedResponse)
+}
+
+impl FakeLink {
+    async fn list_tools(&self, timeout: Duration) -> Result<Vec<Tool>, Failure> {
+        self.shared.record(self.generation, Op::ListTools);
+        let reply = {
+            let mut script = lock(&self.script);
+            let tools = script.tools.clone();
+            script.lists.pop_front().unwrap_or(Reply::Now(Ok(tools)))
+        };
+        within(
+            self.play(reply, Err(Failure::ConnectionLostAfterSend)),
+            timeout,
+        )
+        .await
+    }
+
+    async fn call_tool(
+        &self,
+        params: CallToolRequestParams,
+        opts: CallOptions,
+    ) -> Result<CallToolResult, Failure> {
+        let tool = params.name.to_string();
+        self.shared.record(self.generation, Op::Call(tool.clone()));
+        let reply = {
+            let mut script = lock(&self.script);
+            let default = script.default_call.clone().unwrap_or_else(|| {
+                Reply::Now(Ok(text_result(format!(
+                    "{tool} on generation {}",
+                    self.generation
+                ))))
+            });
+            let next = script
+                .calls
+                .iter()
+                .position(|(t, _)| t.as_ref().is_none_or(|t| *t == tool));
+            next.and_then(|i| script.calls.remove(i))
+                .map_or(default, |(_, reply)| reply)
+        };
+        let answer = within(
+            self.play(reply, Err(Failure::ConnectionLostAfterSend)),
+            opts.timeout,
+        );
+        tokio::select! {
+            biased;
+            result = answer => result,
+            () = opts.cancel.cancelled() => Err(Failure::CancelledByCaller),
+        }
+    }
+
+    async fn ping(&self, timeout: Duration) -> Result<(), Failure> {
+        self.shared.record(self.generation, Op::Ping);
+        let reply = {
+            let mut script = lock(&self.script);
+            let default = script.default_ping.clone();
+            script.pings.pop_front().unwrap_or(default)
+        };
+        within(
+            self.play(reply, Err(Failure::ConnectionLostAfterSend)),
+            timeout,
+        )
+        .await
+    }
+}
+
 impl Link for FakeLink {
-    fn initialize(&self) -> BoxFuture<'_, Result<(), String>> {
+    fn initialize<'a>(
+        &'a self,
+        _params: &'a RawValue,
+    ) -> BoxFuture<'a, Result<Box<RawValue>, String>> {
         Box::pin(async move {
             self.shared.record(self.generation, Op::Initialize);
             let reply = lock(&self.script).init.clone();
             self.play(reply, Err("the server closed during initialize".into()))
-                .await
+                .await?;
+            raw(&serde_json::json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": { "tools": { "listChanged": true } },
+                "serverInfo": { "name": "fake", "version": "1" },
+            }))
+            .map_err(|_| "cannot write the initialize result".to_string())
         })
     }
 
-    fn list_tools(&self, timeout: Duration) -> BoxFuture<'_, Result<Vec<Tool>, Failure>> {
-        Box::pin(async move {
-            self.shared.record(self.generation, Op::ListTools);
-            let reply = {
-                let mut script = lock(&self.script);
-                let tools = script.tools.clone();
-                script.lists.pop_front().unwrap_or(Reply::Now(Ok(tools)))
-            };
-            within(
-                self.play(reply, Err(Failure::ConnectionLostAfterSend)),
-                timeout,
-            )
-            .await
-        })
-    }
-
-    fn call_tool(
-        &self,
-        params: CallToolRequestParams,
+    fn request<'a>(
+        &'a self,
+        method: &'a str,
+        params: Option<&'a RawValue>,
         opts: CallOptions,
-    ) -> BoxFuture<'_, Result<CallToolResult, Failure>> {
+    ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
         Box::pin(async move {
-            let tool = params.name.to_string();
-            self.shared.record(self.generation, Op::Call(tool.clone()));
-            let reply = {
-                let mut script = lock(&self.script);
-                let default = script.default_call.clone().unwrap_or_else(|| {
-                    Reply::Now(Ok(text_result(format!(
-                        "{tool} on generation {}",
-                        self.generation
-                    ))))
-                });
-                let next = script
-                    .calls
-                    .iter()
-                    .position(|(t, _)| t.as_ref().is_none_or(|t| *t == tool));
-                next.and_then(|i| script.calls.remove(i))
-                    .map_or(default, |(_, reply)| reply)
-            };
-            let answer = within(
-                self.play(reply, Err(Failure::ConnectionLostAfterSend)),
-                opts.timeout,
-            );
-            tokio::select! {
-                biased;
-                result = answer => result,
-                () = opts.cancel.cancelled() => Err(Failure::CancelledByCaller),
+            match method {
+                "tools/list" => {
+                    let tools = self.list_tools(opts.timeout).await?;
+                    raw(&serde_json::json!({ "tools": tools }))
+                }
+                "tools/call" => {
+                    let params: CallToolRequestParams = params
+                        .and_then(|p| serde_json::from_str(p.get()).ok())
+                        .ok_or(Failure::ServerError {
+                            code: -32602,
+                            message: "bad params".into(),
+                        })?;
+                    let result = self.call_tool(params, opts).await?;
+                    raw(&result)
+                }
+                "ping" => {
+                    self.ping(opts.timeout).await?;
+                    raw(&serde_json::json!({}))
+                }
+                _ => Err(Failure::ServerError {
+                    code: -32601,
+                    message: format!("method not found: {method}"),
+                }),
             }
         })
     }
 
-    fn request(
-        &self,
-        _request: ClientRequest,
-        _timeout: Duration,
-    ) -> BoxFuture<'_, Result<ServerResult, Failure>> {
-        Box::pin(async { Err(Failure::UnexpectedResponse) })
-    }
-
-    fn ping(&self, timeout: Duration) -> BoxFuture<'_, Result<(), Failure>> {
-        Box::pin(async move {
-            self.shared.record(self.generation, Op::Ping);
-            let reply = {
-                let mut script = lock(&self.script);
-                let default = script.default_ping.clone();
-                script.pings.pop_front().unwrap_or(default)
-            };
-            within(
-                self.play(reply, Err(Failure::ConnectionLostAfterSend)),
-                timeout,
-            )
-            .await
-        })
-    }
+    fn notify(&self, _method: &str, _params: Option<&RawValue>) {}
 
     fn close(&self, how: CloseHow) {
         self.shared.record(self.generation, Op::Close(how));

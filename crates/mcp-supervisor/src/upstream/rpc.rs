@@ -1,0 +1,736 @@
+//! The JSON-RPC peer of one generation: it sends requests and notifications over a [`Wire`],
+//! matches answers to their waiters by id, answers the server's own requests through the client
+//! that caused them, and passes the server's notifications on, all as JSON text.
+//!
+//! It owns the ids on its link (integers of its own), progress tokens (replaced on the way up
+//! with one of its own and mapped back on the way down), and the server's request ids while their
+//! answers are out. It reads of each message only `id`, `method`, `result`/`error` presence and,
+//! for progress and cancellation, the token or request id; everything else passes whole. It never
+//! decides what a failure means or whether to send again.
+
+use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mcp_supervisor_core::classify::Failure;
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot, watch};
+use tokio::task::AbortHandle;
+
+use super::wire::{Incoming, Wire};
+use crate::link::{CallOptions, Downstream, LinkEvent, LinkEvents, RpcError};
+
+type Answer = Result<Box<RawValue>, Failure>;
+
+struct Waiter {
+    tx: oneshot::Sender<Answer>,
+    origin: Option<Arc<dyn Downstream>>,
+}
+
+/// A call's progress, routed back to its client with the client's own token.
+struct ProgressRoute {
+    origin: Arc<dyn Downstream>,
+    token: Box<RawValue>,
+}
+
+struct State {
+    /// `None` once no answer can come any more.
+    pending: Option<HashMap<u64, Waiter>>,
+    /// By the token we sent (the request's own id).
+    progress: HashMap<u64, ProgressRoute>,
+    /// The server's requests whose answers are out, by their id as JSON text.
+    server_requests: HashMap<String, AbortHandle>,
+}
+
+/// One generation's peer. Cheap to share.
+pub(crate) struct Peer {
+    wire: Arc<dyn Wire>,
+    next: AtomicU64,
+    state: Mutex<State>,
+    /// Where a server's request goes when no call of a client caused it.
+    fallback: Arc<dyn Downstream>,
+    events: LinkEvents,
+    /// How long a client may take to answer a server's request.
+    client_timeout: Duration,
+    /// Turns true once no answer can come any more.
+    shut: watch::Sender<bool>,
+}
+
+impl Peer {
+    /// Start the peer over `wire`, reading what the wire hands in from `incoming`.
+    pub(crate) fn start(
+        wire: Arc<dyn Wire>,
+        incoming: mpsc::UnboundedReceiver<Incoming>,
+        fallback: Arc<dyn Downstream>,
+        events: LinkEvents,
+        client_timeout: Duration,
+    ) -> Arc<Self> {
+        let peer = Arc::new(Self {
+            wire,
+            next: AtomicU64::new(1),
+            state: Mutex::new(State {
+                pending: Some(HashMap::new()),
+                progress: HashMap::new(),
+                server_requests: HashMap::new(),
+            }),
+            fallback,
+            events,
+            client_timeout,
+            shut: watch::channel(false).0,
+        });
+        tokio::spawn(read(Arc::downgrade(&peer), incoming));
+        peer
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, State> {
+        // Every write is a whole insert or remove: a poisoned lock holds consistent data.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Turns true once no answer can come any more (the wire's connection ended).
+    pub(crate) fn shut_signal(&self) -> watch::Receiver<bool> {
+        self.shut.subscribe()
+    }
+
+    /// Send a notification and wait until it went out, so that what follows comes after it.
+    pub(crate) async fn notify_now(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<(), Failure> {
+        self.wire
+            .send(notification_text(method, params), None)
+            .await
+    }
+
+    /// Send `method` with `params` and wait for the answer's `result`, as JSON text. Ended by
+    /// `opts.timeout` or `opts.cancel`, and by dropping the future: each sends
+    /// `notifications/cancelled` upstream.
+    pub(crate) async fn request(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&RawValue>,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, Failure> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        // A progress token of the client's is replaced by ours (the request's id), so two
+        // clients' tokens never collide on one server; the client's goes back down.
+        let (with_ours, theirs) = match params.and_then(|p| replace_progress_token(p, id)) {
+            Some((with_ours, theirs)) => (Some(with_ours), Some(theirs)),
+            None => (None, None),
+        };
+        let params = with_ours.as_deref().or(params);
+        let (tx, rx) = oneshot::channel();
+        {
+            let mut state = self.lock();
+            let State {
+                pending, progress, ..
+            } = &mut *state;
+            let Some(pending) = pending.as_mut() else {
+                return Err(Failure::TransportClosedBeforeSend);
+            };
+            pending.insert(
+                id,
+                Waiter {
+                    tx,
+                    origin: opts.origin.clone(),
+                },
+            );
+            if let (Some(token), Some(origin)) = (theirs, &opts.origin) {
+                progress.insert(
+                    id,
+                    ProgressRoute {
+                        origin: origin.clone(),
+                        token,
+                    },
+                );
+            }
+        }
+        let mut guard = Outstanding {
+            peer: self,
+            id,
+            armed: true,
+        };
+        let text = request_text(id, method, params);
+        let sent = tokio::select! {
+            sent = self.wire.send(text, Some(id)) => sent,
+            () = tokio::time::sleep(opts.timeout) => {
+                guard.cancel("the request timed out");
+                return Err(Failure::DeadlinePassed);
+            }
+            () = opts.cancel.cancelled() => {
+                guard.cancel("cancelled by the caller");
+                return Err(Failure::CancelledByCaller);
+            }
+        };
+        if let Err(failure) = sent {
+            guard.forget();
+            return Err(failure);
+        }
+        let outcome = tokio::select! {
+            answer = rx => answer,
+            () = tokio::time::sleep(opts.timeout) => {
+                guard.cancel("the request timed out");
+                return Err(Failure::DeadlinePassed);
+            }
+            () = opts.cancel.cancelled() => {
+                guard.cancel("cancelled by the caller");
+                return Err(Failure::CancelledByCaller);
+            }
+        };
+        guard.forget();
+        match outcome {
+            Ok(answer) => answer,
+            // The peer closed (the connection ended) with this request in flight.
+            Err(_) => Err(Failure::ConnectionLostAfterSend),
+        }
+    }
+
+    /// Send a notification, best effort.
+    pub(crate) fn notify(self: &Arc<Self>, method: &str, params: Option<&RawValue>) {
+        let text = notification_text(method, params);
+        let peer = self.clone();
+        tokio::spawn(async move {
+            let _ = peer.wire.send(text, None).await;
+        });
+    }
+
+    /// No answer can come any more: every waiter fails, new requests are refused, and the
+    /// server's requests still out are abandoned.
+    fn shut(&self) {
+        let mut state = self.lock();
+        state.pending = None;
+        state.progress.clear();
+        for (_, task) in state.server_requests.drain() {
+            task.abort();
+        }
+        drop(state);
+        self.shut.send_replace(true);
+    }
+
+    /// Take the waiter of request `id`, and its progress route.
+    fn take(&self, id: u64) -> Option<Waiter> {
+        let mut state = self.lock();
+        state.progress.remove(&id);
+        state.pending.as_mut().and_then(|p| p.remove(&id))
+    }
+
+    /// One message from the server.
+    fn receive(self: &Arc<Self>, text: String, related: Option<u64>) {
+        let Ok(peek) = peek(&text) else {
+            tracing::warn!(
+                "dropped a message from the server that is not a JSON-RPC message: {}",
+                clip(&text)
+            );
+            return;
+        };
+        match (peek.method, peek.id) {
+            (Some(method), Some(id)) => {
+                let method = method.to_string();
+                let id = id.to_owned();
+                let params = peek.params.map(ToOwned::to_owned);
+                self.serve_request(method, id, params, related);
+            }
+            (Some(method), None) => {
+                let params = peek.params.map(ToOwned::to_owned);
+                self.notification(&method, params);
+            }
+            (None, Some(id)) => {
+                let answer = match (peek.result, peek.error) {
+                    (Some(result), None) => Ok(result.to_owned()),
+                    (None, Some(error)) => Err(server_error(error)),
+                    _ => Err(Failure::UnexpectedResponse),
+                };
+                match id.get().parse::<u64>() {
+                    Ok(id) => {
+                        if let Some(waiter) = self.take(id) {
+                            let _ = waiter.tx.send(answer);
+                        }
+                    }
+                    Err(_) => {
+                        tracing::debug!("dropped an answer to an id we did not send: {}", id.get())
+                    }
+                }
+            }
+            (None, None) => {
+                // An id-less error (some servers answer a request they cannot parse so): it can
+                // only be about the request on whose stream it came.
+                if let (Some(error), Some(request)) = (peek.error, related)
+                    && let Some(waiter) = self.take(request)
+                {
+                    let _ = waiter.tx.send(Err(server_error(error)));
+                } else {
+                    tracing::debug!(
+                        "dropped an id-less message from the server: {}",
+                        clip(&text)
+                    );
+                }
+            }
+        }
+    }
+
+    fn notification(self: &Arc<Self>, method: &str, params: Option<Box<RawValue>>) {
+        self.events.send(LinkEvent::SignOfLife);
+        match method {
+            "notifications/progress" => self.progress(params),
+            "notifications/tools/list_changed" => self.events.send(LinkEvent::ToolListChanged),
+            "notifications/cancelled" => {
+                // The server gave up on one of its requests to a client.
+                if let Some(key) = params.as_deref().and_then(cancelled_request_id) {
+                    let task = self.lock().server_requests.remove(&key);
+                    if let Some(task) = task {
+                        task.abort();
+                    }
+                }
+            }
+            _ => self.events.send(LinkEvent::Notification {
+                method: method.to_string(),
+                params,
+            }),
+        }
+    }
+
+    /// A progress notification goes to the client whose call it is about, with its own token.
+    fn progress(&self, params: Option<Box<RawValue>>) {
+        let Some(params) = params else { return };
+        #[derive(Deserialize)]
+        struct Token<'a> {
+            #[serde(rename = "progressToken", borrow)]
+            token: &'a RawValue,
+        }
+        let Ok(Token { token }) = serde_json::from_str::<Token<'_>>(params.get()) else {
+            return;
+        };
+        let Ok(ours) = token.get().parse::<u64>() else {
+            return;
+        };
+        let route = {
+            let state = self.lock();
+            state
+                .progress
+                .get(&ours)
+                .map(|r| (r.origin.clone(), r.token.clone()))
+        };
+        let Some((origin, theirs)) = route else {
+            return;
+        };
+        if let Some(params) = with_member(&params, "progressToken", &theirs) {
+            origin.notify("notifications/progress", Some(params));
+        }
+    }
+
+    /// A server's request: to the client whose call caused it, else to the fallback; the answer
+    /// (or an error, never silence) goes back to the server.
+    fn serve_request(
+        self: &Arc<Self>,
+        method: String,
+        id: Box<RawValue>,
+        params: Option<Box<RawValue>>,
+        related: Option<u64>,
+    ) {
+        let client = self.client_for(related);
+        let peer = Arc::downgrade(self);
+        let key = id.get().to_string();
+        let timeout = self.client_timeout;
+        let wire = self.wire.clone();
+        // Hold the lock while spawning so the task's own removal cannot come first.
+        let mut state = self.lock();
+        if state.pending.is_none() {
+            return;
+        }
+        let task_key = key.clone();
+        let task = tokio::spawn(async move {
+            let answer = match tokio::time::timeout(timeout, client.request(&method, params)).await
+            {
+                Ok(answer) => answer,
+                Err(_) => Err(RpcError::new(
+                    -32001,
+                    format!(
+                        "the client did not answer `{method}` within {} ms",
+                        timeout.as_millis()
+                    ),
+                )),
+            };
+            if let Some(peer) = peer.upgrade() {
+                peer.lock().server_requests.remove(&task_key);
+            }
+            let text = response_text(&id, answer);
+            let _ = wire.send(text, None).await;
+        });
+        state.server_requests.insert(key, task.abort_handle());
+    }
+
+    /// The client whose call caused a server's request: the call on whose stream it came, else
+    /// the only client with calls in flight, else the fallback.
+    fn client_for(&self, related: Option<u64>) -> Arc<dyn Downstream> {
+        let state = self.lock();
+        let Some(pending) = state.pending.as_ref() else {
+            return self.fallback.clone();
+        };
+        if let Some(origin) = related
+            .and_then(|id| pending.get(&id))
+            .and_then(|w| w.origin.clone())
+        {
+            return origin;
+        }
+        let mut origins = pending.values().filter_map(|w| w.origin.as_ref());
+        if let Some(first) = origins.next()
+            && origins.all(|o| Arc::ptr_eq(o, first))
+        {
+            return first.clone();
+        }
+        self.fallback.clone()
+    }
+}
+
+/// Until disarmed, a request still waiting for its answer: dropped or cancelled, it sends
+/// `notifications/cancelled` upstream.
+struct Outstanding<'a> {
+    peer: &'a Arc<Peer>,
+    id: u64,
+    armed: bool,
+}
+
+impl Outstanding<'_> {
+    fn cancel(&mut self, reason: &str) {
+        if !self.armed {
+            return;
+        }
+        self.armed = false;
+        // Only if it is still waiting: an answer that already came needs no cancellation.
+        if self.peer.take(self.id).is_none() {
+            return;
+        }
+        let params = serde_json::json!({ "requestId": self.id, "reason": reason });
+        if let Ok(params) = serde_json::value::to_raw_value(&params) {
+            self.peer.notify("notifications/cancelled", Some(&params));
+        }
+    }
+
+    fn forget(&mut self) {
+        if self.armed {
+            self.armed = false;
+            self.peer.take(self.id);
+        }
+    }
+}
+
+impl Drop for Outstanding<'_> {
+    fn drop(&mut self) {
+        self.cancel("the caller went away");
+    }
+}
+
+/// Read what the wire hands in until it ends; then nothing more can come.
+async fn read(peer: std::sync::Weak<Peer>, mut incoming: mpsc::UnboundedReceiver<Incoming>) {
+    while let Some(message) = incoming.recv().await {
+        let Some(peer) = peer.upgrade() else { return };
+        match message {
+            Incoming::Message { text, related } => peer.receive(text, related),
+            Incoming::Lost { id, failure } => {
+                if let Some(waiter) = peer.take(id) {
+                    let _ = waiter.tx.send(Err(failure));
+                }
+            }
+        }
+    }
+    if let Some(peer) = peer.upgrade() {
+        peer.shut();
+    }
+}
+
+/// What the peer reads of every message.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+impl Peek<'_> {
+    // `"id": null` counts as no id.
+    fn normalize(mut self) -> Self {
+        if self.id.is_some_and(|id| id.get() == "null") {
+            self.id = None;
+        }
+        self
+    }
+}
+
+/// Deserialize a message's envelope; `"id": null` is no id.
+/// Only an object is a message (serde would read an array into the struct by position).
+fn peek(text: &str) -> Result<Peek<'_>, serde_json::Error> {
+    if !text.trim_start().starts_with('{') {
+        return Err(serde::de::Error::custom(
+            "a JSON-RPC message is a JSON object",
+        ));
+    }
+    serde_json::from_str::<Peek<'_>>(text).map(Peek::normalize)
+}
+
+/// A JSON-RPC error object as the normalized failure.
+fn server_error(error: &RawValue) -> Failure {
+    #[derive(Deserialize)]
+    struct Object {
+        code: i64,
+        #[serde(default)]
+        message: String,
+        #[serde(default)]
+        #[allow(dead_code)]
+        data: Option<IgnoredAny>,
+    }
+    match serde_json::from_str::<Object>(error.get()) {
+        Ok(object) => Failure::ServerError {
+            code: i32::try_from(object.code).unwrap_or(i32::MIN),
+            message: object.message,
+        },
+        Err(_) => Failure::UnexpectedResponse,
+    }
+}
+
+/// The id a `notifications/cancelled` names, as JSON text.
+fn cancelled_request_id(params: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "requestId", borrow)]
+        request_id: &'a RawValue,
+    }
+    serde_json::from_str::<Params<'_>>(params.get())
+        .ok()
+        .map(|p| p.request_id.get().to_string())
+}
+
+/// `params` with `_meta.progressToken` replaced by `ours`, and the client's token; `None` when
+/// the params carry no progress token (then they go as they are).
+pub(crate) fn replace_progress_token(
+    params: &RawValue,
+    ours: u64,
+) -> Option<(Box<RawValue>, Box<RawValue>)> {
+    // Cheap test first: most requests carry no token.
+    if !params.get().contains("progressToken") {
+        return None;
+    }
+    let mut members: serde_json::Map<String, serde_json::Value> =
+        serde_json::from_str(params.get()).ok()?;
+    let meta = members.get_mut("_meta")?.as_object_mut()?;
+    let theirs = meta.get("progressToken")?.clone();
+    meta.insert("progressToken".to_string(), serde_json::Value::from(ours));
+    let with_ours = serde_json::value::to_raw_value(&members).ok()?;
+    let theirs = serde_json::value::to_raw_value(&theirs).ok()?;
+    Some((with_ours, theirs))
+}
+
+/// A JSON object with member `name` set to `value`, the other members copied as text.
+pub(crate) fn with_member(
+    object: &RawValue,
+    name: &str,
+    value: &RawValue,
+) -> Option<Box<RawValue>> {
+    let mut members: Vec<(std::borrow::Cow<'_, str>, &RawValue)> =
+        serde_json::from_str::<members::Members<'_>>(object.get())
+            .ok()?
+            .0;
+    match members.iter_mut().find(|(k, _)| k == name) {
+        Some(member) => member.1 = value,
+        None => members.push((name.into(), value)),
+    }
+    members::write(&members)
+}
+
+/// An object's members in their order, as text, without a map type that would reorder them.
+pub(crate) mod members {
+    use std::borrow::Cow;
+    use std::fmt;
+
+    use serde::de::{Deserializer, MapAccess, Visitor};
+    use serde_json::value::RawValue;
+
+    pub(crate) struct Members<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
+
+    impl<'de> serde::Deserialize<'de> for Members<'de> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct V;
+            impl<'de> Visitor<'de> for V {
+                type Value = Members<'de>;
+                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
+                    let mut members = Vec::new();
+                    while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
+                        members.push((k, v));
+                    }
+                    Ok(Members(members))
+                }
+            }
+            d.deserialize_map(V)
+        }
+    }
+
+    /// The members as a JSON object, in order.
+    pub(crate) fn write(members: &[(Cow<'_, str>, &RawValue)]) -> Option<Box<RawValue>> {
+        let mut out = String::with_capacity(
+            members
+                .iter()
+                .map(|(k, v)| k.len() + v.get().len() + 4)
+                .sum::<usize>()
+                + 2,
+        );
+        out.push('{');
+        for (i, (key, value)) in members.iter().enumerate() {
+            if i > 0 {
+                out.push(',');
+            }
+            out.push_str(&serde_json::to_string(key).ok()?);
+            out.push(':');
+            out.push_str(value.get());
+        }
+        out.push('}');
+        RawValue::from_string(out).ok()
+    }
+}
+
+fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
+    let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
+    let params_len = params.map_or(0, |p| p.get().len());
+    let mut text = String::with_capacity(params_len + method.len() + 48);
+    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    text.push_str(&id.to_string());
+    text.push_str(r#","method":"#);
+    text.push_str(&method);
+    if let Some(params) = params {
+        text.push_str(r#","params":"#);
+        text.push_str(params.get());
+    }
+    text.push('}');
+    text
+}
+
+pub(crate) fn notification_text(method: &str, params: Option<&RawValue>) -> String {
+    let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
+    let mut text = String::from(r#"{"jsonrpc":"2.0","method":"#);
+    text.push_str(&method);
+    if let Some(params) = params {
+        text.push_str(r#","params":"#);
+        text.push_str(params.get());
+    }
+    text.push('}');
+    text
+}
+
+/// A JSON-RPC response to `id`: the result, or the error.
+pub fn response_text(id: &RawValue, answer: Result<Box<RawValue>, RpcError>) -> String {
+    match answer {
+        Ok(result) => format!(
+            r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
+            id.get(),
+            result.get()
+        ),
+        Err(error) => format!(
+            r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
+            id.get(),
+            error.to_json()
+        ),
+    }
+}
+
+/// The start of a long text, for a log line.
+fn clip(text: &str) -> &str {
+    let mut end = text.len().min(200);
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    &text[..end]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn a_progress_token_is_replaced_and_the_rest_kept_in_order() {
+        let params =
+            raw(r#"{"name":"sleep","_meta":{"progressToken":"abc","trace":"x"},"task":{"ttl":5}}"#);
+        let (ours, theirs) = replace_progress_token(&params, 7).unwrap();
+        let ours: serde_json::Value = serde_json::from_str(ours.get()).unwrap();
+        assert_eq!(
+            ours,
+            serde_json::json!({"name":"sleep","_meta":{"progressToken":7,"trace":"x"},"task":{"ttl":5}})
+        );
+        assert_eq!(theirs.get(), r#""abc""#);
+        for none in [
+            r#"{"name":"x"}"#,
+            r#"{"name":"progressToken"}"#,
+            r#"{"_meta":[]}"#,
+            "[1]",
+        ] {
+            assert!(replace_progress_token(&raw(none), 1).is_none(), "{none}");
+        }
+    }
+
+    #[test]
+    fn with_member_keeps_order_and_text() {
+        let object = raw(r#"{"progressToken":3,"progress":1.50,"message":"a\"b"}"#);
+        let out = with_member(&object, "progressToken", &raw(r#""t""#)).unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"progressToken":"t","progress":1.50,"message":"a\"b"}"#
+        );
+        let added = with_member(&raw("{}"), "k", &raw("1")).unwrap();
+        assert_eq!(added.get(), r#"{"k":1}"#);
+        assert!(with_member(&raw("[1]"), "k", &raw("1")).is_none());
+    }
+
+    #[test]
+    fn envelopes_are_read_without_the_model() {
+        let p =
+            peek(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"m"}}"#).unwrap();
+        assert!(p.id.is_none() && p.error.is_some());
+        let p = peek(r#"{"jsonrpc":"2.0","id":"s-1","method":"roots/list"}"#).unwrap();
+        assert_eq!(p.method.as_deref(), Some("roots/list"));
+        assert_eq!(p.id.unwrap().get(), r#""s-1""#);
+        assert!(peek("[1]").is_err());
+        assert_eq!(
+            server_error(&raw(r#"{"code":-32601,"message":"nope","data":{"x":1}}"#)),
+            Failure::ServerError {
+                code: -32601,
+                message: "nope".into()
+            }
+        );
+        assert_eq!(
+            server_error(&raw(r#"{"message":"x"}"#)),
+            Failure::UnexpectedResponse
+        );
+    }
+
+    #[test]
+    fn texts_are_well_formed() {
+        let request = request_text(3, "tools/call", Some(&raw(r#"{"name":"a"}"#)));
+        assert_eq!(
+            request,
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"a"}}"#
+        );
+        assert_eq!(
+            request_text(4, "ping", None),
+            r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#
+        );
+        let error = response_text(&raw(r#""s-1""#), Err(RpcError::new(-32601, "no")));
+        let value: serde_json::Value = serde_json::from_str(&error).unwrap();
+        assert_eq!(value["error"]["code"], -32601);
+        assert_eq!(value["id"], "s-1");
+    }
+}
