@@ -1,69 +1,158 @@
-//! The proxy's MCP face: an rmcp `ServerHandler` over the hub. It serves the aggregate tool
-//! list, routes calls by public name, aggregates prompts and resources (prompt names prefixed,
-//! resource URIs kept and routed to the server that listed them), forwards completions and
-//! logging levels, and passes upstream notifications down to every connected client.
+//! The proxy's MCP face, as messages: one JSON-RPC message from a downstream client in, its
+//! answer out, whatever carries it (a stdio connection or an HTTP session). It serves the
+//! aggregate tool list from the registry, sends every request through the hub's one call path,
+//! and routes what servers send back: their notifications to every client, their requests to the
+//! client whose call caused them.
+//!
+//! It owns only what SPEC §10 gives a proxy: request ids on the client's link, public names
+//! (tool and prompt prefixes in `serve`), which server a resource URI or task id belongs to
+//! (`serve` namespaces task ids), and the client's side of the handshake. Every other field of
+//! every message passes whole, as JSON text. In `wrap` (transparent) any request it does not
+//! own goes to the server as it came, and the server's own answer or error comes back.
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
-use mcp_supervisor::core::naming::{NamingConfig, NamingMode, prefixed_name};
+use mcp_supervisor::core::naming::{NamingMode, prefixed_name};
+use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
+use mcp_supervisor::upstream::response_text;
 use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent};
-use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, CompleteRequestParams, CompleteResult,
-    ErrorCode, GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation,
-    ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-    PaginatedRequestParams, ProgressNotificationParam, Prompt, ReadResourceRequestParams,
-    ReadResourceResponse, ReadResourceResult, Resource, ResourceTemplate, ResultType,
-    ServerCapabilities, ServerConfig, ServerNotification, SubscribeRequestParams,
-    UnsubscribeRequestParams,
-};
-use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
-use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
+use serde::Deserialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
-
-/// How long aggregate requests (lists, reads, prompts) may take per server.
-const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// How long the first tools/list waits for servers still on their first attempt.
 const STARTUP_WAIT: Duration = Duration::from_secs(10);
+
+/// How long `initialize` in `wrap` waits for the server's own answer.
+const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
+
+/// The protocol versions this face speaks with an `initialize` (the 2025 era), newest first.
+pub const SESSION_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+
+/// The separator of a namespaced task id in `serve` (server names never hold it).
+const TASK_SEPARATOR: char = ':';
 
 /// Whether the proxy fronts many servers (`serve`) or stands in for one (`wrap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
     Aggregate,
-    /// Fully transparent: a name the registry does not hold goes upstream as is.
+    /// Fully transparent: what the proxy does not own goes to the server as it came.
     Transparent,
 }
 
-/// Shared by every session of every face.
+/// What kind of JSON-RPC message a text is, read from its envelope only.
+#[derive(Debug, PartialEq)]
+pub enum Kind {
+    Request { method: String },
+    Notification { method: String },
+    Response,
+    /// Not JSON (-32700) or not a JSON-RPC message (-32600): the error answer says which.
+    Invalid(String),
+}
+
+/// Read a message's envelope.
+pub fn kind(text: &str) -> Kind {
+    match Envelope::read(text) {
+        Ok(envelope) => match (envelope.method, envelope.id) {
+            (Some(method), Some(_)) => Kind::Request {
+                method: method.into_owned(),
+            },
+            (Some(method), None) => Kind::Notification {
+                method: method.into_owned(),
+            },
+            (None, Some(_)) if envelope.result.is_some() || envelope.error.is_some() => {
+                Kind::Response
+            }
+            _ => Kind::Invalid(error_text(
+                None,
+                -32600,
+                "Invalid Request: not a JSON-RPC request, notification or response (check `jsonrpc`, `id`, `method` and `params`; batches are not accepted)",
+            )),
+        },
+        Err(error) => Kind::Invalid(error),
+    }
+}
+
+/// A JSON-RPC message's envelope, borrowed from its text.
+#[derive(Deserialize)]
+struct Envelope<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
+}
+
+impl<'a> Envelope<'a> {
+    /// The envelope, or the error answer (as text) for a message that is not one.
+    fn read(text: &'a str) -> Result<Self, String> {
+        if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
+            return Err(error_text(
+                None,
+                -32700,
+                "Parse error: the message is not JSON",
+            ));
+        }
+        if !text.trim_start().starts_with('{') {
+            return Err(error_text(
+                None,
+                -32600,
+                "Invalid Request: a JSON-RPC message is a JSON object (batches are not accepted)",
+            ));
+        }
+        let mut envelope: Self = serde_json::from_str(text).map_err(|e| {
+            error_text(None, -32600, &format!("Invalid Request: {e}"))
+        })?;
+        if envelope.id.is_some_and(|id| id.get() == "null") {
+            envelope.id = None;
+        }
+        Ok(envelope)
+    }
+}
+
+/// A JSON-RPC error answer as text.
+pub fn error_text(id: Option<&RawValue>, code: i64, message: &str) -> String {
+    let null = RawValue::NULL;
+    response_text(id.unwrap_or(null), Err(RpcError::new(code, message)))
+}
+
+/// Shared by every client of every face.
 pub struct Proxy {
     hub: Arc<Hub>,
     mode: Mode,
-    naming: NamingConfig,
-    /// Downstream clients that get notifications.
-    peers: Mutex<Vec<Peer<RoleServer>>>,
-    /// Which server listed each resource URI.
-    resource_owner: Mutex<HashMap<String, String>>,
-    /// Which server listed each resource template (by its text before the first `{`).
-    template_owner: Mutex<Vec<(String, String)>>,
-    metrics: crate::metrics::Metrics,
+    metrics: Arc<crate::metrics::Metrics>,
+    clients: Mutex<Vec<Weak<Client>>>,
+    next_client: AtomicU64,
+    /// Which server listed each resource URI; and each template's text before its first `{`.
+    resources: Mutex<HashMap<String, String>>,
+    templates: Mutex<Vec<(String, String)>>,
+    /// Which server listed each public prompt name, with its name there.
+    prompts: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl Proxy {
-    pub fn new(hub: Arc<Hub>, mode: Mode, naming: NamingConfig) -> Arc<Self> {
+    pub fn new(hub: Arc<Hub>, mode: Mode) -> Arc<Self> {
         let proxy = Arc::new(Self {
             hub,
             mode,
-            naming,
-            peers: Mutex::new(Vec::new()),
-            resource_owner: Mutex::new(HashMap::new()),
-            template_owner: Mutex::new(Vec::new()),
-            metrics: crate::metrics::Metrics::default(),
+            metrics: Arc::default(),
+            clients: Mutex::new(Vec::new()),
+            next_client: AtomicU64::new(1),
+            resources: Mutex::default(),
+            templates: Mutex::default(),
+            prompts: Mutex::default(),
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
@@ -76,42 +165,349 @@ impl Proxy {
         &self.hub
     }
 
-    pub fn metrics(&self) -> &crate::metrics::Metrics {
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.metrics
     }
 
-    /// A handler for one session.
-    pub fn handler(self: &Arc<Self>) -> ProxyHandler {
-        ProxyHandler {
-            proxy: self.clone(),
+    /// A new downstream client (a stdio connection or an HTTP session). `out` carries what
+    /// belongs to no request of its: notifications, and server requests no call of its caused.
+    pub fn connect(self: &Arc<Self>, out: mpsc::UnboundedSender<String>) -> Arc<Client> {
+        let client = Arc::new(Client {
+            id: self.next_client.fetch_add(1, Ordering::Relaxed),
+            out,
+            next: AtomicU64::new(1),
+            waiting: Mutex::default(),
+            calls: Mutex::default(),
+            capabilities: Mutex::new(None),
+            initialized: std::sync::atomic::AtomicBool::new(false),
+        });
+        let mut clients = lock(&self.clients);
+        clients.retain(|c| c.strong_count() > 0);
+        clients.push(Arc::downgrade(&client));
+        client
+    }
+
+    /// The client went away: its calls are cancelled, the servers' requests waiting for it get
+    /// an error, and it gets no more notifications.
+    pub fn disconnect(&self, client: &Arc<Client>) {
+        client.close();
+        lock(&self.clients).retain(|c| c.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, client)));
+    }
+
+    fn clients(&self) -> Vec<Arc<Client>> {
+        let mut clients = lock(&self.clients);
+        clients.retain(|c| c.strong_count() > 0);
+        clients.iter().filter_map(Weak::upgrade).collect()
+    }
+
+    /// Handle one JSON-RPC message from `client`. A request resolves with its answer's text;
+    /// what relates to it (progress, the servers' requests it caused) goes to `related` when
+    /// given (an HTTP POST's own event stream), else to the client's `out`. A notification or a
+    /// response resolves with `None`; a text that is not a message, with the error answer.
+    pub async fn handle(
+        self: &Arc<Self>,
+        client: &Arc<Client>,
+        text: &str,
+        related: Option<mpsc::UnboundedSender<String>>,
+    ) -> Option<String> {
+        let envelope = match Envelope::read(text) {
+            Ok(envelope) => envelope,
+            Err(answer) => return Some(answer),
+        };
+        match (envelope.method.as_deref(), envelope.id) {
+            (Some(method), Some(id)) => {
+                let scope = Arc::new(Scope {
+                    client: client.clone(),
+                    related,
+                });
+                let cancel = CancellationToken::new();
+                let key = id.get().to_string();
+                lock(&client.calls).insert(key.clone(), cancel.clone());
+                let answer = self
+                    .request(&scope, method, envelope.params, cancel)
+                    .await;
+                lock(&client.calls).remove(&key);
+                Some(response_text(id, answer))
+            }
+            (Some(method), None) => {
+                self.notification(client, method, envelope.params);
+                None
+            }
+            (None, Some(id)) if envelope.result.is_some() || envelope.error.is_some() => {
+                client.answered(id, envelope.result, envelope.error);
+                None
+            }
+            _ => Some(error_text(
+                envelope.id,
+                -32600,
+                "Invalid Request: not a JSON-RPC request, notification or response",
+            )),
         }
     }
 
-    fn add_peer(&self, peer: Peer<RoleServer>) {
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        peers.retain(|p| !p.is_transport_closed());
-        peers.push(peer);
+    /// A notification from a client.
+    fn notification(&self, client: &Arc<Client>, method: &str, params: Option<&RawValue>) {
+        match method {
+            "notifications/initialized" => {
+                client
+                    .initialized
+                    .store(true, std::sync::atomic::Ordering::SeqCst);
+            }
+            "notifications/cancelled" => {
+                #[derive(Deserialize)]
+                struct Cancelled<'a> {
+                    #[serde(rename = "requestId", borrow)]
+                    request_id: &'a RawValue,
+                }
+                if let Some(cancelled) =
+                    params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
+                    && let Some(call) = lock(&client.calls).get(cancelled.request_id.get())
+                {
+                    call.cancel();
+                }
+            }
+            // The client's roots changed: every server that may ask for them is told.
+            "notifications/roots/list_changed" => {
+                for server in self.hub.servers() {
+                    self.hub.notify(&server, method, params);
+                }
+            }
+            _ => {
+                if self.mode == Mode::Transparent {
+                    for server in self.hub.servers() {
+                        self.hub.notify(&server, method, params);
+                    }
+                }
+            }
+        }
     }
 
-    fn peers(&self) -> Vec<Peer<RoleServer>> {
-        let mut peers = self.peers.lock().unwrap_or_else(|p| p.into_inner());
-        peers.retain(|p| !p.is_transport_closed());
-        peers.clone()
-    }
-
-    /// The public name of an upstream prompt.
-    fn prompt_name(&self, server: &str, prompt: &str) -> String {
-        match self.mode {
-            Mode::Transparent => prompt.to_string(),
-            Mode::Aggregate => match self.naming.mode {
-                NamingMode::Original => prompt.to_string(),
-                NamingMode::Prefixed => prefixed_name(server, prompt, &self.naming.separator),
+    /// A request from a client, answered with a result or an error.
+    async fn request(
+        self: &Arc<Self>,
+        scope: &Arc<Scope>,
+        method: &str,
+        params: Option<&RawValue>,
+        cancel: CancellationToken,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let args = CallArgs {
+            cancel: Some(cancel),
+            origin: Some(scope.clone() as Arc<dyn Downstream>),
+            ..CallArgs::default()
+        };
+        match method {
+            "initialize" => self.initialize(&scope.client, params).await,
+            "ping" => Ok(raw_json("{}")),
+            "tools/list" => self.list_tools().await,
+            "tools/call" => self.call_tool(params, args).await,
+            _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
+            "prompts/list" => self.list_prompts(args).await,
+            "prompts/get" | "completion/complete" => {
+                self.prompt_request(method, params, args).await
+            }
+            "resources/list" | "resources/templates/list" => {
+                self.list_resources(method, args).await
+            }
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = params.and_then(|p| member_str(p, "uri")).unwrap_or_default();
+                let server = self.resource_owner(&uri, &args).await?;
+                self.send(&server, method, params, args).await
+            }
+            "logging/setLevel" => {
+                for server in self.hub.servers() {
+                    // A server without logging answers "method not found"; the others take it.
+                    let _ = self.send(&server, method, params, args.clone()).await;
+                }
+                Ok(raw_json("{}"))
+            }
+            "tasks/list" => self.list_tasks(params, args).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                self.task_request(method, params, args).await
+            }
+            _ => match self.hub.servers().as_slice() {
+                // One server: it answers what we do not know.
+                [server] => self.send(server, method, params, args).await,
+                _ => Err(RpcError::new(
+                    -32601,
+                    format!("Method not found: `{method}` (mcp-supervisor serve does not route it to one of several servers)"),
+                )),
             },
         }
     }
 
-    /// Every page of one kind of list from one server.
-    async fn list_all(&self, server: &str, method: &str, field: &str) -> Vec<Value> {
+    /// `initialize`: in `wrap`, the client's own params become the server's handshake and the
+    /// server's own answer comes back; in `serve`, the proxy answers for itself.
+    async fn initialize(
+        &self,
+        client: &Arc<Client>,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let params = params.ok_or_else(|| RpcError::new(-32602, "initialize needs params"))?;
+        #[derive(Deserialize)]
+        struct Init<'a> {
+            #[serde(rename = "protocolVersion")]
+            protocol_version: String,
+            #[serde(borrow, default)]
+            capabilities: Option<&'a RawValue>,
+        }
+        let init: Init<'_> = serde_json::from_str(params.get()).map_err(|e| {
+            RpcError::new(-32602, format!("Invalid params: initialize: {e}"))
+        })?;
+        *lock(&client.capabilities) = init.capabilities.map(|c| Capabilities::read(c.get()));
+        if self.mode == Mode::Transparent {
+            let [server] = self.hub.servers().as_slice().to_owned()[..] else {
+                return Err(RpcError::new(-32603, "wrap fronts exactly one server"));
+            };
+            self.hub.set_handshake(params.to_owned().into());
+            let mut watch = self
+                .hub
+                .watch(&server)
+                .map_err(|e| RpcError::new(-32603, e.to_string()))?;
+            let ready = tokio::time::timeout(
+                HANDSHAKE_WAIT,
+                watch.wait_for(|s| s.server_info.is_some() || s.state.is_final()),
+            )
+            .await;
+            let info = match ready {
+                Ok(Ok(snapshot)) => snapshot.server_info.clone(),
+                _ => None,
+            };
+            return match info {
+                Some(info) => Ok(RawValue::from_string(info.get().to_string())
+                    .unwrap_or_else(|_| raw_json("{}"))),
+                None => {
+                    let status = self.hub.status();
+                    let why = status
+                        .first()
+                        .map(|s| {
+                            format!(
+                                "server \"{}\" is {}{}",
+                                s.name,
+                                s.state,
+                                s.last_error
+                                    .as_ref()
+                                    .map(|e| format!(" (last error: {e})"))
+                                    .unwrap_or_default()
+                            )
+                        })
+                        .unwrap_or_default();
+                    Err(RpcError::new(
+                        -32603,
+                        format!("the server did not complete its handshake: {why}; check its command and its stderr"),
+                    ))
+                }
+            };
+        }
+        let version = if SESSION_VERSIONS.contains(&init.protocol_version.as_str()) {
+            init.protocol_version
+        } else {
+            SESSION_VERSIONS[0].to_string()
+        };
+        let result = json!({
+            "protocolVersion": version,
+            "capabilities": {
+                "tools": { "listChanged": true },
+                "prompts": { "listChanged": true },
+                "resources": { "subscribe": true, "listChanged": true },
+                "completions": {},
+                "logging": {},
+                "tasks": { "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } },
+            },
+            "serverInfo": { "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") },
+            "instructions": "mcp-supervisor fronts supervised MCP servers: their tools keep working across crashes and restarts.",
+        });
+        to_raw(&result)
+    }
+
+    /// The aggregate tool list, from the registry: every definition whole, under its public
+    /// name. A client that lists right after starting us sees every server that comes up.
+    async fn list_tools(&self) -> Result<Box<RawValue>, RpcError> {
+        self.hub.wait_started(STARTUP_WAIT).await;
+        let tools = self.hub.tools();
+        let mut text = String::with_capacity(
+            16 + tools.iter().map(|t| t.definition.get().len() + 1).sum::<usize>(),
+        );
+        text.push_str(r#"{"tools":["#);
+        for (i, tool) in tools.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(tool.definition.get());
+        }
+        text.push_str("]}");
+        RawValue::from_string(text).map_err(|e| RpcError::new(-32603, e.to_string()))
+    }
+
+    /// `tools/call` by public name, through the hub's one call path. In `serve` a task-augmented
+    /// call's task id is namespaced by its server.
+    async fn call_tool(
+        &self,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let params = params.ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?;
+        let name = member_str(params, "name")
+            .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
+        let record = self.metrics.start();
+        let outcome = match self.hub.call_json(&name, params, args.clone()).await {
+            Err(CallError::UnknownTool { name }) => match (self.mode, self.hub.servers().as_slice())
+            {
+                // Transparent: the server's own answer to a name we do not hold.
+                (Mode::Transparent, [server]) => {
+                    self.hub
+                        .send(server, "tools/call", Some(params), args)
+                        .await
+                }
+                _ => Err(CallError::UnknownTool { name }),
+            },
+            other => other,
+        };
+        record.finish(crate::metrics::outcome(outcome.as_ref().map(|r| is_error(r))));
+        let result = match outcome {
+            Ok(result) => result,
+            Err(error) => return call_error(error),
+        };
+        if self.mode == Mode::Aggregate
+            && let Some(route) = self.hub.registry().route(&name)
+        {
+            return Ok(namespace_task(&route.server, result));
+        }
+        Ok(result)
+    }
+
+    /// Any request to the one server of `wrap`, as it came.
+    async fn forward(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        match self.hub.servers().as_slice() {
+            [server] => self.send(server, method, params, args).await,
+            _ => Err(RpcError::new(-32603, "wrap fronts exactly one server")),
+        }
+    }
+
+    /// One request to one server; a server's own error comes back as it said it.
+    async fn send(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        match self.hub.send(server, method, params, args).await {
+            Ok(result) => Ok(result),
+            Err(error) => call_error(error),
+        }
+    }
+
+    /// Every page of one list from one server: its items, as JSON values.
+    async fn list_all(&self, server: &str, method: &str, field: &str, args: &CallArgs) -> Vec<Value> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..1000 {
@@ -119,13 +515,20 @@ impl Proxy {
                 Some(c) => json!({ "cursor": c }),
                 None => json!({}),
             };
-            let Some(result) = self.send(server, method, params).await.ok() else {
+            let Ok(params) = serde_json::value::to_raw_value(&params) else {
                 break;
             };
-            if let Some(Value::Array(page)) = result.get(field) {
-                items.extend(page.iter().cloned());
+            let Ok(result) = self.hub.send(server, method, Some(&params), args.clone()).await
+            else {
+                break;
+            };
+            let Ok(mut page) = serde_json::from_str::<Value>(result.get()) else {
+                break;
+            };
+            if let Some(Value::Array(list)) = page.get_mut(field).map(Value::take) {
+                items.extend(list);
             }
-            cursor = result
+            cursor = page
                 .get("nextCursor")
                 .and_then(Value::as_str)
                 .map(str::to_string);
@@ -136,78 +539,463 @@ impl Proxy {
         items
     }
 
-    /// Send one request, built from its method and params, to one server.
-    async fn send(&self, server: &str, method: &str, params: Value) -> Result<Value, McpError> {
-        let params = serde_json::value::to_raw_value(&params)
-            .map_err(|e| McpError::internal_error(format!("cannot build {method}: {e}"), None))?;
-        let args = CallArgs {
-            timeout: Some(REQUEST_TIMEOUT),
-            ..CallArgs::default()
-        };
-        match self.hub.send(server, method, Some(&params), args).await {
-            Ok(result) => serde_json::from_str(result.get()).map_err(|e| {
-                McpError::internal_error(format!("cannot read {method} result: {e}"), None)
-            }),
-            Err(CallError::ServerError { code, message, .. }) => {
-                Err(McpError::new(ErrorCode(code), message, None))
+    /// The public name of a prompt of `server` in `serve`.
+    fn prompt_name(&self, server: &str, prompt: &str) -> String {
+        let naming = self.hub.registry().naming();
+        match naming.mode {
+            NamingMode::Original => prompt.to_string(),
+            NamingMode::Prefixed => prefixed_name(server, prompt, &naming.separator),
+        }
+    }
+
+    async fn list_prompts(&self, args: CallArgs) -> Result<Box<RawValue>, RpcError> {
+        let mut prompts = Vec::new();
+        let mut owners = HashMap::new();
+        for server in self.hub.servers() {
+            for mut prompt in self.list_all(&server, "prompts/list", "prompts", &args).await {
+                if let Some(name) = prompt.get("name").and_then(Value::as_str).map(str::to_string)
+                {
+                    let public = self.prompt_name(&server, &name);
+                    prompt["name"] = Value::String(public.clone());
+                    owners.entry(public).or_insert((server.clone(), name));
+                }
+                prompts.push(prompt);
             }
-            Err(error) => Err(McpError::internal_error(error.to_string(), None)),
+        }
+        *lock(&self.prompts) = owners;
+        to_raw(&json!({ "prompts": prompts }))
+    }
+
+    /// The server and upstream name of a public prompt name: from the names last listed, else
+    /// from a prefix that names a server.
+    fn resolve_prompt(&self, public: &str) -> Option<(String, String)> {
+        if let Some(owner) = lock(&self.prompts).get(public) {
+            return Some(owner.clone());
+        }
+        let naming = self.hub.registry().naming();
+        let servers = self.hub.servers();
+        match naming.mode {
+            NamingMode::Prefixed => servers.into_iter().find_map(|server| {
+                public
+                    .strip_prefix(&format!("{server}{}", naming.separator))
+                    .map(|name| (server.clone(), name.to_string()))
+            }),
+            NamingMode::Original => match servers.as_slice() {
+                [server] => Some((server.clone(), public.to_string())),
+                _ => None,
+            },
         }
     }
 
-    /// Which server should answer for a resource URI.
-    fn owner_of(&self, uri: &str) -> Option<String> {
-        if let Some(server) = self
-            .resource_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(uri)
-        {
-            return Some(server.clone());
-        }
-        let templates = self
-            .template_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        templates
-            .iter()
-            .filter(|(prefix, _)| uri.starts_with(prefix.as_str()))
-            .max_by_key(|(prefix, _)| prefix.len())
-            .map(|(_, server)| server.clone())
-            .or_else(|| {
-                let servers = self.hub.servers();
-                (servers.len() == 1).then(|| servers[0].clone())
-            })
+    /// `prompts/get` and `completion/complete`: to the server of the prompt (by its public
+    /// name) or of the resource (by its URI), with the upstream prompt name.
+    async fn prompt_request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let params = params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
+        let mut value: Value = serde_json::from_str(params.get())
+            .map_err(|e| RpcError::new(-32602, format!("Invalid params: {e}")))?;
+        let (pointer, is_prompt) = if method == "prompts/get" {
+            ("/name", true)
+        } else {
+            match value.pointer("/ref/type").and_then(Value::as_str) {
+                Some("ref/prompt") => ("/ref/name", true),
+                _ => ("/ref/uri", false),
+            }
+        };
+        let key = value
+            .pointer(pointer)
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let server = if is_prompt {
+            let Some((server, name)) = self.resolve_prompt(&key) else {
+                return Err(RpcError::new(
+                    -32602,
+                    format!("Invalid params: no server offers a prompt named \"{key}\"; list the prompts to see what is published"),
+                ));
+            };
+            if let Some(slot) = value.pointer_mut(pointer) {
+                *slot = Value::String(name);
+            }
+            server
+        } else {
+            self.resource_owner(&key, &args).await?
+        };
+        let params = to_raw(&value)?;
+        self.send(&server, method, Some(&params), args).await
     }
 
-    /// Find the server and upstream name of a public prompt name.
-    async fn resolve_prompt(&self, public: &str) -> Option<(String, String)> {
-        // Transparent: names are the server's own, and a name it does not list still goes
-        // upstream, so the client gets the server's own answer.
-        if self.mode == Mode::Transparent
-            && let [server] = self.hub.servers().as_slice()
-        {
-            return Some((server.clone(), public.to_string()));
+    async fn list_resources(&self, method: &str, args: CallArgs) -> Result<Box<RawValue>, RpcError> {
+        let (field, key) = if method == "resources/list" {
+            ("resources", "uri")
+        } else {
+            ("resourceTemplates", "uriTemplate")
+        };
+        let mut items = Vec::new();
+        let mut owners = Vec::new();
+        for server in self.hub.servers() {
+            for item in self.list_all(&server, method, field, &args).await {
+                if let Some(uri) = item.get(key).and_then(Value::as_str) {
+                    owners.push((uri.to_string(), server.clone()));
+                }
+                items.push(item);
+            }
+        }
+        if method == "resources/list" {
+            let mut map = lock(&self.resources);
+            for (uri, server) in owners {
+                map.entry(uri).or_insert(server);
+            }
+        } else {
+            *lock(&self.templates) = owners
+                .into_iter()
+                .map(|(t, s)| (t.split('{').next().unwrap_or(&t).to_string(), s))
+                .collect();
+        }
+        to_raw(&json!({ field: items }))
+    }
+
+    /// The server that owns `uri`: the one that listed it, or whose template it matches, or
+    /// the only one; else the resources are listed once to find it.
+    async fn resource_owner(&self, uri: &str, args: &CallArgs) -> Result<String, RpcError> {
+        if let Some(server) = self.known_owner(uri) {
+            return Ok(server);
         }
         for server in self.hub.servers() {
-            for prompt in self.list_all(&server, "prompts/list", "prompts").await {
-                if let Some(name) = prompt.get("name").and_then(Value::as_str)
-                    && self.prompt_name(&server, name) == public
-                {
-                    return Some((server, name.to_string()));
+            for resource in self.list_all(&server, "resources/list", "resources", args).await {
+                if resource.get("uri").and_then(Value::as_str) == Some(uri) {
+                    lock(&self.resources).insert(uri.to_string(), server.clone());
+                    return Ok(server);
                 }
             }
         }
-        None
+        Err(RpcError::new(
+            -32002,
+            format!("Resource not found: no server lists \"{uri}\""),
+        ))
+    }
+
+    fn known_owner(&self, uri: &str) -> Option<String> {
+        if let Some(server) = lock(&self.resources).get(uri) {
+            return Some(server.clone());
+        }
+        let by_template = lock(&self.templates)
+            .iter()
+            .filter(|(prefix, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
+            .max_by_key(|(prefix, _)| prefix.len())
+            .map(|(_, server)| server.clone());
+        by_template.or_else(|| match self.hub.servers().as_slice() {
+            [server] => Some(server.clone()),
+            _ => None,
+        })
+    }
+
+    /// `tasks/list` in `serve`: every server's tasks, their ids namespaced.
+    async fn list_tasks(
+        &self,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let mut tasks = Vec::new();
+        for server in self.hub.servers() {
+            let Ok(result) = self.hub.send(&server, "tasks/list", params, args.clone()).await
+            else {
+                continue; // a server without tasks
+            };
+            if let Ok(Value::Object(mut page)) = serde_json::from_str::<Value>(result.get())
+                && let Some(Value::Array(list)) = page.remove("tasks")
+            {
+                for mut task in list {
+                    prefix_task_id(&server, &mut task);
+                    tasks.push(task);
+                }
+            }
+        }
+        to_raw(&json!({ "tasks": tasks }))
+    }
+
+    /// `tasks/get`, `tasks/result`, `tasks/cancel` in `serve`: to the task's server, with its
+    /// own id; the id in the answer is namespaced again.
+    async fn task_request(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let params = params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
+        let mut value: Value = serde_json::from_str(params.get())
+            .map_err(|e| RpcError::new(-32602, format!("Invalid params: {e}")))?;
+        let public = value
+            .get("taskId")
+            .and_then(Value::as_str)
+            .unwrap_or_default()
+            .to_string();
+        let Some((server, task)) = public.split_once(TASK_SEPARATOR) else {
+            return Err(RpcError::new(
+                -32602,
+                format!("Invalid params: unknown task \"{public}\" (task ids here are SERVER:ID, as tools/call and tasks/list give them)"),
+            ));
+        };
+        if !self.hub.servers().iter().any(|s| s == server) {
+            return Err(RpcError::new(
+                -32602,
+                format!("Invalid params: unknown task \"{public}\": no server \"{server}\""),
+            ));
+        }
+        value["taskId"] = Value::String(task.to_string());
+        let params = to_raw(&value)?;
+        let result = self.send(server, method, Some(&params), args).await?;
+        Ok(namespace_task(server, result))
+    }
+}
+
+/// One downstream client: a stdio connection or an HTTP session.
+pub struct Client {
+    id: u64,
+    out: mpsc::UnboundedSender<String>,
+    next: AtomicU64,
+    /// The servers' requests sent to this client, by our id, waiting for its answer.
+    waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>>>,
+    /// The client's requests in flight, by their id as JSON text.
+    calls: Mutex<HashMap<String, CancellationToken>>,
+    capabilities: Mutex<Option<Capabilities>>,
+    initialized: std::sync::atomic::AtomicBool,
+}
+
+impl Client {
+    pub fn id(&self) -> u64 {
+        self.id
+    }
+
+    /// Send a message that belongs to no request.
+    pub fn send(&self, text: String) -> bool {
+        self.out.send(text).is_ok()
+    }
+
+    /// How many of the client's requests are in flight.
+    pub fn calls_in_flight(&self) -> usize {
+        lock(&self.calls).len()
+    }
+
+    /// How many of the servers' requests wait for this client's answer.
+    pub fn requests_waiting(&self) -> usize {
+        lock(&self.waiting).as_ref().map_or(0, HashMap::len)
+    }
+
+    /// The client answered one of the servers' requests.
+    fn answered(&self, id: &RawValue, result: Option<&RawValue>, error: Option<&RawValue>) {
+        let Ok(id) = id.get().parse::<u64>() else {
+            return;
+        };
+        let waiter = lock(&self.waiting).as_mut().and_then(|w| w.remove(&id));
+        let Some(waiter) = waiter else { return };
+        let answer = match (result, error) {
+            (Some(result), _) => Ok(result.to_owned()),
+            (None, Some(error)) => Err(read_error(error)),
+            (None, None) => Err(RpcError::new(-32603, "the client's answer had no result")),
+        };
+        let _ = waiter.send(answer);
+    }
+
+    fn close(&self) {
+        lock(&self.waiting).take();
+        for (_, call) in lock(&self.calls).drain() {
+            call.cancel();
+        }
+    }
+}
+
+/// What a client declared it can do, as far as routing a server's request needs.
+#[derive(Clone, Copy, Debug, Default)]
+struct Capabilities {
+    roots: bool,
+    sampling: bool,
+    elicitation: bool,
+}
+
+impl Capabilities {
+    fn read(text: &str) -> Self {
+        #[derive(Deserialize)]
+        struct Declared {
+            #[serde(default)]
+            roots: Option<serde::de::IgnoredAny>,
+            #[serde(default)]
+            sampling: Option<serde::de::IgnoredAny>,
+            #[serde(default)]
+            elicitation: Option<serde::de::IgnoredAny>,
+        }
+        serde_json::from_str::<Declared>(text)
+            .map(|d| Self {
+                roots: d.roots.is_some(),
+                sampling: d.sampling.is_some(),
+                elicitation: d.elicitation.is_some(),
+            })
+            .unwrap_or_default()
+    }
+
+    /// Whether a client with these capabilities can answer `method`.
+    fn allow(&self, method: &str) -> bool {
+        match method {
+            "roots/list" => self.roots,
+            "sampling/createMessage" => self.sampling,
+            "elicitation/create" => self.elicitation,
+            _ => true,
+        }
+    }
+}
+
+/// A client as one of its requests sees it: what relates to the request goes to the request's
+/// own stream when it has one.
+pub struct Scope {
+    client: Arc<Client>,
+    related: Option<mpsc::UnboundedSender<String>>,
+}
+
+impl Scope {
+    fn deliver(&self, text: String) -> bool {
+        if let Some(related) = &self.related
+            && related.send(text.clone()).is_ok()
+        {
+            return true;
+        }
+        self.client.send(text)
+    }
+}
+
+impl Downstream for Scope {
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        let client = &self.client;
+        let declared = *lock(&client.capabilities);
+        if let Some(declared) = declared
+            && !declared.allow(method)
+        {
+            let error = RpcError::new(
+                -32601,
+                format!("the client did not declare the capability `{method}` needs"),
+            );
+            return Box::pin(async move { Err(error) });
+        }
+        let id = client.next.fetch_add(1, Ordering::Relaxed);
+        let (tx, rx) = oneshot::channel();
+        let open = match lock(&client.waiting).as_mut() {
+            Some(waiting) => {
+                waiting.insert(id, tx);
+                true
+            }
+            None => false,
+        };
+        let text = request_text(id, method, params.as_deref());
+        let sent = open && self.deliver(text);
+        let client = client.clone();
+        Box::pin(async move {
+            if !sent {
+                return Err(RpcError::new(-32603, "the client has gone away"));
+            }
+            let mut guard = Waiting { client, id };
+            let answer = rx.await;
+            guard.id = 0;
+            answer.unwrap_or_else(|_| Err(RpcError::new(-32603, "the client has gone away")))
+        })
+    }
+
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>) {
+        self.deliver(notification_text(method, params.as_deref()));
+    }
+}
+
+/// A server's request waiting for a client's answer: given up on (dropped), it is forgotten
+/// and the client is told.
+struct Waiting {
+    client: Arc<Client>,
+    id: u64,
+}
+
+impl Drop for Waiting {
+    fn drop(&mut self) {
+        if self.id == 0 {
+            return;
+        }
+        if lock(&self.client.waiting)
+            .as_mut()
+            .and_then(|w| w.remove(&self.id))
+            .is_some()
+        {
+            let params = json!({ "requestId": self.id, "reason": "the server gave up on it" });
+            self.client.send(notification_text(
+                "notifications/cancelled",
+                serde_json::value::to_raw_value(&params).ok().as_deref(),
+            ));
+        }
+    }
+}
+
+/// The proxy's own answer for server requests that no client's call caused: the only client
+/// takes them; with none, or several, the server gets an error (never a hang).
+pub struct Unrelated {
+    proxy: std::sync::OnceLock<Weak<Proxy>>,
+}
+
+impl Unrelated {
+    pub fn new() -> Arc<Self> {
+        Arc::new(Self {
+            proxy: std::sync::OnceLock::new(),
+        })
+    }
+
+    pub fn attach(&self, proxy: &Arc<Proxy>) {
+        let _ = self.proxy.set(Arc::downgrade(proxy));
+    }
+
+    fn only_client(&self) -> Option<Arc<Client>> {
+        let proxy = self.proxy.get()?.upgrade()?;
+        match proxy.clients().as_slice() {
+            [client] => Some(client.clone()),
+            _ => None,
+        }
+    }
+}
+
+impl Downstream for Unrelated {
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        match self.only_client() {
+            Some(client) => Scope {
+                client,
+                related: None,
+            }
+            .request(method, params),
+            None if method == "ping" => Box::pin(async { Ok(raw_json("{}")) }),
+            None => {
+                let error = RpcError::new(
+                    -32603,
+                    format!("`{method}` has no client to go to: no call of a client caused it, and there is not exactly one client connected"),
+                );
+                Box::pin(async move { Err(error) })
+            }
+        }
+    }
+
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>) {
+        if let Some(client) = self.only_client() {
+            client.send(notification_text(method, params.as_deref()));
+        }
     }
 }
 
 /// Pass hub events down to every client: tool-list changes (only when the aggregate changed),
-/// and upstream notifications.
-async fn forward_events(
-    proxy: std::sync::Weak<Proxy>,
-    mut events: tokio::sync::broadcast::Receiver<HubEvent>,
-) {
+/// and the servers' notifications.
+async fn forward_events(proxy: Weak<Proxy>, mut events: tokio::sync::broadcast::Receiver<HubEvent>) {
     loop {
         let event = match events.recv().await {
             Ok(event) => event,
@@ -215,460 +1003,204 @@ async fn forward_events(
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
         let Some(proxy) = proxy.upgrade() else { return };
-        for peer in proxy.peers() {
-            let _ = match &event {
-                HubEvent::ToolsChanged => peer.notify_tool_list_changed().await,
-                HubEvent::Notification(n) => match typed_notification(n) {
-                    Some(notification) => peer.send_notification(notification).await,
-                    None => Ok(()),
-                },
-                HubEvent::State { .. } => Ok(()),
-            };
-        }
-    }
-}
-
-/// One session's handler; cheap to clone (the HTTP face makes one per session).
-#[derive(Clone)]
-pub struct ProxyHandler {
-    proxy: Arc<Proxy>,
-}
-
-fn as_mcp(error: serde_json::Error) -> McpError {
-    McpError::internal_error(format!("malformed upstream answer: {error}"), None)
-}
-
-/// A result forwarded from upstream carries no `resultType` when the upstream session is
-/// pre-2026-07-28; a 2026-07-28 client requires it. Stamp `"complete"` (rmcp strips it again
-/// for legacy clients).
-fn complete(result_type: &mut Option<ResultType>) {
-    if result_type.is_none() {
-        *result_type = Some(ResultType::COMPLETE);
-    }
-}
-
-impl ServerHandler for ProxyHandler {
-    #[allow(deprecated)] // logging capability: deprecated upstream, still used by clients
-    fn get_info(&self) -> ServerConfig {
-        let capabilities = ServerCapabilities::builder()
-            .enable_tools()
-            .enable_tool_list_changed()
-            .enable_prompts()
-            .enable_prompts_list_changed()
-            .enable_resources()
-            .enable_resources_subscribe()
-            .enable_resources_list_changed()
-            .enable_completions()
-            .enable_logging()
-            .build();
-        let mut info = ServerConfig::new(capabilities);
-        // Transparent: the client sees the server's own name, version, capabilities and
-        // instructions (tools always announce list_changed: we withdraw them on giving up).
-        if self.proxy.mode == Mode::Transparent
-            && let [server] = self.proxy.hub.servers().as_slice()
-            && let Some(upstream) = self.proxy.hub.server_info(server).and_then(|raw| {
-                serde_json::from_str::<rmcp::model::InitializeResult>(raw.get()).ok()
-            })
-        {
-            let mut capabilities = upstream.capabilities.clone();
-            let mut tools = capabilities.tools.clone().unwrap_or_default();
-            tools.list_changed = Some(true);
-            capabilities.tools = Some(tools);
-            info.capabilities = capabilities;
-            info.server_info = upstream.server_info.clone();
-            info.instructions = upstream.instructions.clone();
-            return info;
-        }
-        info.server_info = Implementation::new("mcp-supervisor", env!("CARGO_PKG_VERSION"));
-        info.instructions = Some(
-            "mcp-supervisor fronts supervised MCP servers: their tools keep working across crashes and restarts.".into(),
-        );
-        info
-    }
-
-    async fn on_initialized(&self, context: NotificationContext<RoleServer>) {
-        self.proxy.add_peer(context.peer);
-    }
-
-    fn accepted_subscription_filter(
-        &self,
-        requested: &rmcp::model::SubscriptionFilter,
-    ) -> Option<rmcp::model::SubscriptionFilter> {
-        Some(requested.supported_by(&self.get_info().capabilities))
-    }
-
-    /// Protocol 2026-07-28: change notifications flow on the client's `subscriptions/listen`.
-    async fn listen(&self, context: SubscriptionContext) -> Result<(), McpError> {
-        let mut events = self.proxy.hub.subscribe();
-        loop {
-            let event = tokio::select! {
-                () = context.cancelled() => return Ok(()),
-                event = events.recv() => event,
-            };
-            let notification = match event {
-                Ok(HubEvent::ToolsChanged) => {
-                    ServerNotification::ToolListChangedNotification(Default::default())
-                }
-                Ok(HubEvent::Notification(event)) => match typed_notification(&event) {
-                    Some(
-                        n @ (ServerNotification::ResourceUpdatedNotification(_)
-                        | ServerNotification::ResourceListChangedNotification(_)
-                        | ServerNotification::PromptListChangedNotification(_)),
-                    ) => n,
-                    _ => continue,
-                },
-                Ok(HubEvent::State { .. })
-                | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => return Ok(()),
-            };
-            match context.sink().send(notification).await {
-                Ok(()) | Err(rmcp::service::SubscriptionSendError::NotificationNotAccepted(_)) => {}
-                Err(_) => return Ok(()),
-            }
-        }
-    }
-
-    async fn list_tools(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListToolsResult, McpError> {
-        // Not registered as a peer here: a legacy client is registered once by `initialized`
-        // (registering it again per list sent it one copy of every notification per list), and
-        // a 2026-07-28 client gets its notifications on `subscriptions/listen` only.
-        // A client that lists right after starting us sees every server that comes up.
-        self.proxy.hub.wait_started(STARTUP_WAIT).await;
-        let tools = self
-            .proxy
-            .hub
-            .tools()
-            .iter()
-            .filter_map(|t| t.tool().ok())
-            .collect();
-        Ok(ListToolsResult::with_all_items(tools))
-    }
-
-    async fn call_tool(
-        &self,
-        request: CallToolRequestParams,
-        context: RequestContext<RoleServer>,
-    ) -> Result<CallToolResponse, McpError> {
-        let cancel = CancellationToken::new();
-        let cancel_guard = cancel.clone();
-        let ct = context.ct.clone();
-        let watcher = tokio::spawn(async move {
-            ct.cancelled().await;
-            cancel_guard.cancel();
-        });
-        let progress = context.meta.get_progress_token().map(|token| {
-            let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                while let Some(mut update) = rx.recv().await {
-                    update.progress_token = token.clone();
-                    let _ = peer.notify_progress(update).await;
-                }
-            });
-            tx
-        });
-        let args = CallArgs {
-            arguments: request.arguments.clone(),
-            timeout: None,
-            progress,
-            cancel: Some(cancel),
-            origin: None,
-        };
-        let hub = &self.proxy.hub;
-        let record = self.proxy.metrics.start();
-        let outcome = match hub.call(&request.name, args.clone()).await {
-            Err(CallError::UnknownTool { name }) => {
-                match (self.proxy.mode, hub.servers().as_slice()) {
-                    // Transparent: the server's own answer to a name we do not know.
-                    (Mode::Transparent, [server]) => {
-                        let params = serde_json::value::to_raw_value(&request).map_err(|e| {
-                            CallError::UnknownTool {
-                                name: format!("{name} ({e})"),
-                            }
-                        });
-                        match params {
-                            Ok(params) => hub
-                                .send(server, "tools/call", Some(&params), args)
-                                .await
-                                .and_then(|result| {
-                                    serde_json::from_str(result.get()).map_err(|e| {
-                                        CallError::Malformed {
-                                            server: server.clone(),
-                                            tool: name.clone(),
-                                            detail: e.to_string(),
-                                        }
-                                    })
-                                }),
-                            Err(error) => Err(error),
-                        }
+        let text = match &event {
+            HubEvent::ToolsChanged => notification_text("notifications/tools/list_changed", None),
+            HubEvent::Notification(n) => {
+                let params = match (proxy.mode, n.method.as_str(), &n.params) {
+                    (Mode::Aggregate, "notifications/tasks/status", Some(params)) => {
+                        let mut value: Value =
+                            serde_json::from_str(params.get()).unwrap_or(Value::Null);
+                        prefix_task_id(&n.server, &mut value);
+                        serde_json::value::to_raw_value(&value).ok()
                     }
-                    _ => Err(CallError::UnknownTool { name }),
-                }
-            }
-            other => other,
-        };
-        watcher.abort();
-        record.finish(crate::metrics::outcome_of(&outcome));
-        match outcome {
-            Ok(mut result) => {
-                complete(&mut result.result_type);
-                Ok(result.into())
-            }
-            Err(CallError::ServerError { code, message, .. }) => {
-                Err(McpError::new(ErrorCode(code), message, None))
-            }
-            Err(CallError::UnknownTool { name }) => Err(McpError::invalid_params(
-                format!(
-                    "no server offers a tool named \"{name}\"; list the tools to see what is published"
-                ),
-                None,
-            )),
-            Err(error) => Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-                error.to_string(),
-            )])
-            .into()),
-        }
-    }
-
-    async fn list_prompts(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListPromptsResult, McpError> {
-        let mut prompts = Vec::new();
-        for server in self.proxy.hub.servers() {
-            for mut prompt in self
-                .proxy
-                .list_all(&server, "prompts/list", "prompts")
-                .await
-            {
-                if let Some(name) = prompt
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                {
-                    prompt["name"] = Value::String(self.proxy.prompt_name(&server, &name));
-                }
-                prompts.push(serde_json::from_value::<Prompt>(prompt).map_err(as_mcp)?);
-            }
-        }
-        Ok(ListPromptsResult::with_all_items(prompts))
-    }
-
-    async fn get_prompt(
-        &self,
-        request: GetPromptRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<GetPromptResponse, McpError> {
-        let Some((server, name)) = self.proxy.resolve_prompt(&request.name).await else {
-            return Err(McpError::invalid_params(
-                format!("no server offers a prompt named \"{}\"", request.name),
-                None,
-            ));
-        };
-        let mut params = serde_json::to_value(&request).map_err(as_mcp)?;
-        params["name"] = Value::String(name);
-        let result = self.proxy.send(&server, "prompts/get", params).await?;
-        let mut result = serde_json::from_value::<GetPromptResult>(result).map_err(as_mcp)?;
-        complete(&mut result.result_type);
-        Ok(result.into())
-    }
-
-    async fn list_resources(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourcesResult, McpError> {
-        let mut resources = Vec::new();
-        let mut owners = HashMap::new();
-        for server in self.proxy.hub.servers() {
-            for resource in self
-                .proxy
-                .list_all(&server, "resources/list", "resources")
-                .await
-            {
-                if let Some(uri) = resource.get("uri").and_then(Value::as_str) {
-                    owners
-                        .entry(uri.to_string())
-                        .or_insert_with(|| server.clone());
-                }
-                resources.push(serde_json::from_value::<Resource>(resource).map_err(as_mcp)?);
-            }
-        }
-        self.proxy
-            .resource_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(owners);
-        Ok(ListResourcesResult::with_all_items(resources))
-    }
-
-    async fn list_resource_templates(
-        &self,
-        _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ListResourceTemplatesResult, McpError> {
-        let mut templates = Vec::new();
-        let mut owners = Vec::new();
-        for server in self.proxy.hub.servers() {
-            for template in self
-                .proxy
-                .list_all(&server, "resources/templates/list", "resourceTemplates")
-                .await
-            {
-                if let Some(uri) = template.get("uriTemplate").and_then(Value::as_str) {
-                    let prefix = uri.split('{').next().unwrap_or(uri).to_string();
-                    owners.push((prefix, server.clone()));
-                }
-                templates
-                    .push(serde_json::from_value::<ResourceTemplate>(template).map_err(as_mcp)?);
-            }
-        }
-        *self
-            .proxy
-            .template_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = owners;
-        Ok(ListResourceTemplatesResult::with_all_items(templates))
-    }
-
-    async fn read_resource(
-        &self,
-        request: ReadResourceRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<ReadResourceResponse, McpError> {
-        let server = self.owner_for(&request.uri).await?;
-        let params = serde_json::to_value(&request).map_err(as_mcp)?;
-        let result = self.proxy.send(&server, "resources/read", params).await?;
-        let mut result = serde_json::from_value::<ReadResourceResult>(result).map_err(as_mcp)?;
-        complete(&mut result.result_type);
-        Ok(result.into())
-    }
-
-    #[allow(deprecated)] // legacy subscriptions are what 2025-era clients send
-    async fn subscribe(
-        &self,
-        request: SubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let server = self.owner_for(&request.uri).await?;
-        let params = serde_json::to_value(&request).map_err(as_mcp)?;
-        self.proxy
-            .send(&server, "resources/subscribe", params)
-            .await
-            .map(|_| ())
-    }
-
-    #[allow(deprecated)]
-    async fn unsubscribe(
-        &self,
-        request: UnsubscribeRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let server = self.owner_for(&request.uri).await?;
-        let params = serde_json::to_value(&request).map_err(as_mcp)?;
-        self.proxy
-            .send(&server, "resources/unsubscribe", params)
-            .await
-            .map(|_| ())
-    }
-
-    async fn complete(
-        &self,
-        request: CompleteRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<CompleteResult, McpError> {
-        let mut params = serde_json::to_value(&request).map_err(as_mcp)?;
-        let server = match params["ref"]["type"].as_str() {
-            Some("ref/prompt") => {
-                let public = params["ref"]["name"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                let Some((server, name)) = self.proxy.resolve_prompt(&public).await else {
-                    return Err(McpError::invalid_params(
-                        format!("no server offers a prompt named \"{public}\""),
-                        None,
-                    ));
+                    (_, _, params) => params.clone(),
                 };
-                params["ref"]["name"] = Value::String(name);
-                server
+                notification_text(&n.method, params.as_deref())
             }
-            _ => {
-                let uri = params["ref"]["uri"]
-                    .as_str()
-                    .unwrap_or_default()
-                    .to_string();
-                self.owner_for(&uri).await?
-            }
+            HubEvent::State { .. } => continue,
         };
-        let result = self
-            .proxy
-            .send(&server, "completion/complete", params)
-            .await?;
-        let mut result = serde_json::from_value::<CompleteResult>(result).map_err(as_mcp)?;
-        complete(&mut result.result_type);
-        Ok(result)
-    }
-
-    #[allow(deprecated)]
-    async fn set_level(
-        &self,
-        request: rmcp::model::SetLevelRequestParams,
-        _context: RequestContext<RoleServer>,
-    ) -> Result<(), McpError> {
-        let params = serde_json::to_value(&request).map_err(as_mcp)?;
-        for server in self.proxy.hub.servers() {
-            // A server without logging answers "method not found"; the others take the level.
-            let _ = self
-                .proxy
-                .send(&server, "logging/setLevel", params.clone())
-                .await;
+        for client in proxy.clients() {
+            client.send(text.clone());
         }
-        Ok(())
     }
 }
 
-impl ProxyHandler {
-    /// The server that owns `uri`, listing resources first if it is not known yet.
-    async fn owner_for(&self, uri: &str) -> Result<String, McpError> {
-        if let Some(server) = self.proxy.owner_of(uri) {
-            return Ok(server);
-        }
-        for server in self.proxy.hub.servers() {
-            for resource in self
-                .proxy
-                .list_all(&server, "resources/list", "resources")
-                .await
-            {
-                if resource.get("uri").and_then(Value::as_str) == Some(uri) {
-                    self.proxy
-                        .resource_owner
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(uri.to_string(), server.clone());
-                    return Ok(server);
-                }
-            }
-        }
-        Err(McpError::resource_not_found(
-            format!("no server lists the resource \"{uri}\""),
-            None,
-        ))
+// === small helpers ===
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // Every write is a whole insert, remove or swap: a poisoned lock holds consistent data.
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+fn raw_json(text: &str) -> Box<RawValue> {
+    RawValue::from_string(text.to_string()).unwrap_or_else(|_| mcp_supervisor::link::empty_object())
+}
+
+fn to_raw(value: &Value) -> Result<Box<RawValue>, RpcError> {
+    serde_json::value::to_raw_value(value).map_err(|e| RpcError::new(-32603, e.to_string()))
+}
+
+/// A string member of a JSON object.
+fn member_str(object: &RawValue, name: &str) -> Option<String> {
+    let members: HashMap<std::borrow::Cow<'_, str>, &RawValue> =
+        serde_json::from_str(object.get()).ok()?;
+    serde_json::from_str(members.get(name)?.get()).ok()
+}
+
+fn read_error(error: &RawValue) -> RpcError {
+    #[derive(Deserialize)]
+    struct Object {
+        code: i64,
+        #[serde(default)]
+        message: String,
+        #[serde(default)]
+        data: Option<Box<RawValue>>,
+    }
+    match serde_json::from_str::<Object>(error.get()) {
+        Ok(o) => RpcError {
+            code: o.code,
+            message: o.message,
+            data: o.data,
+        },
+        Err(_) => RpcError::new(-32603, "the client's error answer is not a JSON-RPC error"),
     }
 }
 
-/// A server's notification in rmcp's model, for a client on rmcp's face.
-fn typed_notification(
-    event: &mcp_supervisor::supervisor::ServerEvent,
-) -> Option<ServerNotification> {
-    let message = json!({
-        "method": event.method,
-        "params": event.params.as_deref().map(|p| serde_json::from_str::<Value>(p.get()).unwrap_or(Value::Null)),
-    });
-    serde_json::from_value(message).ok()
+/// Whether a tool result says `isError: true`.
+fn is_error(result: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Flag {
+        #[serde(rename = "isError", default)]
+        is_error: Option<bool>,
+    }
+    serde_json::from_str::<Flag>(result.get())
+        .ok()
+        .and_then(|f| f.is_error)
+        .unwrap_or(false)
+}
+
+/// A call's failure as the client sees it: the server's own JSON-RPC error as it said it, an
+/// unknown tool as invalid params, anything else as a tool result with `isError` that says
+/// what happened and what to do.
+fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
+    match error {
+        CallError::ServerError { code, message, .. } => Err(RpcError::new(i64::from(code), message)),
+        CallError::UnknownTool { name } => Err(RpcError::new(
+            -32602,
+            format!("no server offers a tool named \"{name}\"; list the tools to see what is published"),
+        )),
+        other => to_raw(&json!({
+            "content": [{ "type": "text", "text": other.to_string() }],
+            "isError": true,
+        })),
+    }
+}
+
+/// `task.taskId` (a tool call's task) or `taskId` (a task's state) of a result, namespaced by
+/// `server`.
+fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValue> {
+    if !result.get().contains("taskId") {
+        return result;
+    }
+    let Ok(mut value) = serde_json::from_str::<Value>(result.get()) else {
+        return result;
+    };
+    prefix_task_id(server, &mut value);
+    serde_json::value::to_raw_value(&value).unwrap_or(result)
+}
+
+fn prefix_task_id(server: &str, value: &mut Value) {
+    for pointer in ["/taskId", "/task/taskId"] {
+        if let Some(Value::String(id)) = value.pointer_mut(pointer) {
+            *id = format!("{server}{TASK_SEPARATOR}{id}");
+        }
+    }
+}
+
+fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
+    let method = serde_json::to_string(method).unwrap_or_default();
+    match params {
+        Some(params) => format!(
+            r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{}}}"#,
+            params.get()
+        ),
+        None => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method}}}"#),
+    }
+}
+
+pub fn notification_text(method: &str, params: Option<&RawValue>) -> String {
+    let method = serde_json::to_string(method).unwrap_or_default();
+    match params {
+        Some(params) => format!(
+            r#"{{"jsonrpc":"2.0","method":{method},"params":{}}}"#,
+            params.get()
+        ),
+        None => format!(r#"{{"jsonrpc":"2.0","method":{method}}}"#),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kinds_are_read_from_the_envelope() {
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            Kind::Request { method: "tools/list".into() }
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            Kind::Notification { method: "notifications/initialized".into() }
+        );
+        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#), Kind::Response);
+        for (text, code) in [("nope", -32700), ("[1]", -32600), (r#"{"id":1}"#, -32600)] {
+            let Kind::Invalid(answer) = kind(text) else {
+                panic!("{text} is not a message");
+            };
+            let answer: Value = serde_json::from_str(&answer).unwrap();
+            assert_eq!(answer["error"]["code"], code, "{text}");
+            assert!(answer["id"].is_null());
+        }
+    }
+
+    #[test]
+    fn task_ids_are_namespaced_by_server() {
+        let created = raw_json(r#"{"task":{"taskId":"t-1","status":"working"}}"#);
+        let out: Value = serde_json::from_str(namespace_task("web", created).get()).unwrap();
+        assert_eq!(out["task"]["taskId"], "web:t-1");
+        let state = raw_json(r#"{"taskId":"t-2","status":"completed"}"#);
+        let out: Value = serde_json::from_str(namespace_task("a", state).get()).unwrap();
+        assert_eq!(out["taskId"], "a:t-2");
+        let plain = raw_json(r#"{"content":[]}"#);
+        assert_eq!(namespace_task("a", plain).get(), r#"{"content":[]}"#);
+    }
+
+    #[test]
+    fn capabilities_gate_the_servers_requests() {
+        let some = Capabilities::read(r#"{"roots":{"listChanged":true},"sampling":{}}"#);
+        assert!(some.allow("roots/list") && some.allow("sampling/createMessage"));
+        assert!(!some.allow("elicitation/create"));
+        assert!(some.allow("ping"));
+        let none = Capabilities::read("{}");
+        assert!(!none.allow("roots/list"));
+    }
+
+    #[test]
+    fn call_errors_keep_the_servers_own_error() {
+        let error = call_error(CallError::ServerError {
+            server: "s".into(),
+            tool: "t".into(),
+            code: -32602,
+            message: "bad".into(),
+        })
+        .unwrap_err();
+        assert_eq!((error.code, error.message.as_str()), (-32602, "bad"));
+        let result = call_error(CallError::Cancelled {
+            server: "s".into(),
+            tool: "t".into(),
+        })
+        .unwrap();
+        assert!(is_error(&result));
+    }
 }
