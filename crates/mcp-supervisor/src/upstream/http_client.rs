@@ -33,30 +33,36 @@ pub struct CorrelatingClient(reqwest::Client);
 impl CorrelatingClient {
     /// Like rmcp's default client: no idle pooling, same-origin 307/308 redirects only.
     pub fn new() -> Self {
-        let redirect = reqwest::redirect::Policy::custom(|attempt| {
-            let keeps_body = matches!(
-                attempt.status(),
-                reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-            );
-            let same_origin = attempt
-                .previous()
-                .first()
-                .is_some_and(|first| first.origin() == attempt.url().origin());
-            if !keeps_body || !same_origin {
-                attempt.stop()
-            } else if attempt.previous().len() > 10 {
-                attempt.error("exceeded 10 redirects")
-            } else {
-                attempt.follow()
-            }
-        });
         let client = reqwest::Client::builder()
             .pool_max_idle_per_host(0)
-            .redirect(redirect)
+            .redirect(same_origin_redirects())
             .build()
             .unwrap_or_default();
         Self(client)
     }
+}
+
+/// The redirect policy of every MCP HTTP client: only 307/308 (they keep the method and body),
+/// only to the same origin (headers such as `Authorization` must not leak to another host), at
+/// most 10.
+pub(crate) fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > 10 {
+            attempt.error("exceeded 10 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
 }
 
 impl Default for CorrelatingClient {
