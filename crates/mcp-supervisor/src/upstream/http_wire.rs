@@ -1,28 +1,869 @@
-//! Placeholder until the streamable-HTTP wire lands (see `wire.rs`).
+//! The streamable-HTTP wire of one generation (MCP streamable HTTP, 2025-03-26 .. 2025-11-25):
+//! each message is POSTed as JSON text, and what comes back (a JSON body, or an event stream on
+//! the POST, on a resumption GET or on the standalone GET) is handed to the peer as it came, as
+//! [`Incoming`] text.
+//!
+//! It owns the HTTP client, the session id and the negotiated protocol version of its
+//! generation, and every task reading an event stream (all stopped by [`Wire::close`]). It never
+//! parses a message beyond framing (batch arrays, and the `id` of an answer on a request's own
+//! stream), never resends a POST, never classifies a failure from error text, and never treats
+//! the standalone GET stream ending as the generation being lost.
 
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::time::Duration;
+
+use futures::{Stream, StreamExt};
 use mcp_supervisor_core::classify::Failure;
+use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::{Response, StatusCode, Url};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
+use serde_json::value::RawValue;
+use sse_stream::{Sse, SseStream};
+use tokio_util::sync::CancellationToken;
 
-use super::wire::{IncomingTx, Wire};
+use super::wire::{Incoming, IncomingTx, Wire};
 use crate::link::BoxFuture;
 
+/// The largest JSON body of a POST response.
+const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
+/// The most bytes an event stream may send without completing an event.
+const MAX_SSE_EVENT: usize = 16 * 1024 * 1024;
+/// How much of an error response's body is kept.
+const MAX_ERROR_BODY: usize = 4 * 1024;
+/// How long the body of an error response may take.
+const ERROR_BODY_LIMIT: Duration = Duration::from_secs(2);
+/// How long a GET may take to answer with its headers.
+const GET_HEADERS_LIMIT: Duration = Duration::from_secs(10);
+/// How long opening a TCP (and TLS) connection may take.
+const CONNECT_LIMIT: Duration = Duration::from_secs(10);
+/// How long the DELETE of [`Wire::close`] may take.
+const DELETE_LIMIT: Duration = Duration::from_secs(1);
+/// The waits before each resumption of a request's stream that ended before its answer; one try
+/// per entry, counted afresh after a resumed stream delivered a message.
+const RESUME_BACKOFF: [Duration; 3] = [
+    Duration::from_millis(200),
+    Duration::from_millis(400),
+    Duration::from_millis(800),
+];
+/// How many times the standalone GET stream is reopened without it delivering a message.
+const GET_REOPENS: u32 = 5;
+/// The first wait before reopening the standalone GET stream (doubled each time, up to 5 s).
+const GET_REOPEN_BASE: Duration = Duration::from_millis(200);
+const GET_REOPEN_MAX: Duration = Duration::from_secs(5);
+
+const SESSION_ID: &str = "mcp-session-id";
+const PROTOCOL_VERSION: &str = "mcp-protocol-version";
+const LAST_EVENT_ID: &str = "last-event-id";
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+const POST_ACCEPT: &str = "application/json, text/event-stream";
+
+/// Headers the wire sets itself; configuring them is an error. `MCP-Protocol-Version` may be
+/// configured: it is sent until the handshake agrees on one.
+const RESERVED: [&str; 5] = [
+    "accept",
+    "content-type",
+    "content-length",
+    SESSION_ID,
+    LAST_EVENT_ID,
+];
+
+// === impl HttpWire ===
+
+/// One generation's streamable-HTTP transport.
 pub struct HttpWire {
-    _incoming: IncomingTx,
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    url: Url,
+    client: reqwest::Client,
+    /// The configured extra headers.
+    headers: HeaderMap,
+    /// `Mcp-Session-Id`, once a response carried one.
+    session: Mutex<Option<HeaderValue>>,
+    /// `MCP-Protocol-Version`, once the handshake agreed on one.
+    protocol: Mutex<Option<HeaderValue>>,
+    /// Taken by `close`: once the tasks holding clones are gone, the peer sees no more messages.
+    incoming: Mutex<Option<IncomingTx>>,
+    listening: AtomicBool,
+    closed: AtomicBool,
+    /// Stops every task of this wire, and any send in flight.
+    ct: CancellationToken,
 }
 
 impl HttpWire {
+    /// A wire to the MCP endpoint at `url` (http or https). `headers`: extra headers from config
+    /// (e.g. `Authorization`), each checked here; an invalid or reserved one is an error naming
+    /// it. `incoming` gets every message the server sends.
     pub fn new(
-        _url: &str,
-        _headers: &[(String, String)],
+        url: &str,
+        headers: &[(String, String)],
         incoming: IncomingTx,
     ) -> Result<Self, String> {
+        let url = Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err(format!(
+                "`{url}` is not an http:// or https:// URL (scheme `{}`)",
+                url.scheme()
+            ));
+        }
+        let mut map = HeaderMap::new();
+        for (key, value) in headers {
+            let name = HeaderName::from_bytes(key.as_bytes())
+                .map_err(|_| format!("header name `{key}` is not a valid HTTP header name"))?;
+            if RESERVED.contains(&name.as_str()) {
+                return Err(format!(
+                    "header `{key}` is set by the MCP transport itself and cannot be configured"
+                ));
+            }
+            let mut value = HeaderValue::from_str(value).map_err(|_| {
+                format!("the value of header `{key}` is not a valid HTTP header value")
+            })?;
+            // Kept out of debug output: it may be a credential.
+            value.set_sensitive(true);
+            map.append(name, value);
+        }
+        let client = reqwest::Client::builder()
+            .redirect(same_origin_redirects())
+            .tcp_nodelay(true)
+            .connect_timeout(CONNECT_LIMIT)
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))?;
         Ok(Self {
-            _incoming: incoming,
+            inner: Arc::new(Inner {
+                url,
+                client,
+                headers: map,
+                session: Mutex::new(None),
+                protocol: Mutex::new(None),
+                incoming: Mutex::new(Some(incoming)),
+                listening: AtomicBool::new(false),
+                closed: AtomicBool::new(false),
+                ct: CancellationToken::new(),
+            }),
         })
     }
 }
 
 impl Wire for HttpWire {
-    fn send(&self, _text: String, _request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>> {
-        Box::pin(async { Err(Failure::ConnectRefused) })
+    fn send(&self, text: String, request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>> {
+        Box::pin(async move {
+            let inner = &self.inner;
+            let Some(tx) = inner.sender() else {
+                return Err(Failure::TransportClosedBeforeSend);
+            };
+            if inner.ct.is_cancelled() {
+                return Err(Failure::TransportClosedBeforeSend);
+            }
+            tokio::select! {
+                biased;
+                () = inner.ct.cancelled() => Err(Failure::TransportError {
+                    message: "the HTTP transport was closed while the POST was in flight".into(),
+                    connection_closed: true,
+                }),
+                outcome = inner.post(text, request, tx) => outcome,
+            }
+        })
     }
+
+    fn initialized(&self, protocol_version: &str) {
+        match HeaderValue::from_str(protocol_version) {
+            Ok(value) => *lock(&self.inner.protocol) = Some(value),
+            Err(_) => tracing::debug!(
+                protocol_version,
+                "protocol version is not a valid header value; not sent"
+            ),
+        }
+        if self.inner.listening.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Some(tx) = self.inner.sender() else {
+            return;
+        };
+        match tokio::runtime::Handle::try_current() {
+            Ok(runtime) => {
+                runtime.spawn(self.inner.clone().listen(tx));
+            }
+            Err(_) => tracing::debug!("no runtime: the standalone event stream is not opened"),
+        }
+    }
+
+    fn close(&self) {
+        let inner = &self.inner;
+        if inner.closed.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        inner.ct.cancel();
+        lock(&inner.incoming).take();
+        if inner.session().is_none() {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            tracing::debug!("no runtime: the session is not ended with DELETE");
+            return;
+        };
+        let delete = inner
+            .client
+            .delete(inner.url.clone())
+            // With the session id, as every request.
+            .headers(inner.headers_with(None));
+        runtime.spawn(async move {
+            match tokio::time::timeout(DELETE_LIMIT, delete.send()).await {
+                Ok(Ok(response)) => {
+                    tracing::debug!(status = %response.status(), "session ended with DELETE")
+                }
+                Ok(Err(error)) => {
+                    tracing::debug!(error = %describe(&error), "DELETE of the session failed")
+                }
+                Err(_) => tracing::debug!("DELETE of the session took more than 1 s"),
+            }
+        });
+    }
+}
+
+impl Drop for HttpWire {
+    fn drop(&mut self) {
+        self.inner.ct.cancel();
+    }
+}
+
+// === impl Inner ===
+
+/// How a GET for an event stream turned out.
+enum Opened {
+    Stream(Response),
+    /// The server offers no stream here (405, a lost session, not an event stream): stop.
+    NotOffered(String),
+    /// Worth another try later.
+    Failed(String),
+    Cancelled,
+}
+
+/// Why reading an event stream stopped.
+enum StreamEnd {
+    /// The answer to the stream's request came.
+    Answered,
+    /// The stream ended (cleanly, or `Broken`) before any answer.
+    Ended,
+    Broken(String),
+    /// The wire was closed, or the peer is gone.
+    Stopped,
+}
+
+impl Inner {
+    fn sender(&self) -> Option<IncomingTx> {
+        lock(&self.incoming).clone()
+    }
+
+    fn session(&self) -> Option<HeaderValue> {
+        lock(&self.session).clone()
+    }
+
+    /// The configured headers, `Accept`, and the session and version once known.
+    fn headers_with(&self, accept: Option<&'static str>) -> HeaderMap {
+        let mut headers = self.headers.clone();
+        if let Some(accept) = accept {
+            headers.insert(ACCEPT, HeaderValue::from_static(accept));
+        }
+        if let Some(session) = self.session() {
+            headers.insert(HeaderName::from_static(SESSION_ID), session);
+        }
+        if let Some(version) = lock(&self.protocol).clone() {
+            headers.insert(HeaderName::from_static(PROTOCOL_VERSION), version);
+        }
+        headers
+    }
+
+    async fn post(
+        self: &Arc<Self>,
+        text: String,
+        request: Option<u64>,
+        tx: IncomingTx,
+    ) -> Result<(), Failure> {
+        let with_session = self.session().is_some();
+        let mut headers = self.headers_with(Some(POST_ACCEPT));
+        headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+        let sent = self
+            .client
+            .post(self.url.clone())
+            .headers(headers)
+            .body(text)
+            .send()
+            .await;
+        let mut response = sent.map_err(|e| send_failure(&e))?;
+        let status = response.status();
+        if !status.is_success() {
+            tracing::debug!(%status, ?request, "POST refused");
+            if status == StatusCode::NOT_FOUND && with_session {
+                return Err(Failure::SessionExpired);
+            }
+            return Err(Failure::HttpStatus {
+                status: status.as_u16(),
+                body: error_body(response).await,
+            });
+        }
+        if let Some(session) = response.headers().get(SESSION_ID) {
+            *lock(&self.session) = Some(session.clone());
+        }
+        if status == StatusCode::ACCEPTED || status == StatusCode::NO_CONTENT {
+            return accepted(request);
+        }
+        match media_type(&response).as_deref() {
+            Some(EVENT_STREAM) => {
+                tokio::spawn(self.clone().follow(response, request, tx));
+                Ok(())
+            }
+            Some(JSON) | None => {
+                let body = read_json_body(&mut response).await?;
+                if body.trim().is_empty() {
+                    return accepted(request);
+                }
+                match deliver(&tx, body, request) {
+                    Ok(true) => Ok(()),
+                    Ok(false) => match request {
+                        None => Ok(()),
+                        Some(id) => {
+                            tracing::debug!(id, "JSON body without the answer to its request");
+                            Err(Failure::UnexpectedResponse)
+                        }
+                    },
+                    // The peer is gone: nobody waits for an answer.
+                    Err(PeerGone) => Ok(()),
+                }
+            }
+            Some(other) => {
+                tracing::debug!(
+                    content_type = other,
+                    ?request,
+                    "POST answered with an unknown content type"
+                );
+                match request {
+                    None => Ok(()),
+                    Some(_) => Err(Failure::TransportError {
+                        message: format!(
+                            "the server answered the request with content type `{other}`, \
+                             neither JSON nor an event stream"
+                        ),
+                        connection_closed: false,
+                    }),
+                }
+            }
+        }
+    }
+
+    /// Reads a request's event stream (and its resumptions) until the answer to `request` came,
+    /// or reports the request lost.
+    async fn follow(self: Arc<Self>, response: Response, request: Option<u64>, tx: IncomingTx) {
+        let mut last_event_id = None;
+        let mut response = response;
+        let mut tries = 0;
+        loop {
+            let (end, delivered) = self
+                .read_stream(response, request, &tx, &mut last_event_id)
+                .await;
+            let why = match end {
+                StreamEnd::Answered | StreamEnd::Stopped => return,
+                StreamEnd::Ended => "the event stream ended".to_string(),
+                StreamEnd::Broken(why) => why,
+            };
+            // A notification's stream has nothing to wait for.
+            let Some(id) = request else {
+                return;
+            };
+            tracing::debug!(id, %why, ?last_event_id, "request stream stopped before its answer");
+            if delivered {
+                tries = 0;
+            }
+            match self.resume(&mut tries, last_event_id.as_deref()).await {
+                Some(resumed) => response = resumed,
+                None => {
+                    if !self.ct.is_cancelled() {
+                        let _ = tx.send(Incoming::Lost {
+                            id,
+                            failure: Failure::ConnectionLostAfterSend,
+                        });
+                    }
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Reopens a request's stream after `last_event_id`, while tries are left.
+    async fn resume(&self, tries: &mut usize, last_event_id: Option<&str>) -> Option<Response> {
+        let last_event_id = last_event_id?;
+        while let Some(wait) = RESUME_BACKOFF.get(*tries) {
+            *tries += 1;
+            tokio::select! {
+                () = self.ct.cancelled() => return None,
+                () = tokio::time::sleep(*wait) => {}
+            }
+            match self.open_stream(Some(last_event_id)).await {
+                Opened::Stream(response) => return Some(response),
+                Opened::Cancelled => return None,
+                Opened::NotOffered(why) => {
+                    tracing::debug!(%why, "the stream cannot be resumed");
+                    return None;
+                }
+                Opened::Failed(why) => tracing::debug!(%why, try_ = *tries, "resumption failed"),
+            }
+        }
+        None
+    }
+
+    /// The standalone GET stream: server messages not tied to a request. Reopened when it ends,
+    /// a bounded number of times; its end never ends the generation.
+    async fn listen(self: Arc<Self>, tx: IncomingTx) {
+        let mut last_event_id: Option<String> = None;
+        let mut failures = 0u32;
+        loop {
+            match self.open_stream(last_event_id.as_deref()).await {
+                Opened::Stream(response) => {
+                    let (end, delivered) = self
+                        .read_stream(response, None, &tx, &mut last_event_id)
+                        .await;
+                    match end {
+                        StreamEnd::Stopped => return,
+                        StreamEnd::Broken(why) => tracing::debug!(%why, "standalone stream broke"),
+                        StreamEnd::Answered | StreamEnd::Ended => {
+                            tracing::debug!("standalone stream ended")
+                        }
+                    }
+                    if delivered {
+                        failures = 0;
+                    }
+                }
+                Opened::NotOffered(why) => {
+                    tracing::debug!(%why, "no standalone event stream");
+                    return;
+                }
+                Opened::Failed(why) => tracing::debug!(%why, "standalone stream not opened"),
+                Opened::Cancelled => return,
+            }
+            failures += 1;
+            if failures > GET_REOPENS {
+                tracing::debug!("standalone stream: giving up after {GET_REOPENS} reopenings");
+                return;
+            }
+            let wait = GET_REOPEN_BASE
+                .saturating_mul(1 << (failures - 1).min(8))
+                .min(GET_REOPEN_MAX);
+            tokio::select! {
+                () = self.ct.cancelled() => return,
+                () = tokio::time::sleep(wait) => {}
+            }
+        }
+    }
+
+    /// GET an event stream: the standalone one, or (with `last_event_id`) a resumption.
+    async fn open_stream(&self, last_event_id: Option<&str>) -> Opened {
+        let mut headers = self.headers_with(Some(EVENT_STREAM));
+        if let Some(id) = last_event_id {
+            match HeaderValue::from_str(id) {
+                Ok(value) => {
+                    headers.insert(HeaderName::from_static(LAST_EVENT_ID), value);
+                }
+                Err(_) => {
+                    return Opened::NotOffered("the last event id is not a header value".into());
+                }
+            }
+        }
+        let get = self.client.get(self.url.clone()).headers(headers).send();
+        let response = tokio::select! {
+            () = self.ct.cancelled() => return Opened::Cancelled,
+            response = tokio::time::timeout(GET_HEADERS_LIMIT, get) => response,
+        };
+        let response = match response {
+            Ok(Ok(response)) => response,
+            Ok(Err(error)) => return Opened::Failed(describe(&error)),
+            Err(_) => return Opened::Failed("no answer to the GET within 10 s".into()),
+        };
+        let status = response.status();
+        if status.is_success() {
+            return match media_type(&response).as_deref() {
+                Some(EVENT_STREAM) => Opened::Stream(response),
+                other => {
+                    Opened::NotOffered(format!("GET answered {status} with content type {other:?}"))
+                }
+            };
+        }
+        let transient = status.is_server_error()
+            || matches!(
+                status,
+                StatusCode::REQUEST_TIMEOUT | StatusCode::CONFLICT | StatusCode::TOO_MANY_REQUESTS
+            );
+        if transient {
+            Opened::Failed(format!("GET answered {status}"))
+        } else {
+            Opened::NotOffered(format!("GET answered {status}"))
+        }
+    }
+
+    /// Hands every message of one event stream to the peer, related to `request`, and notes the
+    /// last event id. Returns why it stopped, and whether it delivered a message. A request's
+    /// stream stops at the request's answer.
+    async fn read_stream(
+        &self,
+        response: Response,
+        request: Option<u64>,
+        tx: &IncomingTx,
+        last_event_id: &mut Option<String>,
+    ) -> (StreamEnd, bool) {
+        let pending = Arc::new(AtomicUsize::new(0));
+        let mut events = Box::pin(sse_events(response, pending.clone()));
+        let mut delivered = false;
+        loop {
+            let next = tokio::select! {
+                () = self.ct.cancelled() => return (StreamEnd::Stopped, delivered),
+                next = events.next() => next,
+            };
+            let event = match next {
+                None => return (StreamEnd::Ended, delivered),
+                Some(Err(error)) => return (StreamEnd::Broken(describe_sse(&error)), delivered),
+                Some(Ok(event)) => event,
+            };
+            pending.store(0, Ordering::Relaxed);
+            if let Some(id) = event.id {
+                *last_event_id = Some(id);
+            }
+            if !matches!(event.event.as_deref(), None | Some("message")) {
+                tracing::debug!(event = ?event.event, "event of another type ignored");
+                continue;
+            }
+            // Priming events (an id, no data) only mark where to resume.
+            let Some(data) = event.data.filter(|d| !d.is_empty()) else {
+                continue;
+            };
+            delivered = true;
+            match deliver(tx, data, request) {
+                Ok(true) => return (StreamEnd::Answered, delivered),
+                Ok(false) => {}
+                Err(PeerGone) => return (StreamEnd::Stopped, delivered),
+            }
+        }
+    }
+}
+
+// === helpers ===
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A 202 (or an empty 2xx) to a POST: right for a notification or a response; a request would
+/// never get its answer.
+fn accepted(request: Option<u64>) -> Result<(), Failure> {
+    match request {
+        None => Ok(()),
+        Some(id) => {
+            tracing::debug!(id, "a request was accepted without an answer");
+            Err(Failure::UnexpectedResponse)
+        }
+    }
+}
+
+/// What a failed POST (no response) says, from reqwest's error kinds.
+fn send_failure(error: &reqwest::Error) -> Failure {
+    if error.is_connect() {
+        // No connection: nothing went out.
+        Failure::ConnectRefused
+    } else if error.is_builder() {
+        Failure::TransportClosedBeforeSend
+    } else {
+        // Sent, or partly: the server may have it.
+        Failure::TransportError {
+            message: describe(error),
+            connection_closed: true,
+        }
+    }
+}
+
+/// An error and its causes, for humans.
+fn describe(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut text = error.to_string();
+    let mut source = error.source();
+    while let Some(cause) = source {
+        let cause_text = cause.to_string();
+        if !text.contains(&cause_text) {
+            text.push_str(": ");
+            text.push_str(&cause_text);
+        }
+        source = cause.source();
+    }
+    text
+}
+
+fn describe_sse(error: &sse_stream::Error) -> String {
+    match error {
+        sse_stream::Error::Body(body) => match body.downcast_ref::<BodyError>() {
+            Some(BodyError::TooLarge) => format!(
+                "an event of the stream exceeded {} MiB",
+                MAX_SSE_EVENT / (1024 * 1024)
+            ),
+            _ => format!("the event stream broke: {}", describe(body.as_ref())),
+        },
+        other => format!("the event stream is malformed: {other}"),
+    }
+}
+
+/// The media type of a response (lower case, without parameters).
+fn media_type(response: &Response) -> Option<String> {
+    let value = response.headers().get(CONTENT_TYPE)?.to_str().ok()?;
+    let essence = value.split(';').next().unwrap_or_default().trim();
+    Some(essence.to_ascii_lowercase())
+}
+
+/// A JSON body, at most [`MAX_JSON_BODY`] bytes.
+async fn read_json_body(response: &mut Response) -> Result<String, Failure> {
+    let too_large = || Failure::TransportError {
+        message: format!(
+            "the JSON response body exceeds {} MiB",
+            MAX_JSON_BODY / (1024 * 1024)
+        ),
+        connection_closed: false,
+    };
+    if response
+        .content_length()
+        .is_some_and(|length| length > MAX_JSON_BODY as u64)
+    {
+        return Err(too_large());
+    }
+    let mut body = Vec::new();
+    loop {
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                if body.len() + chunk.len() > MAX_JSON_BODY {
+                    return Err(too_large());
+                }
+                body.extend_from_slice(&chunk);
+            }
+            Ok(None) => break,
+            Err(error) => {
+                return Err(Failure::TransportError {
+                    message: format!("the JSON response body broke off: {}", describe(&error)),
+                    connection_closed: true,
+                });
+            }
+        }
+    }
+    String::from_utf8(body).map_err(|_| Failure::TransportError {
+        message: "the JSON response body is not UTF-8".into(),
+        connection_closed: false,
+    })
+}
+
+/// The start of an error response's body, at most [`MAX_ERROR_BODY`] bytes, as text.
+async fn error_body(mut response: Response) -> String {
+    let mut body = Vec::new();
+    let read = async {
+        while body.len() < MAX_ERROR_BODY {
+            match response.chunk().await {
+                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
+                _ => break,
+            }
+        }
+    };
+    let _ = tokio::time::timeout(ERROR_BODY_LIMIT, read).await;
+    body.truncate(MAX_ERROR_BODY);
+    String::from_utf8_lossy(&body).into_owned()
+}
+
+/// The peer dropped its receiver.
+struct PeerGone;
+
+/// Hands `text` (one message, or each element of a batch array) to the peer. Returns whether one
+/// of them is the answer to `request`.
+fn deliver(tx: &IncomingTx, text: String, request: Option<u64>) -> Result<bool, PeerGone> {
+    let mut answered = false;
+    let batch = if text.trim_start().starts_with('[') {
+        serde_json::from_str::<Vec<&RawValue>>(&text)
+            .ok()
+            .map(|items| items.iter().map(|m| m.get().to_owned()).collect::<Vec<_>>())
+    } else {
+        None
+    };
+    let messages = batch.unwrap_or_else(|| vec![text]);
+    for message in messages {
+        if let Some(id) = request {
+            answered |= answers(&message, id);
+        }
+        tx.send(Incoming::Message {
+            text: message,
+            related: request,
+        })
+        .map_err(|_| PeerGone)?;
+    }
+    Ok(answered)
+}
+
+/// A field that is there, whatever its value (even `null`).
+#[derive(Default)]
+struct Present(bool);
+
+impl<'de> Deserialize<'de> for Present {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        IgnoredAny::deserialize(deserializer).map(|_| Present(true))
+    }
+}
+
+/// Just enough of a JSON-RPC message to tell an answer and its id.
+#[derive(Deserialize)]
+struct Peek<'a> {
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(default)]
+    method: Present,
+    #[serde(default)]
+    result: Present,
+    #[serde(default)]
+    error: Present,
+}
+
+/// Whether `message` is the answer (result or error) to request `id`.
+fn answers(message: &str, id: u64) -> bool {
+    let Ok(peek) = serde_json::from_str::<Peek<'_>>(message) else {
+        return false;
+    };
+    !peek.method.0
+        && (peek.result.0 || peek.error.0)
+        && peek
+            .id
+            .is_some_and(|raw| serde_json::from_str::<u64>(raw.get()).ok() == Some(id))
+}
+
+/// Why the bytes of an event stream stopped.
+#[derive(Debug)]
+enum BodyError {
+    TooLarge,
+    Network(reqwest::Error),
+}
+
+impl std::fmt::Display for BodyError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            BodyError::TooLarge => write!(f, "event larger than {MAX_SSE_EVENT} bytes"),
+            BodyError::Network(error) => write!(f, "{error}"),
+        }
+    }
+}
+
+impl std::error::Error for BodyError {
+    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
+        match self {
+            BodyError::TooLarge => None,
+            BodyError::Network(error) => Some(error),
+        }
+    }
+}
+
+/// The events of a response body. `pending` counts the bytes read since the last event (the
+/// reader resets it); past [`MAX_SSE_EVENT`] the stream fails.
+fn sse_events(
+    response: Response,
+    pending: Arc<AtomicUsize>,
+) -> impl Stream<Item = Result<Sse, sse_stream::Error>> + Send {
+    let bytes = response.bytes_stream().map(move |chunk| match chunk {
+        Ok(chunk) => {
+            let used = pending.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
+            if used > MAX_SSE_EVENT {
+                Err(BodyError::TooLarge)
+            } else {
+                Ok(chunk)
+            }
+        }
+        Err(error) => Err(BodyError::Network(error)),
+    });
+    SseStream::from_bytes_stream(bytes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_answer_is_told_by_its_integer_id_and_result_or_error() {
+        assert!(answers(r#"{"jsonrpc":"2.0","id":7,"result":{}}"#, 7));
+        assert!(answers(r#"{"jsonrpc":"2.0","id":7,"result":null}"#, 7));
+        assert!(answers(
+            r#"{"jsonrpc":"2.0","id":7,"error":{"code":1,"message":"x"}}"#,
+            7
+        ));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":8,"result":{}}"#, 7));
+        assert!(!answers(r#"{"jsonrpc":"2.0","id":"7","result":{}}"#, 7));
+        assert!(!answers(
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":1,"message":"x"}}"#,
+            7
+        ));
+        // A server's request that reuses the number is not an answer.
+        assert!(!answers(
+            r#"{"jsonrpc":"2.0","id":7,"method":"ping","result":{}}"#,
+            7
+        ));
+        assert!(!answers(
+            r#"{"jsonrpc":"2.0","method":"notifications/progress"}"#,
+            7
+        ));
+        assert!(!answers("not json", 7));
+    }
+
+    #[test]
+    fn a_batch_is_delivered_element_by_element_as_written() {
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let batch = r#"[{"jsonrpc":"2.0","method":"a"} , {"jsonrpc":"2.0","id":3,"result":{ }}]"#;
+        assert!(matches!(deliver(&tx, batch.into(), Some(3)), Ok(true)));
+        let mut texts = Vec::new();
+        while let Ok(Incoming::Message { text, related }) = rx.try_recv() {
+            assert_eq!(related, Some(3));
+            texts.push(text);
+        }
+        assert_eq!(
+            texts,
+            [
+                r#"{"jsonrpc":"2.0","method":"a"}"#,
+                r#"{"jsonrpc":"2.0","id":3,"result":{ }}"#
+            ]
+        );
+    }
+
+    #[test]
+    fn reserved_and_invalid_headers_are_refused_by_name() {
+        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let url = "http://127.0.0.1:1/mcp";
+        let err = |h: &[(&str, &str)]| {
+            let h: Vec<(String, String)> = h
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect();
+            HttpWire::new(url, &h, tx.clone()).err().unwrap_or_default()
+        };
+        assert!(err(&[("Mcp-Session-Id", "x")]).contains("Mcp-Session-Id"));
+        assert!(err(&[("bad name", "x")]).contains("bad name"));
+        assert!(err(&[("X-Token", "a\nb")]).contains("X-Token"));
+        assert_eq!(err(&[("Authorization", "Bearer t")]), "");
+        assert!(HttpWire::new("ftp://x/", &[], tx.clone()).is_err());
+    }
+}
+
+/// Follow only same-origin 307/308 redirects (they keep the body), at most 10.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > 10 {
+            attempt.error("exceeded 10 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
 }
