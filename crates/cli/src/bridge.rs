@@ -1,7 +1,8 @@
-//! The proxy's MCP face: an rmcp `ServerHandler` over the hub. It serves the aggregate tool
-//! list, routes calls by public name, aggregates prompts and resources (prompt names prefixed,
-//! resource URIs kept and routed to the server that listed them), forwards completions and
-//! logging levels, and passes upstream notifications down to every connected client.
+//! The bridge for clients of protocol 2026-07-28 (no `initialize`: per-request metadata,
+//! `server/discover`, `subscriptions/listen`): rmcp's `ServerHandler` over the hub, until the
+//! message face ([`crate::proxy`]) speaks that era itself. Clients with an `initialize` (every
+//! desktop host today) never reach it. It is typed, so lossy: it is the one place left where
+//! the MCP model sits on the data path, and calls still take the hub's one call path.
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
@@ -32,16 +33,10 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// How long the first tools/list waits for servers still on their first attempt.
 const STARTUP_WAIT: Duration = Duration::from_secs(10);
 
-/// Whether the proxy fronts many servers (`serve`) or stands in for one (`wrap`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Aggregate,
-    /// Fully transparent: a name the registry does not hold goes upstream as is.
-    Transparent,
-}
+use crate::proxy::Mode;
 
 /// Shared by every session of every face.
-pub struct Proxy {
+pub struct Bridge {
     hub: Arc<Hub>,
     mode: Mode,
     naming: NamingConfig,
@@ -51,11 +46,16 @@ pub struct Proxy {
     resource_owner: Mutex<HashMap<String, String>>,
     /// Which server listed each resource template (by its text before the first `{`).
     template_owner: Mutex<Vec<(String, String)>>,
-    metrics: crate::metrics::Metrics,
+    metrics: Arc<crate::metrics::Metrics>,
 }
 
-impl Proxy {
-    pub fn new(hub: Arc<Hub>, mode: Mode, naming: NamingConfig) -> Arc<Self> {
+impl Bridge {
+    pub fn new(
+        hub: Arc<Hub>,
+        mode: Mode,
+        naming: NamingConfig,
+        metrics: Arc<crate::metrics::Metrics>,
+    ) -> Arc<Self> {
         let proxy = Arc::new(Self {
             hub,
             mode,
@@ -63,13 +63,27 @@ impl Proxy {
             peers: Mutex::new(Vec::new()),
             resource_owner: Mutex::new(HashMap::new()),
             template_owner: Mutex::new(Vec::new()),
-            metrics: crate::metrics::Metrics::default(),
+            metrics,
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
             proxy.hub.subscribe(),
         ));
         proxy
+    }
+
+    /// Serve one 2026-07-28 client on `input` and our stdout until it ends.
+    pub async fn serve_stdio<R>(self: &Arc<Self>, input: R)
+    where
+        R: tokio::io::AsyncRead + Unpin + Send + 'static,
+    {
+        use rmcp::ServiceExt;
+        match self.handler().serve((input, tokio::io::stdout())).await {
+            Ok(service) => {
+                let _ = service.waiting().await;
+            }
+            Err(error) => tracing::error!("the stdio client did not start a session: {error}"),
+        }
     }
 
     pub fn hub(&self) -> &Arc<Hub> {
@@ -205,7 +219,7 @@ impl Proxy {
 /// Pass hub events down to every client: tool-list changes (only when the aggregate changed),
 /// and upstream notifications.
 async fn forward_events(
-    proxy: std::sync::Weak<Proxy>,
+    proxy: std::sync::Weak<Bridge>,
     mut events: tokio::sync::broadcast::Receiver<HubEvent>,
 ) {
     loop {
@@ -231,7 +245,7 @@ async fn forward_events(
 /// One session's handler; cheap to clone (the HTTP face makes one per session).
 #[derive(Clone)]
 pub struct ProxyHandler {
-    proxy: Arc<Proxy>,
+    proxy: Arc<Bridge>,
 }
 
 fn as_mcp(error: serde_json::Error) -> McpError {

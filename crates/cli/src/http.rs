@@ -38,6 +38,7 @@ pub struct Guard {
 /// Serve the MCP face (when `mcp`) and the admin endpoints on `listener` until `shutdown`.
 pub async fn serve(
     proxy: Arc<Proxy>,
+    bridge: Arc<crate::bridge::Bridge>,
     listener: tokio::net::TcpListener,
     guard: Guard,
     mcp: bool,
@@ -59,7 +60,7 @@ pub async fn serve(
         let config = StreamableHttpServerConfig::default()
             .with_allowed_hosts(hosts)
             .with_cancellation_token(shutdown.child_token());
-        let factory_proxy = proxy.clone();
+        let factory_bridge = bridge.clone();
         // Sessions expire by the fast path's idle clock, which sees every request; rmcp's own
         // would expire a session busy with calls it never sees.
         let mut sessions = LocalSessionManager::default();
@@ -78,7 +79,7 @@ pub async fn serve(
             clock,
         });
         let service =
-            StreamableHttpService::new(move || Ok(factory_proxy.handler()), sessions, config);
+            StreamableHttpService::new(move || Ok(factory_bridge.handler()), sessions, config);
         router = router
             .nest_service("/mcp", service)
             .layer(middleware::from_fn_with_state(body, mcp_front));

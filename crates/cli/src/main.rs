@@ -3,6 +3,7 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad usage or an invalid config.
 
+mod bridge;
 mod cli;
 mod commands;
 mod control;
@@ -12,6 +13,7 @@ mod logging;
 mod metrics;
 mod proxy;
 mod serve;
+mod stdio;
 
 use std::process::ExitCode;
 

@@ -50,8 +50,12 @@ pub enum Mode {
 /// What kind of JSON-RPC message a text is, read from its envelope only.
 #[derive(Debug, PartialEq)]
 pub enum Kind {
-    Request { method: String },
-    Notification { method: String },
+    Request {
+        method: String,
+    },
+    Notification {
+        method: String,
+    },
     Response,
     /// Not JSON (-32700) or not a JSON-RPC message (-32600): the error answer says which.
     Invalid(String),
@@ -112,9 +116,8 @@ impl<'a> Envelope<'a> {
                 "Invalid Request: a JSON-RPC message is a JSON object (batches are not accepted)",
             ));
         }
-        let mut envelope: Self = serde_json::from_str(text).map_err(|e| {
-            error_text(None, -32600, &format!("Invalid Request: {e}"))
-        })?;
+        let mut envelope: Self = serde_json::from_str(text)
+            .map_err(|e| error_text(None, -32600, &format!("Invalid Request: {e}")))?;
         if envelope.id.is_some_and(|id| id.get() == "null") {
             envelope.id = None;
         }
@@ -159,6 +162,16 @@ impl Proxy {
             proxy.hub.subscribe(),
         ));
         proxy
+    }
+
+    /// In `wrap`, a client that starts without `initialize` (a 2026-07-28 client, or one that
+    /// asks before it introduces itself) leaves the server to be opened in the proxy's own
+    /// name, declaring what the proxy can route.
+    pub fn ensure_handshake(&self) {
+        self.hub
+            .set_handshake(mcp_supervisor::hub::default_handshake(
+                &routed_capabilities(),
+            ));
     }
 
     pub fn hub(&self) -> &Arc<Hub> {
@@ -227,9 +240,7 @@ impl Proxy {
                 let cancel = CancellationToken::new();
                 let key = id.get().to_string();
                 lock(&client.calls).insert(key.clone(), cancel.clone());
-                let answer = self
-                    .request(&scope, method, envelope.params, cancel)
-                    .await;
+                let answer = self.request(&scope, method, envelope.params, cancel).await;
                 lock(&client.calls).remove(&key);
                 Some(response_text(id, answer))
             }
@@ -299,6 +310,9 @@ impl Proxy {
             origin: Some(scope.clone() as Arc<dyn Downstream>),
             ..CallArgs::default()
         };
+        if method != "initialize" {
+            self.ensure_handshake();
+        }
         match method {
             "initialize" => self.initialize(&scope.client, params).await,
             "ping" => Ok(raw_json("{}")),
@@ -313,7 +327,9 @@ impl Proxy {
                 self.list_resources(method, args).await
             }
             "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
-                let uri = params.and_then(|p| member_str(p, "uri")).unwrap_or_default();
+                let uri = params
+                    .and_then(|p| member_str(p, "uri"))
+                    .unwrap_or_default();
                 let server = self.resource_owner(&uri, &args).await?;
                 self.send(&server, method, params, args).await
             }
@@ -333,7 +349,9 @@ impl Proxy {
                 [server] => self.send(server, method, params, args).await,
                 _ => Err(RpcError::new(
                     -32601,
-                    format!("Method not found: `{method}` (mcp-supervisor serve does not route it to one of several servers)"),
+                    format!(
+                        "Method not found: `{method}` (mcp-supervisor serve does not route it to one of several servers)"
+                    ),
                 )),
             },
         }
@@ -354,18 +372,18 @@ impl Proxy {
             #[serde(borrow, default)]
             capabilities: Option<&'a RawValue>,
         }
-        let init: Init<'_> = serde_json::from_str(params.get()).map_err(|e| {
-            RpcError::new(-32602, format!("Invalid params: initialize: {e}"))
-        })?;
+        let init: Init<'_> = serde_json::from_str(params.get())
+            .map_err(|e| RpcError::new(-32602, format!("Invalid params: initialize: {e}")))?;
         *lock(&client.capabilities) = init.capabilities.map(|c| Capabilities::read(c.get()));
         if self.mode == Mode::Transparent {
-            let [server] = self.hub.servers().as_slice().to_owned()[..] else {
+            let servers = self.hub.servers();
+            let [server] = servers.as_slice() else {
                 return Err(RpcError::new(-32603, "wrap fronts exactly one server"));
             };
             self.hub.set_handshake(params.to_owned().into());
             let mut watch = self
                 .hub
-                .watch(&server)
+                .watch(server)
                 .map_err(|e| RpcError::new(-32603, e.to_string()))?;
             let ready = tokio::time::timeout(
                 HANDSHAKE_WAIT,
@@ -397,7 +415,9 @@ impl Proxy {
                         .unwrap_or_default();
                     Err(RpcError::new(
                         -32603,
-                        format!("the server did not complete its handshake: {why}; check its command and its stderr"),
+                        format!(
+                            "the server did not complete its handshake: {why}; check its command and its stderr"
+                        ),
                     ))
                 }
             };
@@ -429,7 +449,10 @@ impl Proxy {
         self.hub.wait_started(STARTUP_WAIT).await;
         let tools = self.hub.tools();
         let mut text = String::with_capacity(
-            16 + tools.iter().map(|t| t.definition.get().len() + 1).sum::<usize>(),
+            16 + tools
+                .iter()
+                .map(|t| t.definition.get().len() + 1)
+                .sum::<usize>(),
         );
         text.push_str(r#"{"tools":["#);
         for (i, tool) in tools.iter().enumerate() {
@@ -454,19 +477,22 @@ impl Proxy {
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
         let record = self.metrics.start();
         let outcome = match self.hub.call_json(&name, params, args.clone()).await {
-            Err(CallError::UnknownTool { name }) => match (self.mode, self.hub.servers().as_slice())
-            {
-                // Transparent: the server's own answer to a name we do not hold.
-                (Mode::Transparent, [server]) => {
-                    self.hub
-                        .send(server, "tools/call", Some(params), args)
-                        .await
+            Err(CallError::UnknownTool { name }) => {
+                match (self.mode, self.hub.servers().as_slice()) {
+                    // Transparent: the server's own answer to a name we do not hold.
+                    (Mode::Transparent, [server]) => {
+                        self.hub
+                            .send(server, "tools/call", Some(params), args)
+                            .await
+                    }
+                    _ => Err(CallError::UnknownTool { name }),
                 }
-                _ => Err(CallError::UnknownTool { name }),
-            },
+            }
             other => other,
         };
-        record.finish(crate::metrics::outcome(outcome.as_ref().map(|r| is_error(r))));
+        record.finish(crate::metrics::outcome(
+            outcome.as_ref().map(|r| is_error(r)),
+        ));
         let result = match outcome {
             Ok(result) => result,
             Err(error) => return call_error(error),
@@ -507,7 +533,13 @@ impl Proxy {
     }
 
     /// Every page of one list from one server: its items, as JSON values.
-    async fn list_all(&self, server: &str, method: &str, field: &str, args: &CallArgs) -> Vec<Value> {
+    async fn list_all(
+        &self,
+        server: &str,
+        method: &str,
+        field: &str,
+        args: &CallArgs,
+    ) -> Vec<Value> {
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..1000 {
@@ -518,7 +550,10 @@ impl Proxy {
             let Ok(params) = serde_json::value::to_raw_value(&params) else {
                 break;
             };
-            let Ok(result) = self.hub.send(server, method, Some(&params), args.clone()).await
+            let Ok(result) = self
+                .hub
+                .send(server, method, Some(&params), args.clone())
+                .await
             else {
                 break;
             };
@@ -552,8 +587,14 @@ impl Proxy {
         let mut prompts = Vec::new();
         let mut owners = HashMap::new();
         for server in self.hub.servers() {
-            for mut prompt in self.list_all(&server, "prompts/list", "prompts", &args).await {
-                if let Some(name) = prompt.get("name").and_then(Value::as_str).map(str::to_string)
+            for mut prompt in self
+                .list_all(&server, "prompts/list", "prompts", &args)
+                .await
+            {
+                if let Some(name) = prompt
+                    .get("name")
+                    .and_then(Value::as_str)
+                    .map(str::to_string)
                 {
                     let public = self.prompt_name(&server, &name);
                     prompt["name"] = Value::String(public.clone());
@@ -595,7 +636,8 @@ impl Proxy {
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let params = params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
+        let params =
+            params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
         let mut value: Value = serde_json::from_str(params.get())
             .map_err(|e| RpcError::new(-32602, format!("Invalid params: {e}")))?;
         let (pointer, is_prompt) = if method == "prompts/get" {
@@ -615,7 +657,9 @@ impl Proxy {
             let Some((server, name)) = self.resolve_prompt(&key) else {
                 return Err(RpcError::new(
                     -32602,
-                    format!("Invalid params: no server offers a prompt named \"{key}\"; list the prompts to see what is published"),
+                    format!(
+                        "Invalid params: no server offers a prompt named \"{key}\"; list the prompts to see what is published"
+                    ),
                 ));
             };
             if let Some(slot) = value.pointer_mut(pointer) {
@@ -629,7 +673,11 @@ impl Proxy {
         self.send(&server, method, Some(&params), args).await
     }
 
-    async fn list_resources(&self, method: &str, args: CallArgs) -> Result<Box<RawValue>, RpcError> {
+    async fn list_resources(
+        &self,
+        method: &str,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
         let (field, key) = if method == "resources/list" {
             ("resources", "uri")
         } else {
@@ -666,7 +714,10 @@ impl Proxy {
             return Ok(server);
         }
         for server in self.hub.servers() {
-            for resource in self.list_all(&server, "resources/list", "resources", args).await {
+            for resource in self
+                .list_all(&server, "resources/list", "resources", args)
+                .await
+            {
                 if resource.get("uri").and_then(Value::as_str) == Some(uri) {
                     lock(&self.resources).insert(uri.to_string(), server.clone());
                     return Ok(server);
@@ -702,7 +753,10 @@ impl Proxy {
     ) -> Result<Box<RawValue>, RpcError> {
         let mut tasks = Vec::new();
         for server in self.hub.servers() {
-            let Ok(result) = self.hub.send(&server, "tasks/list", params, args.clone()).await
+            let Ok(result) = self
+                .hub
+                .send(&server, "tasks/list", params, args.clone())
+                .await
             else {
                 continue; // a server without tasks
             };
@@ -726,7 +780,8 @@ impl Proxy {
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let params = params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
+        let params =
+            params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
         let mut value: Value = serde_json::from_str(params.get())
             .map_err(|e| RpcError::new(-32602, format!("Invalid params: {e}")))?;
         let public = value
@@ -737,7 +792,9 @@ impl Proxy {
         let Some((server, task)) = public.split_once(TASK_SEPARATOR) else {
             return Err(RpcError::new(
                 -32602,
-                format!("Invalid params: unknown task \"{public}\" (task ids here are SERVER:ID, as tools/call and tasks/list give them)"),
+                format!(
+                    "Invalid params: unknown task \"{public}\" (task ids here are SERVER:ID, as tools/call and tasks/list give them)"
+                ),
             ));
         };
         if !self.hub.servers().iter().any(|s| s == server) {
@@ -979,7 +1036,9 @@ impl Downstream for Unrelated {
             None => {
                 let error = RpcError::new(
                     -32603,
-                    format!("`{method}` has no client to go to: no call of a client caused it, and there is not exactly one client connected"),
+                    format!(
+                        "`{method}` has no client to go to: no call of a client caused it, and there is not exactly one client connected"
+                    ),
                 );
                 Box::pin(async move { Err(error) })
             }
@@ -995,7 +1054,10 @@ impl Downstream for Unrelated {
 
 /// Pass hub events down to every client: tool-list changes (only when the aggregate changed),
 /// and the servers' notifications.
-async fn forward_events(proxy: Weak<Proxy>, mut events: tokio::sync::broadcast::Receiver<HubEvent>) {
+async fn forward_events(
+    proxy: Weak<Proxy>,
+    mut events: tokio::sync::broadcast::Receiver<HubEvent>,
+) {
     loop {
         let event = match events.recv().await {
             Ok(event) => event,
@@ -1023,6 +1085,16 @@ async fn forward_events(proxy: Weak<Proxy>, mut events: tokio::sync::broadcast::
             client.send(text.clone());
         }
     }
+}
+
+/// The client capabilities the proxy declares to a server it opens in its own name: what it
+/// can route to a client (and answers with an error for a client that lacks it).
+pub fn routed_capabilities() -> Value {
+    json!({
+        "roots": { "listChanged": true },
+        "sampling": {},
+        "elicitation": { "form": {}, "url": {} },
+    })
 }
 
 // === small helpers ===
@@ -1084,10 +1156,14 @@ fn is_error(result: &RawValue) -> bool {
 /// what happened and what to do.
 fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
     match error {
-        CallError::ServerError { code, message, .. } => Err(RpcError::new(i64::from(code), message)),
+        CallError::ServerError { code, message, .. } => {
+            Err(RpcError::new(i64::from(code), message))
+        }
         CallError::UnknownTool { name } => Err(RpcError::new(
             -32602,
-            format!("no server offers a tool named \"{name}\"; list the tools to see what is published"),
+            format!(
+                "no server offers a tool named \"{name}\"; list the tools to see what is published"
+            ),
         )),
         other => to_raw(&json!({
             "content": [{ "type": "text", "text": other.to_string() }],
@@ -1147,13 +1223,20 @@ mod tests {
     fn kinds_are_read_from_the_envelope() {
         assert_eq!(
             kind(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
-            Kind::Request { method: "tools/list".into() }
+            Kind::Request {
+                method: "tools/list".into()
+            }
         );
         assert_eq!(
             kind(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
-            Kind::Notification { method: "notifications/initialized".into() }
+            Kind::Notification {
+                method: "notifications/initialized".into()
+            }
         );
-        assert_eq!(kind(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#), Kind::Response);
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            Kind::Response
+        );
         for (text, code) in [("nope", -32700), ("[1]", -32600), (r#"{"id":1}"#, -32600)] {
             let Kind::Invalid(answer) = kind(text) else {
                 panic!("{text} is not a message");

@@ -10,14 +10,15 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_supervisor::Hub;
 use mcp_supervisor::core::config::{Config, parse_config};
-use rmcp::ServiceExt;
+use mcp_supervisor::hub::default_handshake;
+use mcp_supervisor::{Hub, HubOptions};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
+use crate::bridge::Bridge;
 use crate::http::{self, Guard};
-use crate::proxy::{Mode, Proxy};
+use crate::proxy::{Mode, Proxy, Unrelated, routed_capabilities};
 
 /// How long a stop may take before we exit anyway.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
@@ -39,12 +40,20 @@ pub async fn run(
     faces: Faces,
 ) -> anyhow::Result<ExitCode> {
     let naming = config.naming.clone();
-    let hub = Arc::new(Hub::start(config));
-    if mode == Mode::Transparent {
-        // Initialize answers with the server's own identity: let its first attempt finish.
-        hub.wait_started(Duration::from_secs(30)).await;
-    }
-    let proxy = Proxy::new(hub.clone(), mode, naming);
+    // Servers' requests that no client's call caused go to the only client.
+    let unrelated = Unrelated::new();
+    let options = HubOptions {
+        client: unrelated.clone(),
+        // wrap: the server is spawned now; its handshake waits for the client's own.
+        handshake: match mode {
+            Mode::Transparent => None,
+            Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
+        },
+    };
+    let hub = Arc::new(Hub::start_with_options(config, options));
+    let proxy = Proxy::new(hub.clone(), mode);
+    unrelated.attach(&proxy);
+    let bridge = Bridge::new(hub.clone(), mode, naming, proxy.metrics().clone());
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
 
@@ -66,9 +75,16 @@ pub async fn run(
             "serving {what} on http://{}",
             listener.local_addr().unwrap_or(addr)
         );
-        let (proxy, guard, shutdown) = (proxy.clone(), faces.guard.clone(), shutdown.clone());
+        let (proxy, bridge, guard, shutdown) = (
+            proxy.clone(),
+            bridge.clone(),
+            faces.guard.clone(),
+            shutdown.clone(),
+        );
         tasks.push(tokio::spawn(async move {
-            if let Err(error) = http::serve(proxy, listener, guard, mcp, shutdown.clone()).await {
+            if let Err(error) =
+                http::serve(proxy, bridge, listener, guard, mcp, shutdown.clone()).await
+            {
                 tracing::error!("HTTP face failed: {error}");
                 shutdown.cancel();
             }
@@ -76,16 +92,10 @@ pub async fn run(
     }
 
     if faces.stdio {
-        let handler = proxy.handler();
-        let shutdown = shutdown.clone();
+        let (proxy, bridge, shutdown) = (proxy.clone(), bridge.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move {
-            match handler.serve(rmcp::transport::stdio()).await {
-                Ok(service) => {
-                    let _ = service.waiting().await;
-                    tracing::info!("stdin closed: shutting down");
-                }
-                Err(error) => tracing::error!("the stdio client did not initialize: {error}"),
-            }
+            crate::stdio::run(proxy, bridge).await;
+            tracing::info!("stdin closed: shutting down");
             shutdown.cancel();
         }));
     }

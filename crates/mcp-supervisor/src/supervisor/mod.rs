@@ -51,6 +51,14 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// Whether the server stays in this state until told otherwise (no attempt is coming).
+    pub fn is_final(self) -> bool {
+        matches!(
+            self,
+            ServerState::GaveUp | ServerState::Down | ServerState::Stopped
+        )
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             ServerState::Connecting => "connecting",

@@ -1,0 +1,143 @@
+//! The stdio face: JSON-RPC messages as lines on our stdin and stdout, for the one client that
+//! started us.
+//!
+//! It frames lines and nothing else: each line goes to the message face ([`crate::proxy`]) as it
+//! came, each answer and notification is written as one whole line. Requests run concurrently;
+//! notifications and answers from the client are handled in order as they arrive. A client whose
+//! first message is of protocol 2026-07-28 (no `initialize`) is handed, with that first line, to
+//! the rmcp bridge ([`crate::bridge`]). Nothing but MCP messages is ever written to stdout.
+
+use std::sync::Arc;
+
+use futures::StreamExt;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::sync::mpsc;
+use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
+
+use crate::bridge::Bridge;
+use crate::proxy::{Kind, Proxy, error_text, kind};
+
+/// The longest line accepted from the client; a longer one gets an error answer.
+const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// Serve the client on our stdin and stdout until stdin ends.
+pub async fn run(proxy: Arc<Proxy>, bridge: Arc<Bridge>) {
+    serve(proxy, bridge, tokio::io::stdin(), tokio::io::stdout()).await;
+}
+
+/// Serve one client on `input` and `output` until `input` ends.
+pub async fn serve<R, W>(proxy: Arc<Proxy>, bridge: Arc<Bridge>, input: R, output: W)
+where
+    R: AsyncRead + Unpin + Send + 'static,
+    W: tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
+    let mut lines = FramedRead::new(input, codec);
+    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+    let writer = tokio::spawn(write_lines(output, out_rx));
+    let client = proxy.connect(out_tx.clone());
+    let mut decided = false;
+    while let Some(line) = lines.next().await {
+        let line = match line {
+            Ok(line) => line,
+            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
+                let _ = out_tx.send(error_text(
+                    None,
+                    -32600,
+                    &format!("Invalid Request: the message is longer than {MAX_LINE} bytes"),
+                ));
+                continue;
+            }
+            Err(AnyDelimiterCodecError::Io(error)) => {
+                tracing::debug!("reading stdin failed: {error}");
+                break;
+            }
+        };
+        if line.iter().all(u8::is_ascii_whitespace) {
+            continue;
+        }
+        let Ok(text) = String::from_utf8(line.to_vec()) else {
+            let _ = out_tx.send(error_text(
+                None,
+                -32700,
+                "Parse error: the message is not UTF-8",
+            ));
+            continue;
+        };
+        if !decided {
+            decided = true;
+            if is_sessionless(&text) {
+                // Hand the client to the bridge: the line read, what was buffered, then the rest.
+                proxy.disconnect(&client);
+                drop(out_tx);
+                let _ = writer.await;
+                let parts = lines.into_parts();
+                let mut head = text.into_bytes();
+                head.push(b'\n');
+                head.extend_from_slice(&parts.read_buf);
+                let input = std::io::Cursor::new(head).chain(parts.io);
+                proxy.ensure_handshake();
+                bridge.serve_stdio(input).await;
+                return;
+            }
+        }
+        match kind(&text) {
+            Kind::Request { .. } => {
+                let (proxy, client, out) = (proxy.clone(), client.clone(), out_tx.clone());
+                tokio::spawn(async move {
+                    if let Some(answer) = proxy.handle(&client, &text, None).await {
+                        let _ = out.send(answer);
+                    }
+                });
+            }
+            _ => {
+                if let Some(answer) = proxy.handle(&client, &text, None).await {
+                    let _ = out_tx.send(answer);
+                }
+            }
+        }
+    }
+    tracing::info!("stdin closed");
+    proxy.disconnect(&client);
+    drop(out_tx);
+    drop(client);
+    // Answers already queued still go out; calls still running keep their senders, so the
+    // wait is bounded.
+    if tokio::time::timeout(std::time::Duration::from_millis(500), writer)
+        .await
+        .is_err()
+    {
+        tracing::debug!("answers still pending at the end of stdin were dropped");
+    }
+}
+
+/// Whether a client's first message is of protocol 2026-07-28: `server/discover`, or a request
+/// that carries its protocol version in `_meta` instead of an `initialize`.
+pub fn is_sessionless(text: &str) -> bool {
+    match kind(text) {
+        Kind::Request { method } if method == "server/discover" => true,
+        Kind::Request { method } if method != "initialize" => {
+            text.contains("io.modelcontextprotocol/protocolVersion")
+        }
+        _ => false,
+    }
+}
+
+/// Write each message as one line. A line break outside a JSON string is whitespace (inside one
+/// it cannot appear raw), so one becomes a space and the framing stays whole.
+async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
+    mut output: W,
+    mut messages: mpsc::UnboundedReceiver<String>,
+) {
+    while let Some(message) = messages.recv().await {
+        let mut line = if message.contains(['\n', '\r']) {
+            message.replace(['\n', '\r'], " ")
+        } else {
+            message
+        };
+        line.push('\n');
+        if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
+            return;
+        }
+    }
+}
