@@ -193,7 +193,7 @@ impl Proxy {
             id: self.next_client.fetch_add(1, Ordering::Relaxed),
             out,
             next: AtomicU64::new(1),
-            waiting: Mutex::default(),
+            waiting: Mutex::new(Some(HashMap::new())),
             calls: Mutex::default(),
             capabilities: Mutex::new(None),
             initialized: std::sync::atomic::AtomicBool::new(false),
@@ -374,7 +374,16 @@ impl Proxy {
         }
         let init: Init<'_> = serde_json::from_str(params.get())
             .map_err(|e| RpcError::new(-32602, format!("Invalid params: initialize: {e}")))?;
-        *lock(&client.capabilities) = init.capabilities.map(|c| Capabilities::read(c.get()));
+        let declared = init.capabilities.map(|c| Capabilities::read(c.get()));
+        *lock(&client.capabilities) = declared;
+        if self.mode == Mode::Aggregate && declared.is_some_and(|d| d.roots) {
+            // The servers were opened before this client came: a server that keeps roots asks
+            // again when told they changed.
+            for server in self.hub.servers() {
+                self.hub
+                    .notify(&server, "notifications/roots/list_changed", None);
+            }
+        }
         if self.mode == Mode::Transparent {
             let servers = self.hub.servers();
             let [server] = servers.as_slice() else {
@@ -1081,8 +1090,12 @@ async fn forward_events(
             }
             HubEvent::State { .. } => continue,
         };
+        // Not before a client has finished its handshake (SPEC: nothing but pings and logs
+        // before `initialized`).
         for client in proxy.clients() {
-            client.send(text.clone());
+            if client.initialized.load(Ordering::SeqCst) {
+                client.send(text.clone());
+            }
         }
     }
 }

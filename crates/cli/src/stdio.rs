@@ -69,6 +69,7 @@ where
             if is_sessionless(&text) {
                 // Hand the client to the bridge: the line read, what was buffered, then the rest.
                 proxy.disconnect(&client);
+                drop(client);
                 drop(out_tx);
                 let _ = writer.await;
                 let parts = lines.into_parts();

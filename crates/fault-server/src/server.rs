@@ -82,6 +82,8 @@ enum Kind {
     Block,
     Garbage,
     Pid,
+    /// Reply with the client's `initialize` params as this process saw them.
+    Whoami,
     /// One of the `--tools N` extras: echoes its arguments.
     Extra,
 }
@@ -179,7 +181,7 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
                 "Reply with the message, unchanged.",
                 schema::<EchoArgs>(),
             )
-            .annotate(read_only),
+            .annotate(read_only.clone()),
         ),
         (
             Kind::Crash,
@@ -262,6 +264,15 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
                 "Reply with the server's process id (structured: pid and this request's JSON-RPC id).",
                 schema_for_empty_input(),
             ),
+        ),
+        (
+            Kind::Whoami,
+            Tool::new(
+                "whoami",
+                "Reply with the client's initialize params as this process saw them (structured: pid, protocolVersion, clientInfo, capabilities).",
+                schema_for_empty_input(),
+            )
+            .annotate(read_only.clone()),
         ),
     ]
 }
@@ -706,6 +717,19 @@ impl ServerHandler for FaultServer {
                 result.structured_content = Some(serde_json::json!({
                     "pid": std::process::id(),
                     "requestId": context.id,
+                }));
+                Ok(result.into())
+            }
+            Kind::Whoami => {
+                let seen = context.peer.peer_info();
+                let mut result = CallToolResult::success(vec![ContentBlock::text(
+                    std::process::id().to_string(),
+                )]);
+                result.structured_content = Some(serde_json::json!({
+                    "pid": std::process::id(),
+                    "protocolVersion": seen.as_ref().map(|p| p.protocol_version.clone()),
+                    "clientInfo": seen.as_ref().map(|p| p.client_info.clone()),
+                    "capabilities": seen.as_ref().map(|p| p.capabilities.clone()),
                 }));
                 Ok(result.into())
             }

@@ -1,0 +1,516 @@
+//! SPEC §10, by raw JSON-RPC transcripts over stdio: what a client sees through the proxy is
+//! what the server itself shows. A client that declares elicitation, sampling, roots and tasks
+//! talks to server-everything directly and through `wrap`; the answers must be equal as JSON.
+//! Then what only a transparent proxy can carry: a task-augmented call and the task methods
+//! (through `wrap` and `serve`), the servers' requests to the client (roots, elicitation,
+//! sampling) and their answers back, and the same client identity after a crash and respawn.
+
+mod support;
+
+use std::collections::VecDeque;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+use support::{fault_bin, supervisor_bin, temp_dir, write_config};
+
+/// Every wait in these tests is bounded by this.
+const LIMIT: Duration = Duration::from_secs(30);
+
+/// How the test client answers a server's request.
+type Answerer = fn(&str, &Value) -> Value;
+
+/// A raw JSON-RPC client over a child's stdio. It answers the server's requests with
+/// `answer`, and records every message it saw.
+struct Raw {
+    child: Child,
+    stdin: ChildStdin,
+    lines: tokio::io::Lines<BufReader<ChildStdout>>,
+    next: u64,
+    answer: Answerer,
+    /// The server's requests seen, as (method, params).
+    asked: Vec<(String, Value)>,
+    notifications: VecDeque<Value>,
+}
+
+/// A client that declares every capability, and answers like a user who accepts.
+fn full_capabilities() -> Value {
+    json!({
+        "roots": { "listChanged": true },
+        "sampling": {},
+        "elicitation": { "form": {}, "url": {} },
+        "tasks": { "list": {}, "cancel": {} },
+    })
+}
+
+fn accept_everything(method: &str, _params: &Value) -> Value {
+    match method {
+        "roots/list" => json!({ "roots": [{ "uri": "file:///transcript/root", "name": "root" }] }),
+        "sampling/createMessage" => json!({
+            "role": "assistant",
+            "content": { "type": "text", "text": "sampled by the test client" },
+            "model": "test-model",
+            "stopReason": "endTurn",
+        }),
+        "elicitation/create" => json!({ "action": "accept", "content": {
+            "name": "Ada", "color": "blue", "interpretation": "the test's", "check": true,
+            "integer": 1, "number": 1.5, "email": "a@b.c", "untitledSingleSelectEnum": "option1",
+            "titledSingleSelectEnum": "value1", "legacyTitledEnum": "opt1",
+            "untitledMultipleSelectEnum": ["option1"], "titledMultipleSelectEnum": ["value1"],
+        } }),
+        "ping" => json!({}),
+        _ => json!({}),
+    }
+}
+
+impl Raw {
+    fn spawn(program: &Path, args: &[&str], answer: Answerer) -> Self {
+        let mut child = Command::new(program)
+            .args(args)
+            .env("MCP_SUPERVISOR_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
+        let stdin = child.stdin.take().expect("stdin");
+        let stdout = child.stdout.take().expect("stdout");
+        Self {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            next: 1,
+            answer,
+            asked: Vec::new(),
+            notifications: VecDeque::new(),
+        }
+    }
+
+    async fn write(&mut self, message: &Value) {
+        let mut line = message.to_string();
+        line.push('\n');
+        self.stdin.write_all(line.as_bytes()).await.expect("write");
+        self.stdin.flush().await.expect("flush");
+    }
+
+    async fn notify(&mut self, method: &str, params: Value) {
+        self.write(&json!({ "jsonrpc": "2.0", "method": method, "params": params }))
+            .await;
+    }
+
+    /// Send a request and wait for its answer (the whole message), answering the server's
+    /// requests meanwhile.
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.write(&json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }))
+            .await;
+        tokio::time::timeout(LIMIT, self.answer_to(id))
+            .await
+            .unwrap_or_else(|_| panic!("no answer to {method} within {LIMIT:?}"))
+    }
+
+    async fn answer_to(&mut self, id: u64) -> Value {
+        loop {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .expect("read")
+                .expect("the other side closed its stdout");
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}"));
+            match (message.get("method"), message.get("id")) {
+                (Some(method), Some(server_id)) => {
+                    let method = method.as_str().unwrap_or_default().to_string();
+                    let params = message.get("params").cloned().unwrap_or(Value::Null);
+                    let result = (self.answer)(&method, &params);
+                    self.asked.push((method, params));
+                    let reply = json!({ "jsonrpc": "2.0", "id": server_id, "result": result });
+                    self.write(&reply).await;
+                }
+                (Some(_), None) => self.notifications.push_back(message),
+                (None, Some(got)) if *got == json!(id) => return message,
+                _ => {} // an answer to an earlier request given up on
+            }
+        }
+    }
+
+    /// `initialize` with `capabilities`, then `notifications/initialized`.
+    async fn handshake(&mut self, capabilities: Value, client: &str) -> Value {
+        let init = self
+            .request(
+                "initialize",
+                json!({
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": capabilities,
+                    "clientInfo": { "name": client, "version": "7.7.7" },
+                }),
+            )
+            .await;
+        self.notify("notifications/initialized", json!({})).await;
+        init
+    }
+
+    /// Wait until `tools/list` shows `name` (server-everything registers some tools only
+    /// after its handshake, and says so with `tools/list_changed`).
+    async fn wait_for_tool(&mut self, name: &str) {
+        for _ in 0..100 {
+            let list = self.request("tools/list", json!({})).await;
+            if list["result"]["tools"]
+                .as_array()
+                .is_some_and(|t| t.iter().any(|t| t["name"] == name))
+            {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        panic!("{name} never appeared in tools/list");
+    }
+
+    fn asked(&self, method: &str) -> usize {
+        self.asked.iter().filter(|(m, _)| m == method).count()
+    }
+
+    async fn close(mut self) {
+        drop(self.stdin);
+        if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
+            .await
+            .is_err()
+        {
+            let _ = self.child.kill().await;
+        }
+    }
+}
+
+fn everything() -> std::path::PathBuf {
+    mcp_supervisor_testkit::node_tool("mcp-server-everything")
+}
+
+/// Through `wrap`: the command line of a client that starts `wrap -- server-everything stdio`.
+fn wrapped_everything() -> Vec<String> {
+    vec![
+        "wrap".into(),
+        "--".into(),
+        everything().display().to_string(),
+        "stdio".into(),
+    ]
+}
+
+/// The transcript a client records: the answers to the handshake and to every list, and the
+/// error code of a method nobody knows.
+async fn transcript(client: &mut Raw) -> Vec<(String, Value)> {
+    let mut out = Vec::new();
+    let init = client.handshake(full_capabilities(), "transcript").await;
+    out.push(("initialize".to_string(), init["result"].clone()));
+    // server-everything registers some tools after `initialized`, by the client's capabilities.
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for method in [
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+    ] {
+        let answer = client.request(method, json!({})).await;
+        out.push((method.to_string(), answer["result"].clone()));
+    }
+    let unknown = client.request("vendor/no-such-method", json!({})).await;
+    out.push((
+        "unknown method".to_string(),
+        unknown["error"]["code"].clone(),
+    ));
+    out
+}
+
+#[tokio::test]
+async fn wrap_over_stdio_shows_exactly_what_server_everything_shows() {
+    let mut direct = Raw::spawn(&everything(), &["stdio"], accept_everything);
+    let expected = transcript(&mut direct).await;
+    let direct_roots = direct.asked("roots/list");
+    direct.close().await;
+
+    let args = wrapped_everything();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut wrapped = Raw::spawn(&supervisor_bin(), &args, accept_everything);
+    let seen = transcript(&mut wrapped).await;
+    let wrapped_roots = wrapped.asked("roots/list");
+    wrapped.close().await;
+
+    for ((what, want), (_, got)) in expected.iter().zip(seen.iter()) {
+        assert!(
+            !want.is_null(),
+            "{what}: server-everything answered nothing"
+        );
+        assert_eq!(got, want, "{what} differs through wrap");
+    }
+    let tools = expected[1].1["tools"].as_array().map_or(0, Vec::len);
+    let with_execution = expected[1].1["tools"].as_array().map_or(0, |t| {
+        t.iter().filter(|t| t.get("execution").is_some()).count()
+    });
+    assert!(tools > 10 && with_execution > 0, "the list is the full one");
+    assert!(
+        expected[0].1["capabilities"].get("tasks").is_some(),
+        "server-everything declares tasks: {}",
+        expected[0].1
+    );
+    // server-everything asks a client that declares roots for them: through wrap too.
+    assert_eq!(
+        (direct_roots > 0),
+        (wrapped_roots > 0),
+        "roots/list reached the client"
+    );
+}
+
+/// The servers' requests caused by a call reach the client, and its answers the server.
+async fn servers_requests_reach_the_client(client: &mut Raw, prefix: &str) {
+    let roots = client
+        .request(
+            "tools/call",
+            json!({ "name": format!("{prefix}get-roots-list"), "arguments": {} }),
+        )
+        .await;
+    assert!(
+        roots.to_string().contains("file:///transcript/root"),
+        "the client's roots came back: {roots}"
+    );
+    let sampled = client
+        .request(
+            "tools/call",
+            json!({ "name": format!("{prefix}trigger-sampling-request"),
+                    "arguments": { "prompt": "hello", "maxTokens": 5 } }),
+        )
+        .await;
+    assert!(
+        sampled.to_string().contains("sampled by the test client"),
+        "the client's sample came back: {sampled}"
+    );
+    let elicited = client
+        .request(
+            "tools/call",
+            json!({ "name": format!("{prefix}trigger-elicitation-request"), "arguments": {} }),
+        )
+        .await;
+    assert!(
+        elicited.to_string().contains("Ada"),
+        "the client's answer came back: {elicited}"
+    );
+    assert!(
+        client.asked("sampling/createMessage") >= 1 && client.asked("elicitation/create") >= 1,
+        "the requests reached the client: {:?}",
+        client.asked
+    );
+}
+
+#[tokio::test]
+async fn roots_sampling_and_elicitation_pass_through_wrap_and_serve() {
+    let args = wrapped_everything();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut wrapped = Raw::spawn(&supervisor_bin(), &args, accept_everything);
+    wrapped.handshake(full_capabilities(), "wrapped").await;
+    wrapped.wait_for_tool("trigger-elicitation-request").await;
+    servers_requests_reach_the_client(&mut wrapped, "").await;
+    wrapped.close().await;
+
+    let dir = temp_dir("transparency-serve");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
+    );
+    let mut served = Raw::spawn(
+        &supervisor_bin(),
+        &["serve", "--config", config.to_str().unwrap_or_default()],
+        accept_everything,
+    );
+    served.handshake(full_capabilities(), "served").await;
+    served
+        .wait_for_tool("everything__trigger-elicitation-request")
+        .await;
+    // The roots: serve tells the server they changed when a client with roots arrives.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    servers_requests_reach_the_client(&mut served, "everything__").await;
+    served.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_client_without_the_capability_gets_the_server_a_clean_error() {
+    // serve declares elicitation upstream; this client does not: the server must get an error
+    // at once, and the call must end (not hang).
+    let dir = temp_dir("transparency-nocap");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
+    );
+    let mut served = Raw::spawn(
+        &supervisor_bin(),
+        &["serve", "--config", config.to_str().unwrap_or_default()],
+        accept_everything,
+    );
+    served.handshake(json!({}), "bare").await;
+    served
+        .wait_for_tool("everything__trigger-elicitation-request")
+        .await;
+    let answer = served
+        .request(
+            "tools/call",
+            json!({ "name": "everything__trigger-elicitation-request", "arguments": {} }),
+        )
+        .await;
+    assert_eq!(
+        served.asked("elicitation/create"),
+        0,
+        "nothing reached the client"
+    );
+    let text = answer.to_string();
+    assert!(
+        answer.get("error").is_some()
+            || answer["result"]["isError"] == true
+            || text.contains("rror"),
+        "the server got an error and said so: {answer}"
+    );
+    served.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A task-augmented call and every task method, through one proxy; `task_id` is the id the
+/// client was given.
+async fn tasks_work(client: &mut Raw, name: &str) {
+    let created = client
+        .request(
+            "tools/call",
+            json!({ "name": name, "arguments": { "topic": "proxies" }, "task": { "ttl": 60000 } }),
+        )
+        .await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a task was created: {created}"))
+        .to_string();
+    let got = client
+        .request("tasks/get", json!({ "taskId": task_id }))
+        .await;
+    assert_eq!(got["result"]["taskId"], json!(task_id), "tasks/get: {got}");
+    let listed = client.request("tasks/list", json!({})).await;
+    assert!(
+        listed["result"]["tasks"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["taskId"] == json!(task_id))),
+        "tasks/list shows it: {listed}"
+    );
+    // tasks/result waits for the task to finish (about 4 s) and gives its result.
+    let result = client
+        .request("tasks/result", json!({ "taskId": task_id }))
+        .await;
+    assert!(
+        result.to_string().contains("Research Report"),
+        "tasks/result: {result}"
+    );
+    // A second task, cancelled.
+    let second = client
+        .request(
+            "tools/call",
+            json!({ "name": name, "arguments": { "topic": "again" }, "task": { "ttl": 60000 } }),
+        )
+        .await;
+    let second_id = second["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    let cancelled = client
+        .request("tasks/cancel", json!({ "taskId": second_id }))
+        .await;
+    assert_eq!(
+        cancelled["result"]["status"],
+        json!("cancelled"),
+        "tasks/cancel: {cancelled}"
+    );
+}
+
+#[tokio::test]
+async fn tasks_work_through_wrap_and_serve() {
+    let args = wrapped_everything();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut wrapped = Raw::spawn(&supervisor_bin(), &args, accept_everything);
+    wrapped.handshake(full_capabilities(), "tasks").await;
+    wrapped.wait_for_tool("simulate-research-query").await;
+    tasks_work(&mut wrapped, "simulate-research-query").await;
+    wrapped.close().await;
+
+    let dir = temp_dir("transparency-tasks");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
+    );
+    let mut served = Raw::spawn(
+        &supervisor_bin(),
+        &["serve", "--config", config.to_str().unwrap_or_default()],
+        accept_everything,
+    );
+    served.handshake(full_capabilities(), "tasks").await;
+    served
+        .wait_for_tool("everything__simulate-research-query")
+        .await;
+    tasks_work(&mut served, "everything__simulate-research-query").await;
+    served.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_respawned_server_sees_the_same_client() {
+    let fault = fault_bin();
+    let mut client = Raw::spawn(
+        &supervisor_bin(),
+        &[
+            "wrap",
+            "--initial-delay-ms",
+            "50",
+            "--",
+            fault.to_str().unwrap_or_default(),
+        ],
+        accept_everything,
+    );
+    let capabilities = json!({ "roots": { "listChanged": true }, "sampling": {}, "experimental": { "x": { "y": 1 } } });
+    client
+        .handshake(capabilities.clone(), "identity-check")
+        .await;
+    let before = client
+        .request("tools/call", json!({ "name": "whoami", "arguments": {} }))
+        .await;
+    let before = before["result"]["structuredContent"].clone();
+    assert_eq!(before["clientInfo"]["name"], "identity-check", "{before}");
+    assert_eq!(before["clientInfo"]["version"], "7.7.7", "{before}");
+    assert_eq!(
+        before["capabilities"]["experimental"], capabilities["experimental"],
+        "{before}"
+    );
+    assert_eq!(before["protocolVersion"], "2025-11-25", "{before}");
+    let crashed = client
+        .request("tools/call", json!({ "name": "crash", "arguments": {} }))
+        .await;
+    assert!(crashed.get("result").is_some(), "{crashed}");
+    // The next call waits for the respawn (within its deadline) and is answered by it.
+    let mut after = Value::Null;
+    for _ in 0..100 {
+        let answer = client
+            .request("tools/call", json!({ "name": "whoami", "arguments": {} }))
+            .await;
+        let seen = answer["result"]["structuredContent"].clone();
+        if seen["pid"] != before["pid"] && !seen["pid"].is_null() {
+            after = seen;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(!after.is_null(), "a new process answered");
+    for key in ["clientInfo", "capabilities", "protocolVersion"] {
+        assert_eq!(after[key], before[key], "{key} after the respawn");
+    }
+    client.close().await;
+}
