@@ -86,14 +86,6 @@ impl Bridge {
         }
     }
 
-    pub fn hub(&self) -> &Arc<Hub> {
-        &self.hub
-    }
-
-    pub fn metrics(&self) -> &crate::metrics::Metrics {
-        &self.metrics
-    }
-
     /// A handler for one session.
     pub fn handler(self: &Arc<Self>) -> ProxyHandler {
         ProxyHandler {

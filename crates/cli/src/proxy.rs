@@ -137,7 +137,6 @@ pub struct Proxy {
     mode: Mode,
     metrics: Arc<crate::metrics::Metrics>,
     clients: Mutex<Vec<Weak<Client>>>,
-    next_client: AtomicU64,
     /// Which server listed each resource URI; and each template's text before its first `{`.
     resources: Mutex<HashMap<String, String>>,
     templates: Mutex<Vec<(String, String)>>,
@@ -152,7 +151,6 @@ impl Proxy {
             mode,
             metrics: Arc::default(),
             clients: Mutex::new(Vec::new()),
-            next_client: AtomicU64::new(1),
             resources: Mutex::default(),
             templates: Mutex::default(),
             prompts: Mutex::default(),
@@ -178,10 +176,6 @@ impl Proxy {
         &self.hub
     }
 
-    pub fn mode(&self) -> Mode {
-        self.mode
-    }
-
     pub fn metrics(&self) -> &Arc<crate::metrics::Metrics> {
         &self.metrics
     }
@@ -190,7 +184,6 @@ impl Proxy {
     /// belongs to no request of its: notifications, and server requests no call of its caused.
     pub fn connect(self: &Arc<Self>, out: mpsc::UnboundedSender<String>) -> Arc<Client> {
         let client = Arc::new(Client {
-            id: self.next_client.fetch_add(1, Ordering::Relaxed),
             out,
             next: AtomicU64::new(1),
             waiting: Mutex::new(Some(HashMap::new())),
@@ -820,12 +813,15 @@ impl Proxy {
 }
 
 /// One downstream client: a stdio connection or an HTTP session.
+/// The servers' requests sent to one client, by our id, each waiting for its answer.
+type Waiters = HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>;
+
 pub struct Client {
-    id: u64,
     out: mpsc::UnboundedSender<String>,
     next: AtomicU64,
     /// The servers' requests sent to this client, by our id, waiting for its answer.
-    waiting: Mutex<Option<HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>>>,
+    /// `None` once the client has gone away.
+    waiting: Mutex<Option<Waiters>>,
     /// The client's requests in flight, by their id as JSON text.
     calls: Mutex<HashMap<String, CancellationToken>>,
     capabilities: Mutex<Option<Capabilities>>,
@@ -833,23 +829,9 @@ pub struct Client {
 }
 
 impl Client {
-    pub fn id(&self) -> u64 {
-        self.id
-    }
-
     /// Send a message that belongs to no request.
     pub fn send(&self, text: String) -> bool {
         self.out.send(text).is_ok()
-    }
-
-    /// How many of the client's requests are in flight.
-    pub fn calls_in_flight(&self) -> usize {
-        lock(&self.calls).len()
-    }
-
-    /// How many of the servers' requests wait for this client's answer.
-    pub fn requests_waiting(&self) -> usize {
-        lock(&self.waiting).as_ref().map_or(0, HashMap::len)
     }
 
     /// The client answered one of the servers' requests.

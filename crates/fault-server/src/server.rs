@@ -84,6 +84,8 @@ enum Kind {
     Pid,
     /// Reply with the client's `initialize` params as this process saw them.
     Whoami,
+    /// Ask the client for its roots (`roots/list`) and reply with what it answered.
+    Roots,
     /// One of the `--tools N` extras: echoes its arguments.
     Extra,
 }
@@ -270,6 +272,15 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
             Tool::new(
                 "whoami",
                 "Reply with the client's initialize params as this process saw them (structured: pid, protocolVersion, clientInfo, capabilities).",
+                schema_for_empty_input(),
+            )
+            .annotate(read_only.clone()),
+        ),
+        (
+            Kind::Roots,
+            Tool::new(
+                "roots",
+                "Ask the client for its roots (roots/list) and reply with its answer (structured), or the error it gave as a tool error.",
                 schema_for_empty_input(),
             )
             .annotate(read_only.clone()),
@@ -733,6 +744,19 @@ impl ServerHandler for FaultServer {
                 }));
                 Ok(result.into())
             }
+            // Roots are deprecated upstream (SEP-2577) but clients and servers still use them.
+            #[allow(deprecated)]
+            Kind::Roots => match context.peer.list_roots().await {
+                Ok(roots) => {
+                    let mut result = CallToolResult::success(vec![ContentBlock::text(format!(
+                        "{} root(s)",
+                        roots.roots.len()
+                    ))]);
+                    result.structured_content = serde_json::to_value(&roots).ok();
+                    Ok(result.into())
+                }
+                Err(error) => tool_error(format!("roots/list failed: {error}")),
+            },
             Kind::Extra => echo_arguments(arguments),
         }
     }

@@ -62,6 +62,18 @@ pub struct HubOptions {
     pub handshake: Option<Arc<RawValue>>,
 }
 
+impl HubOptions {
+    /// Servers' requests answered by `client`, which can do what `capabilities` declares (an
+    /// MCP `ClientCapabilities` object, e.g. `{"roots": {"listChanged": true}}`); the servers
+    /// are opened in the hub's own name with those capabilities.
+    pub fn answering(client: Arc<dyn Downstream>, capabilities: &serde_json::Value) -> Self {
+        Self {
+            client,
+            handshake: Some(default_handshake(capabilities)),
+        }
+    }
+}
+
 impl Default for HubOptions {
     fn default() -> Self {
         Self {

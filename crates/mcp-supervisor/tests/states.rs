@@ -729,3 +729,26 @@ async fn an_explicit_reconnect_brings_a_gave_up_server_back_with_a_fresh_budget(
     assert_eq!(tool_names(&hub), ["srv__echo"], "the tools are back");
     stop(&hub).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_reload_that_changes_the_naming_renames_every_tool_and_touches_no_server() {
+    use mcp_supervisor::core::config::Config;
+    use mcp_supervisor::core::naming::{NamingConfig, NamingMode};
+    let fake = Fake::new(vec![], Gen::ok(vec![tool("echo")]));
+    let hub = start(server(), &fake);
+    ready(&hub, 1).await;
+    assert_eq!(tool_names(&hub), ["srv__echo"]);
+    let config = Config {
+        servers: vec![server()],
+        naming: NamingConfig {
+            mode: NamingMode::Original,
+            separator: "__".into(),
+        },
+    };
+    let summary = bounded("reload", hub.reload(config)).await;
+    assert!(summary.naming_changed, "{summary:?}");
+    assert_eq!(summary.unchanged, ["srv"]);
+    assert_eq!(tool_names(&hub), ["echo"]);
+    assert_eq!(fake.opens().len(), 1, "the server was not restarted");
+    stop(&hub).await;
+}

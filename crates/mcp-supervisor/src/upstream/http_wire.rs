@@ -779,6 +779,27 @@ fn sse_events(
     SseStream::from_bytes_stream(bytes)
 }
 
+/// Follow only same-origin 307/308 redirects (they keep the body), at most 10.
+fn same_origin_redirects() -> reqwest::redirect::Policy {
+    reqwest::redirect::Policy::custom(|attempt| {
+        let keeps_body = matches!(
+            attempt.status(),
+            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
+        );
+        let same_origin = attempt
+            .previous()
+            .first()
+            .is_some_and(|first| first.origin() == attempt.url().origin());
+        if !keeps_body || !same_origin {
+            attempt.stop()
+        } else if attempt.previous().len() > 10 {
+            attempt.error("exceeded 10 redirects")
+        } else {
+            attempt.follow()
+        }
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -845,25 +866,4 @@ mod tests {
         assert_eq!(err(&[("Authorization", "Bearer t")]), "");
         assert!(HttpWire::new("ftp://x/", &[], tx.clone()).is_err());
     }
-}
-
-/// Follow only same-origin 307/308 redirects (they keep the body), at most 10.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let keeps_body = matches!(
-            attempt.status(),
-            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-        );
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if !keeps_body || !same_origin {
-            attempt.stop()
-        } else if attempt.previous().len() > 10 {
-            attempt.error("exceeded 10 redirects")
-        } else {
-            attempt.follow()
-        }
-    })
 }

@@ -1,0 +1,112 @@
+//! A host's handler for its servers' requests (SPEC §10): a server's `roots/list` during a call
+//! reaches the handler of the call's origin, else the hub's handler, and the answer goes back
+//! to the server; the default handler refuses cleanly, so the server gets an error, not a hang.
+//! Real fault-server processes over stdio (its `roots` tool asks the client for roots).
+
+mod real;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use mcp_supervisor::link::BoxFuture;
+use mcp_supervisor::{CallArgs, Downstream, Hub, HubOptions, RpcError};
+use real::*;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+/// Answers `roots/list` with one root named `name`, and counts what it was asked.
+struct Roots {
+    name: &'static str,
+    asked: AtomicUsize,
+}
+
+impl Roots {
+    fn new(name: &'static str) -> Arc<Self> {
+        Arc::new(Self {
+            name,
+            asked: AtomicUsize::new(0),
+        })
+    }
+}
+
+impl Downstream for Roots {
+    fn request(
+        &self,
+        method: &str,
+        _params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        let answer = match method {
+            "roots/list" => Ok(serde_json::value::to_raw_value(&json!({
+                "roots": [{ "uri": format!("file:///{}", self.name), "name": self.name }]
+            }))
+            .expect("JSON")),
+            other => Err(RpcError::new(-32601, format!("no {other} here"))),
+        };
+        Box::pin(async move { answer })
+    }
+
+    fn notify(&self, _method: &str, _params: Option<Box<RawValue>>) {}
+}
+
+fn fault() -> serde_json::Value {
+    json!({ "fault": { "command": fault_bin().display().to_string() } })
+}
+
+fn roots_of(result: &rmcp::model::CallToolResult) -> serde_json::Value {
+    result
+        .structured_content
+        .clone()
+        .unwrap_or(serde_json::Value::Null)
+}
+
+#[tokio::test]
+async fn the_hubs_handler_answers_and_a_calls_origin_comes_first() {
+    let host = Roots::new("host");
+    let options = HubOptions::answering(host.clone(), &json!({ "roots": {} }));
+    let hub = Hub::start_with_options(config(fault()), options);
+    wait_ready(&hub, "fault", 0).await;
+
+    let result = hub
+        .call("fault__roots", CallArgs::default())
+        .await
+        .expect("roots");
+    assert_eq!(roots_of(&result)["roots"][0]["name"], "host", "{result:?}");
+    assert_eq!(host.asked.load(Ordering::SeqCst), 1);
+
+    let caller = Roots::new("caller");
+    let args = CallArgs {
+        origin: Some(caller.clone()),
+        ..CallArgs::default()
+    };
+    let result = hub.call("fault__roots", args).await.expect("roots");
+    assert_eq!(
+        roots_of(&result)["roots"][0]["name"],
+        "caller",
+        "{result:?}"
+    );
+    assert_eq!(caller.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(
+        host.asked.load(Ordering::SeqCst),
+        1,
+        "the host's handler was not asked again"
+    );
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn by_default_a_servers_request_is_refused_cleanly() {
+    let hub = Hub::start(config(fault()));
+    wait_ready(&hub, "fault", 0).await;
+    let result = hub
+        .call("fault__roots", CallArgs::default())
+        .await
+        .expect("the call itself ends");
+    assert_eq!(result.is_error, Some(true), "{result:?}");
+    let text = text(&result);
+    assert!(
+        text.contains("roots/list failed") && text.contains("does not handle"),
+        "the server got our error: {text}"
+    );
+    hub.stop().await;
+}
