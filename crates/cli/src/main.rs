@@ -12,6 +12,7 @@ mod http;
 mod logging;
 mod metrics;
 mod proxy;
+mod rounds;
 mod serve;
 mod stdio;
 

