@@ -332,7 +332,7 @@ async fn startup_options() {
         std::fs::read_to_string(&pid_file).expect("pid file").trim(),
         server.child.id().expect("pid").to_string()
     );
-    // 12 built-ins + 7 extras, 5 per page.
+    // 14 built-ins + 7 extras, 5 per page.
     let mut cursor: Option<String> = None;
     let mut total = 0;
     let mut pages = 0;
@@ -349,7 +349,7 @@ async fn startup_options() {
             None => break,
         }
     }
-    assert_eq!((total, pages), (19, 4));
+    assert_eq!((total, pages), (21, 5));
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
