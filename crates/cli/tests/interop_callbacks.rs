@@ -34,7 +34,6 @@ fn everything_config(dir: &Path) -> PathBuf {
     path
 }
 
-#[allow(dead_code)] // the HTTP variants come with the HTTP face
 fn start_http_proxy(dir: &Path, what: &str, args: &[String]) -> (Proc, u16) {
     let port = free_port();
     let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
@@ -132,5 +131,75 @@ fn a_client_without_the_capabilities_makes_the_server_get_an_error() {
         elicited["is_error"] == true || elicited["ok"] == false || said.contains("rror"),
         "the server got an error: {elicited}"
     );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn over_http_each_of_two_clients_at_once_gets_its_own_answers_and_wrap_passes_them_in_both_modes() {
+    let dir = temp_dir("py-callbacks-http");
+    // server-everything over streamable HTTP: its requests during a call come on that call's
+    // own response stream, so the proxy knows which client's call caused them.
+    let upstream = free_port();
+    let mut cmd = Command::new(tool("mcp-server-everything"));
+    cmd.arg("streamableHttp").env("PORT", upstream.to_string());
+    let mut everything = Proc::spawn("server-everything http", cmd, &dir);
+    everything.wait_listening(upstream, Duration::from_secs(30));
+    let config = dir.join("http.json");
+    write_config(
+        &config,
+        json!({ "everything": { "url": format!("http://127.0.0.1:{upstream}/mcp") } }),
+    );
+    let args = vec![
+        "serve".to_string(),
+        "--config".to_string(),
+        path_str(&config),
+    ];
+    let (mut proxy, port) = start_http_proxy(&dir, "serve http", &args);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (alpha, beta) = std::thread::scope(|scope| {
+        let one = scope.spawn(|| {
+            callbacks(
+                &dir,
+                "legacy",
+                &Target::Url(url.clone()),
+                "everything__",
+                "alpha",
+            )
+        });
+        let two = scope.spawn(|| {
+            callbacks(
+                &dir,
+                "legacy",
+                &Target::Url(url.clone()),
+                "everything__",
+                "beta",
+            )
+        });
+        (
+            one.join().expect("the alpha client"),
+            two.join().expect("the beta client"),
+        )
+    });
+    check_answers(&alpha, "alpha", "serve http, client alpha");
+    check_answers(&beta, "beta", "serve http, client beta");
+    for (summary, other) in [(&alpha, "beta"), (&beta, "alpha")] {
+        assert!(
+            !summary.to_string().contains(&format!("sampled by {other}"))
+                && !summary.to_string().contains(&format!("Name: {other}")),
+            "a client got the other's answer: {summary}"
+        );
+    }
+    proxy.stop();
+
+    let mut wrap: Vec<String> = vec!["wrap".into(), "--".into()];
+    wrap.extend(everything_stdio());
+    let (mut proxy, port) = start_http_proxy(&dir, "wrap http", &wrap);
+    for mode in MODES {
+        let target = Target::Url(format!("http://127.0.0.1:{port}/mcp"));
+        let summary = callbacks(&dir, mode, &target, "", mode);
+        check_answers(&summary, mode, &format!("wrap http/{mode}"));
+    }
+    proxy.stop();
+    everything.stop();
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -514,3 +514,124 @@ async fn a_respawned_server_sees_the_same_client() {
     }
     client.close().await;
 }
+
+/// A plain HTTP client of one session: POSTs of JSON-RPC text, answers read as JSON or as an
+/// event stream.
+struct HttpSession {
+    http: reqwest::Client,
+    url: String,
+    session: Option<String>,
+    next: u64,
+}
+
+impl HttpSession {
+    fn new(url: String) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .timeout(LIMIT)
+                .build()
+                .expect("client"),
+            url,
+            session: None,
+            next: 1,
+        }
+    }
+
+    async fn post(&mut self, message: &Value) -> (reqwest::StatusCode, Option<Value>) {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(message.to_string());
+        if let Some(session) = &self.session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let response = request.send().await.expect("POST");
+        let status = response.status();
+        if let Some(session) = response.headers().get("mcp-session-id") {
+            self.session = session.to_str().ok().map(str::to_string);
+        }
+        let sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let body = response.text().await.expect("body");
+        let id = message.get("id").cloned();
+        let answer = if sse {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m.get("id") == id.as_ref() && m.get("method").is_none())
+        } else {
+            serde_json::from_str(&body).ok()
+        };
+        (status, answer)
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let (status, answer) = self.post(&message).await;
+        answer.unwrap_or_else(|| panic!("{method}: HTTP {status}, no answer"))
+    }
+}
+
+#[tokio::test]
+async fn wrap_over_http_shows_exactly_what_server_everything_shows_over_stdio() {
+    let mut direct = Raw::spawn(&everything(), &["stdio"], accept_everything);
+    let expected = transcript(&mut direct).await;
+    direct.close().await;
+
+    let port = support::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = everything().display().to_string();
+    let args = ["wrap", "--http", &addr, "--", &server, "stdio"];
+    // Stopped with SIGTERM when dropped, so the server it started goes too.
+    let proxy = support::Running::start(&args, port, &[]).await;
+    let mut client = HttpSession::new(proxy.url("/mcp"));
+    let init = client
+        .request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": full_capabilities(),
+                "clientInfo": { "name": "transcript", "version": "7.7.7" },
+            }),
+        )
+        .await;
+    assert!(client.session.is_some(), "a session was given");
+    let (status, _) = client
+        .post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    let mut seen = vec![("initialize".to_string(), init["result"].clone())];
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for method in [
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+    ] {
+        let answer = client.request(method, json!({})).await;
+        seen.push((method.to_string(), answer["result"].clone()));
+    }
+    let unknown = client.request("vendor/no-such-method", json!({})).await;
+    seen.push((
+        "unknown method".to_string(),
+        unknown["error"]["code"].clone(),
+    ));
+    for ((what, want), (_, got)) in expected.iter().zip(seen.iter()) {
+        assert!(
+            !want.is_null(),
+            "{what}: server-everything answered nothing"
+        );
+        assert_eq!(got, want, "{what} differs through wrap --http");
+    }
+    drop(proxy);
+}
