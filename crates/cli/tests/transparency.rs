@@ -188,6 +188,22 @@ impl Raw {
     }
 }
 
+/// `serve` over stdio in front of server-everything, and the folder of its config.
+fn serve_everything(tag: &str) -> (Raw, std::path::PathBuf) {
+    let dir = temp_dir(tag);
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
+    );
+    let served = Raw::spawn(
+        &supervisor_bin(),
+        &["serve", "--config", config.to_str().unwrap_or_default()],
+        accept_everything,
+    );
+    (served, dir)
+}
+
 fn everything() -> std::path::PathBuf {
     mcp_supervisor_testkit::node_tool("mcp-server-everything")
 }
@@ -316,17 +332,7 @@ async fn roots_sampling_and_elicitation_pass_through_wrap_and_serve() {
     servers_requests_reach_the_client(&mut wrapped, "").await;
     wrapped.close().await;
 
-    let dir = temp_dir("transparency-serve");
-    let config = dir.join("servers.json");
-    write_config(
-        &config,
-        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
-    );
-    let mut served = Raw::spawn(
-        &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
-        accept_everything,
-    );
+    let (mut served, dir) = serve_everything("transparency-serve");
     served.handshake(full_capabilities(), "served").await;
     served
         .wait_for_tool("everything__trigger-elicitation-request")
@@ -342,17 +348,7 @@ async fn roots_sampling_and_elicitation_pass_through_wrap_and_serve() {
 async fn a_client_without_the_capability_gets_the_server_a_clean_error() {
     // serve declares elicitation upstream; this client does not: the server must get an error
     // at once, and the call must end (not hang).
-    let dir = temp_dir("transparency-nocap");
-    let config = dir.join("servers.json");
-    write_config(
-        &config,
-        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
-    );
-    let mut served = Raw::spawn(
-        &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
-        accept_everything,
-    );
+    let (mut served, dir) = serve_everything("transparency-nocap");
     served.handshake(json!({}), "bare").await;
     served
         .wait_for_tool("everything__trigger-elicitation-request")
@@ -442,17 +438,7 @@ async fn tasks_work_through_wrap_and_serve() {
     tasks_work(&mut wrapped, "simulate-research-query").await;
     wrapped.close().await;
 
-    let dir = temp_dir("transparency-tasks");
-    let config = dir.join("servers.json");
-    write_config(
-        &config,
-        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
-    );
-    let mut served = Raw::spawn(
-        &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
-        accept_everything,
-    );
+    let (mut served, dir) = serve_everything("transparency-tasks");
     served.handshake(full_capabilities(), "tasks").await;
     served
         .wait_for_tool("everything__simulate-research-query")
