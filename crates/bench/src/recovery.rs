@@ -75,7 +75,7 @@ pub async fn run(
                 ready = util::ready_after(hub, SERVER, ready.generation, Duration::from_secs(30))
                     .await?;
             }
-            let pid = ready.pid.context("a ready stdio server has a pid")?;
+            let pid = ready.pid().context("a ready stdio server has a pid")?;
             let generation = ready.generation;
 
             // Note the highest attempt number of this outage (1 = the first backoff step).
@@ -92,9 +92,9 @@ pub async fn run(
                             s.state,
                             s.generation,
                             s.attempt,
-                            s.closing,
-                            s.attempting,
-                            s.next_attempt_at,
+                            s.closing(),
+                            s.attempting(),
+                            s.next_attempt_at(),
                         )
                     };
                     max_attempt = max_attempt.max(attempt);
@@ -154,7 +154,7 @@ pub async fn run(
             }
             let total = start.elapsed();
             ready = util::ready_after(hub, SERVER, generation, Duration::from_secs(5)).await?;
-            if ready.pid == Some(pid) {
+            if ready.pid() == Some(pid) {
                 bail!(
                     "kill {}: the call was answered by the killed process {pid}",
                     round + 1

@@ -389,11 +389,11 @@ impl Proxy {
                 .map_err(|e| RpcError::new(-32603, e.to_string()))?;
             let ready = tokio::time::timeout(
                 HANDSHAKE_WAIT,
-                watch.wait_for(|s| s.server_info.is_some() || s.state.is_final()),
+                watch.wait_for(|s| s.server_info().is_some() || s.state.is_final()),
             )
             .await;
             let info = match ready {
-                Ok(Ok(snapshot)) => snapshot.server_info.clone(),
+                Ok(Ok(snapshot)) => snapshot.server_info().cloned(),
                 _ => None,
             };
             return match info {

@@ -367,7 +367,9 @@ async fn a_client_without_the_capability_gets_the_server_a_clean_error() {
     // server-everything reports the error it got from us as its tool's error.
     assert_eq!(answer["result"]["isError"], true, "{answer}");
     assert!(
-        answer.to_string().contains("did not declare the capability"),
+        answer
+            .to_string()
+            .contains("did not declare the capability"),
         "the server got our error and said so: {answer}"
     );
     served.close().await;

@@ -501,10 +501,10 @@ impl Hub {
                             restarts: s.restarts,
                             last_error: s.last_error.clone(),
                             tools,
-                            uptime_ms: s.ready_since.map(|t| {
+                            uptime_ms: s.ready_since().map(|t| {
                                 Instant::now().saturating_duration_since(t).as_millis() as u64
                             }),
-                            pid: s.pid,
+                            pid: s.pid(),
                             enabled: true,
                         }
                     }

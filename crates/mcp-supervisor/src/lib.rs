@@ -20,4 +20,4 @@ pub use hub::{CallArgs, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};
 pub use link::{Downstream, Refuse, RpcError};
 pub use mcp_supervisor_core as core;
 pub use registry::{PublishedTool, UpstreamTool};
-pub use supervisor::{ServerState, Snapshot};
+pub use supervisor::{Phase, ServerState, Snapshot};

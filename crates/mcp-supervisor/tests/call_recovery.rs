@@ -264,7 +264,7 @@ async fn a_hung_call_times_out_at_its_deadline_and_the_probe_recovers_the_server
     // The timeout triggered a probe at once; with the idle probe, 2 misses end the generation.
     let second = wait_ready(&hub, "fault", first.generation).await;
     assert!(
-        gone_within(first.pid.unwrap_or(0), Duration::from_secs(5)).await,
+        gone_within(first.pid().unwrap_or(0), Duration::from_secs(5)).await,
         "the hung process was killed"
     );
     let result = hub

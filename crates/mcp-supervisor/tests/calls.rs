@@ -541,7 +541,7 @@ async fn a_call_waiting_for_a_server_that_is_not_ready_respects_its_deadline() {
     fake.die(1);
     until(&fake, ms(2000)).await;
     assert!(
-        hub.watch("srv").expect("srv").borrow().attempting,
+        hub.watch("srv").expect("srv").borrow().attempting(),
         "generation 2's attempt is under way"
     );
 

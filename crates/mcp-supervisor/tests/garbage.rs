@@ -131,7 +131,7 @@ async fn garbage_call_ends_at_its_deadline(way: Way) {
     );
     hub.stop().await;
     assert_eq!(PANICS.load(Ordering::SeqCst), 0, "nothing panicked");
-    if let Some(pid) = now.pid {
+    if let Some(pid) = now.pid() {
         assert!(
             gone_within(pid, Duration::from_secs(5)).await,
             "stop ends the server"

@@ -322,7 +322,7 @@ async fn stop_during_backoff_cancels_the_pending_attempt() {
     until(&fake, ms(2000)).await;
     let snapshot = watch.borrow().clone();
     assert_eq!(snapshot.state, ServerState::Reconnecting);
-    assert_eq!(snapshot.next_attempt_at, Some(fake.start() + ms(6000)));
+    assert_eq!(snapshot.next_attempt_at(), Some(fake.start() + ms(6000)));
 
     stop(&hub).await;
     assert_eq!(
@@ -499,12 +499,12 @@ async fn a_connect_rejection_racing_its_own_close_schedules_exactly_one_retry() 
     );
     let hub = start(server(), &fake);
     let snapshot = wait_until(&hub, "the first backoff", |s| {
-        s.state == ServerState::Retrying && !s.attempting
+        s.state == ServerState::Retrying && !s.attempting()
     })
     .await;
     assert_eq!(snapshot.attempt, 1);
     assert_eq!(
-        snapshot.next_attempt_at,
+        snapshot.next_attempt_at(),
         Some(fake.start() + ms(600)),
         "attempt 1's delay, counted once"
     );
@@ -663,14 +663,14 @@ async fn the_exact_delays_and_attempt_counts() {
             assert_eq!(fake.opens(), expected, "at {at:?}");
             let snapshot = watch.borrow().clone();
             assert_eq!(snapshot.state, ServerState::Reconnecting, "at {at:?}");
-            assert!(!snapshot.attempting, "at {at:?}");
+            assert!(!snapshot.attempting(), "at {at:?}");
             assert_eq!(
                 (snapshot.attempt, snapshot.max_attempts),
                 (attempt, 10),
                 "at {at:?}"
             );
             assert_eq!(
-                snapshot.next_attempt_at,
+                snapshot.next_attempt_at(),
                 Some(fake.start() + due),
                 "at {at:?}"
             );

@@ -24,7 +24,7 @@ async fn a_stdio_crash_recovers_and_the_same_public_tool_answers_again_exactly_o
         .iter()
         .map(|t| t.definition.get().to_string())
         .collect();
-    let pid1 = first.pid.expect("stdio server has a pid");
+    let pid1 = first.pid().expect("stdio server has a pid");
 
     let crashed = hub
         .call("fault__crash", CallArgs::default())
@@ -34,7 +34,7 @@ async fn a_stdio_crash_recovers_and_the_same_public_tool_answers_again_exactly_o
 
     let second = wait_ready(&hub, "fault", first.generation).await;
     assert_ne!(
-        second.pid,
+        second.pid(),
         Some(pid1),
         "a fresh process serves the new generation"
     );
@@ -72,7 +72,7 @@ async fn a_stdio_crash_recovers_and_the_same_public_tool_answers_again_exactly_o
         1
     );
     hub.stop().await;
-    assert!(gone_within(second.pid.unwrap_or(0), Duration::from_secs(5)).await);
+    assert!(gone_within(second.pid().unwrap_or(0), Duration::from_secs(5)).await);
 }
 
 #[tokio::test]
@@ -150,7 +150,7 @@ async fn stopping_during_an_outage_returns_promptly_and_nothing_restarts() {
         }
     })));
     wait_for(&hub, "down", Duration::from_secs(10), |s| {
-        s.state == ServerState::Retrying && !s.attempting
+        s.state == ServerState::Retrying && !s.attempting()
     })
     .await;
     let starts_before = std::fs::read_to_string(&state).unwrap_or_default();
@@ -200,7 +200,7 @@ async fn a_wrapped_server_leaves_no_process_behind_after_a_crash_or_a_stop() {
     let pid_file = dir.join("pid");
     let hub = Hub::start(config(json!({ "wrapped": wrapped(&bin, &pid_file) })));
     let first = wait_ready(&hub, "wrapped", 0).await;
-    let leader1 = first.pid.expect("leader pid");
+    let leader1 = first.pid().expect("leader pid");
     let server1 = read_pid(&pid_file).await;
     assert_ne!(leader1, server1, "the server is the wrapper's child");
     let _ = std::fs::remove_file(&pid_file);
@@ -221,7 +221,7 @@ async fn a_wrapped_server_leaves_no_process_behind_after_a_crash_or_a_stop() {
         "stop leaves no server process"
     );
     assert!(
-        gone_within(second.pid.unwrap_or(0), Duration::from_secs(5)).await,
+        gone_within(second.pid().unwrap_or(0), Duration::from_secs(5)).await,
         "nor the wrapper"
     );
     let _ = std::fs::remove_dir_all(dir);
@@ -285,7 +285,7 @@ async fn killing_a_stdio_server_is_seen_at_once_and_healed() {
         json!({ "fault": { "command": bin, "reconnect": fast_policy() } }),
     ));
     let first = wait_ready(&hub, "fault", 0).await;
-    nix_kill(first.pid.expect("pid"));
+    nix_kill(first.pid().expect("pid"));
     // The exit is observed (not polled), the generation is replaced, and calls work again.
     let second = wait_ready(&hub, "fault", first.generation).await;
     assert_eq!(
@@ -344,7 +344,7 @@ async fn an_attempt_that_outlasts_connect_timeout_fails_and_leaves_no_process() 
         }
     })));
     let snapshot = wait_for(&hub, "slow", Duration::from_secs(10), |s| {
-        s.state == ServerState::Retrying && !s.attempting
+        s.state == ServerState::Retrying && !s.attempting()
     })
     .await;
     let error = snapshot.last_error.unwrap_or_default();

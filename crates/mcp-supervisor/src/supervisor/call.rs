@@ -14,7 +14,7 @@ use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{ServerState, SupervisorHandle};
+use super::{Phase, ServerState, SupervisorHandle};
 use crate::error::{CallError, Restored};
 use crate::link::{CallOptions, Downstream, Link, describe};
 
@@ -66,7 +66,7 @@ impl NotReady {
             state: snap.state,
             last_error: snap.last_error.clone(),
             next_attempt_in: snap
-                .next_attempt_at
+                .next_attempt_at()
                 .map(|at| at.saturating_duration_since(Instant::now())),
             attempt_failed,
         }
@@ -327,35 +327,27 @@ impl SupervisorHandle {
             // Judge the snapshot under the borrow; nothing is cloned on the ready path but the link.
             let state = {
                 let snap = watch.borrow_and_update();
-                match snap.state {
-                    ServerState::Ready if snap.generation > after => {
-                        if let Some(link) = &snap.link {
-                            return Ok((snap.generation, link.clone()));
-                        }
+                match &snap.phase {
+                    Phase::Ready { link, .. } if snap.generation > after => {
+                        return Ok((snap.generation, link.clone()));
                     }
-                    ServerState::Ready => {} // the loss of this generation is being handled
-                    ServerState::GaveUp | ServerState::Down | ServerState::Stopped => {
-                        return Err(NotReady::of(&snap, waiting_for.is_some()));
+                    Phase::Ready { .. } => {} // the loss of this generation is being handled
+                    Phase::Parked => return Err(NotReady::of(&snap, waiting_for.is_some())),
+                    Phase::Attempting if snap.generation > after => {
+                        // A new generation's attempt is under way: its outcome decides.
+                        waiting_for =
+                            Some(waiting_for.map_or(snap.generation, |w| w.max(snap.generation)));
                     }
-                    ServerState::Connecting | ServerState::Retrying | ServerState::Reconnecting => {
-                        // `closing`: the lost generation's close, not an attempt (see Snapshot).
-                        if snap.attempting && snap.generation > after && !snap.closing {
-                            // A new generation's attempt is under way: its outcome decides.
-                            waiting_for = Some(
-                                waiting_for.map_or(snap.generation, |w| w.max(snap.generation)),
-                            );
-                        } else if snap.attempting {
-                            // The lost generation is still closing; the attempt comes after.
+                    // The lost generation is still closing; the attempt comes after.
+                    Phase::Attempting | Phase::Closing => {}
+                    Phase::Backoff { at } => {
+                        // The attempt we waited for failed: the next one still counts when it
+                        // is due within the deadline (SPEC §5).
+                        let failed = waiting_for.is_some_and(|w| snap.generation >= w);
+                        if *at <= deadline {
+                            waiting_for = Some(snap.generation + 1);
                         } else {
-                            // The attempt we waited for failed: the next one still counts when
-                            // it is due within the deadline (SPEC §5).
-                            let failed = waiting_for.is_some_and(|w| snap.generation >= w);
-                            match snap.next_attempt_at {
-                                Some(at) if at <= deadline => {
-                                    waiting_for = Some(snap.generation + 1)
-                                }
-                                _ => return Err(NotReady::of(&snap, failed)),
-                            }
+                            return Err(NotReady::of(&snap, failed));
                         }
                     }
                 }

@@ -78,6 +78,30 @@ impl std::fmt::Display for ServerState {
     }
 }
 
+/// What a server is doing, with the data that belongs to it: one value, so a reader never
+/// decodes a combination of flags.
+#[derive(Clone)]
+pub enum Phase {
+    /// Serving on the current generation.
+    Ready {
+        link: Arc<dyn Link>,
+        since: Instant,
+        pid: Option<u32>,
+        /// What the server answered to `initialize`, as it came.
+        server_info: Arc<RawValue>,
+    },
+    /// The current generation's attempt is under way (spawn, handshake, first tools/list).
+    Attempting,
+    /// The lost generation is closing; the backoff or the next attempt comes after. (Fix, found
+    /// by tests/calls.rs: without it a call arriving during the close took it for a failed
+    /// attempt and failed at once, though the next attempt was due within its deadline.)
+    Closing,
+    /// Waiting for the next attempt, due `at`.
+    Backoff { at: Instant },
+    /// No attempt is coming until an explicit reconnect or a reload (gave up, down, stopped).
+    Parked,
+}
+
 /// What a supervisor shows of itself.
 #[derive(Clone)]
 pub struct Snapshot {
@@ -90,20 +114,70 @@ pub struct Snapshot {
     /// How many times a lost or failed connection was replaced by a ready one.
     pub restarts: u64,
     pub last_error: Option<String>,
+    pub phase: Phase,
+}
+
+impl Snapshot {
+    /// Whether an attempt, or the close of a lost generation before one, is under way.
+    pub fn attempting(&self) -> bool {
+        matches!(self.phase, Phase::Attempting | Phase::Closing)
+    }
+
+    /// Whether the lost generation is still closing.
+    pub fn closing(&self) -> bool {
+        matches!(self.phase, Phase::Closing)
+    }
+
     /// When the next attempt is due, during a backoff.
-    pub next_attempt_at: Option<Instant>,
-    /// Whether an attempt (or the close before one) is under way.
-    pub attempting: bool,
-    /// Whether that is the close of a lost generation, before any backoff or attempt. (Fix,
-    /// found by tests/calls.rs: without it a call arriving during the close took it for a failed
-    /// attempt and failed at once, though the next attempt was due within its deadline.)
-    pub closing: bool,
+    pub fn next_attempt_at(&self) -> Option<Instant> {
+        match self.phase {
+            Phase::Backoff { at } => Some(at),
+            _ => None,
+        }
+    }
+
     /// Since when the current generation is ready.
-    pub ready_since: Option<Instant>,
-    pub pid: Option<u32>,
-    /// What the current generation's server answered to `initialize`, as it came.
-    pub server_info: Option<Arc<RawValue>>,
-    link: Option<Arc<dyn Link>>,
+    pub fn ready_since(&self) -> Option<Instant> {
+        match &self.phase {
+            Phase::Ready { since, .. } => Some(*since),
+            _ => None,
+        }
+    }
+
+    /// The process id of a ready stdio server.
+    pub fn pid(&self) -> Option<u32> {
+        match &self.phase {
+            Phase::Ready { pid, .. } => *pid,
+            _ => None,
+        }
+    }
+
+    /// What the ready server answered to `initialize`, as it came.
+    pub fn server_info(&self) -> Option<&Arc<RawValue>> {
+        match &self.phase {
+            Phase::Ready { server_info, .. } => Some(server_info),
+            _ => None,
+        }
+    }
+
+    fn link(&self) -> Option<&Arc<dyn Link>> {
+        match &self.phase {
+            Phase::Ready { link, .. } => Some(link),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Debug for Phase {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Phase::Ready { pid, .. } => write!(f, "Ready {{ pid: {pid:?} }}"),
+            Phase::Attempting => f.write_str("Attempting"),
+            Phase::Closing => f.write_str("Closing"),
+            Phase::Backoff { at } => write!(f, "Backoff {{ at: {at:?} }}"),
+            Phase::Parked => f.write_str("Parked"),
+        }
+    }
 }
 
 impl std::fmt::Debug for Snapshot {
@@ -114,8 +188,7 @@ impl std::fmt::Debug for Snapshot {
             .field("attempt", &self.attempt)
             .field("restarts", &self.restarts)
             .field("last_error", &self.last_error)
-            .field("attempting", &self.attempting)
-            .field("closing", &self.closing)
+            .field("phase", &self.phase)
             .finish()
     }
 }
@@ -191,13 +264,7 @@ impl SupervisorHandle {
             max_attempts: config.reconnect.max_attempts,
             restarts: 0,
             last_error: None,
-            next_attempt_at: None,
-            attempting: true,
-            closing: false,
-            ready_since: None,
-            pid: None,
-            server_info: None,
-            link: None,
+            phase: Phase::Attempting,
         });
         let shared = Arc::new(Shared {
             config: config.clone(),
@@ -250,12 +317,12 @@ impl SupervisorHandle {
 
     /// What the current generation's server answered to `initialize`, as it came.
     pub fn server_info(&self) -> Option<Arc<RawValue>> {
-        self.snapshot.borrow().server_info.clone()
+        self.snapshot.borrow().server_info().cloned()
     }
 
     /// Send a notification to the current generation; dropped when there is none.
     pub fn notify(&self, method: &str, params: Option<&RawValue>) {
-        let link = self.snapshot.borrow().link.clone();
+        let link = self.snapshot.borrow().link().cloned();
         if let Some(link) = link {
             link.notify(method, params);
         }
@@ -461,7 +528,7 @@ impl Supervisor {
                 "{verb}: {cause}; reconnect is disabled for this server, so it stays down with its tools registered; \
                  recover by hand with an explicit reconnect (`mcp-supervisor reconnect {name}` or POST /servers/{name}/reconnect) or a config reload"
             );
-            self.publish_state(ServerState::Down, None, false);
+            self.publish_state(ServerState::Down, Phase::Parked);
             return self.park().await;
         }
         match decision {
@@ -475,7 +542,7 @@ impl Supervisor {
                 self.registry.withdraw(&name);
                 let max = self.config.reconnect.max_attempts;
                 self.snapshot.send_modify(|s| s.attempt = max);
-                self.publish_state(ServerState::GaveUp, None, false);
+                self.publish_state(ServerState::GaveUp, Phase::Parked);
                 self.park().await
             }
             Decision::Retry {
@@ -497,7 +564,7 @@ impl Supervisor {
                 );
                 let until = Instant::now() + delay;
                 self.snapshot.send_modify(|s| s.attempt = attempt);
-                self.publish_state(state, Some(until), false);
+                self.publish_state(state, Phase::Backoff { at: until });
                 self.backoff(until).await
             }
         }
@@ -544,7 +611,7 @@ impl Supervisor {
         tracing::error!(server = %self.name, "{cause}");
         self.registry.withdraw(&self.name);
         self.snapshot.send_modify(|s| s.last_error = Some(cause));
-        self.publish_state(ServerState::GaveUp, None, false);
+        self.publish_state(ServerState::GaveUp, Phase::Parked);
         self.park().await
     }
 
@@ -552,7 +619,7 @@ impl Supervisor {
     async fn quiesce(&mut self) {
         let _ = tokio::time::timeout(CLOSE_BARRIER, self.sync_queue.lock()).await;
         self.registry.withdraw(&self.name);
-        self.publish_state(ServerState::Stopped, None, false);
+        self.publish_state(ServerState::Stopped, Phase::Parked);
         tracing::info!(server = %self.name, "stopped");
         for reply in self.stop_reply.drain(..) {
             let _ = reply.send(());
@@ -560,15 +627,14 @@ impl Supervisor {
     }
 
     /// Publish a state; `until` is the next attempt's due time during a backoff.
-    fn publish_state(&self, state: ServerState, until: Option<Instant>, attempting: bool) {
-        self.publish(state, until, attempting, false);
+    fn publish_state(&self, state: ServerState, phase: Phase) {
+        self.publish(state, phase);
     }
 
     /// Publish a state in one update: a waiting call must never see half of a transition (for
     /// example a lost generation's close taken for a new attempt).
-    fn publish(&self, state: ServerState, until: Option<Instant>, attempting: bool, closing: bool) {
-        self.snapshot
-            .send_modify(|s| set_state(s, state, until, attempting, closing));
+    fn publish(&self, state: ServerState, phase: Phase) {
+        self.snapshot.send_modify(|s| set_state(s, state, phase));
     }
 
     // === one attempt: open, initialize, first sync ===
@@ -585,7 +651,7 @@ impl Supervisor {
             } else {
                 failures
             };
-            set_state(s, state, None, true, false);
+            set_state(s, state, Phase::Attempting);
         });
         let events = LinkEvents::new(generation, self.events_tx.clone());
         let link = match self.connector.open(generation, events) {
@@ -657,12 +723,12 @@ impl Supervisor {
                 self.snapshot.send_modify(|s| {
                     s.state = ServerState::Ready;
                     s.attempt = 0;
-                    s.attempting = false;
-                    s.next_attempt_at = None;
-                    s.ready_since = Some(since);
-                    s.link = Some(link.clone());
-                    s.pid = pid;
-                    s.server_info = Some(info);
+                    s.phase = Phase::Ready {
+                        link: link.clone(),
+                        since,
+                        pid,
+                        server_info: info,
+                    };
                 });
                 return AttemptEnd::Ready(link);
             }
@@ -797,7 +863,7 @@ impl Supervisor {
             }
         };
         // The lost generation must be gone before any backoff starts.
-        self.publish(ServerState::Reconnecting, None, true, true);
+        self.publish(ServerState::Reconnecting, Phase::Closing);
         if let Err(stuck) = self.barrier(&link).await {
             return ReadyEnd::Stuck(stuck);
         }
@@ -832,24 +898,10 @@ impl Supervisor {
     }
 }
 
-/// Write a state transition into a snapshot; a state other than ready has no link.
-fn set_state(
-    s: &mut Snapshot,
-    state: ServerState,
-    until: Option<Instant>,
-    attempting: bool,
-    closing: bool,
-) {
+/// Write a state transition into a snapshot.
+fn set_state(s: &mut Snapshot, state: ServerState, phase: Phase) {
     s.state = state;
-    s.next_attempt_at = until;
-    s.attempting = attempting;
-    s.closing = closing;
-    if state != ServerState::Ready {
-        s.ready_since = None;
-        s.link = None;
-        s.pid = None;
-        s.server_info = None;
-    }
+    s.phase = phase;
 }
 
 /// Append the server's last stderr lines to a failure's cause.
