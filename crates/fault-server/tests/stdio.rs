@@ -33,6 +33,7 @@ async fn echo_add_and_tool_list() {
         "block",
         "garbage",
         "pid",
+        "elicit",
     ] {
         assert!(
             names.contains(&expected),
