@@ -139,8 +139,36 @@ impl<'a> Envelope<'a> {
                 "Invalid Request: an `id` is a string or an integer",
             ));
         }
+        if envelope.params.is_some_and(|p| p.get() == "null") {
+            envelope.params = None;
+        }
+        if let Some(params) = envelope.params
+            && !params_are_valid(params)
+        {
+            return Err(error_text(
+                None,
+                -32600,
+                "Invalid Request: `params` is an object, and its `_meta`, when present, an object",
+            ));
+        }
         Ok(envelope)
     }
+}
+
+/// Whether `params` has the shape every MCP message's has: an object, whose `_meta` (which the
+/// proxy reads, for a progress token) is an object when present. A server could not answer a
+/// request with other params (it cannot read them), so it never gets one.
+fn params_are_valid(params: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow, default)]
+        meta: Option<&'a RawValue>,
+    }
+    params.get().starts_with('{')
+        && serde_json::from_str::<Params<'_>>(params.get()).is_ok_and(|p| {
+            p.meta
+                .is_none_or(|m| m.get().starts_with('{') || m.get() == "null")
+        })
 }
 
 /// Whether a request id is one MCP allows: a string or an integer.
@@ -1285,6 +1313,16 @@ mod tests {
             kind(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
             Kind::Response
         );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":null}"#),
+            Kind::Request {
+                method: "ping".into()
+            }
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"_meta":{"progressToken":1}}}"#),
+            Kind::Request { method: "x".into() }
+        );
         for (text, code) in [
             ("nope", -32700),
             ("[1]", -32600),
@@ -1293,6 +1331,18 @@ mod tests {
             (r#"{"id":1,"method":"ping"}"#, -32600),
             (r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, -32600),
             (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, -32600),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":5}"#,
+                -32600,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#,
+                -32600,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":"m"}}"#,
+                -32600,
+            ),
         ] {
             let Kind::Invalid(answer) = kind(text) else {
                 panic!("{text} is not a message");
