@@ -172,6 +172,14 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
 
 async fn open_stream(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
     let (parts, _) = request.into_parts();
+    if parts.method == axum::http::Method::HEAD {
+        // axum routes HEAD to GET: a stream whose body is never read would swallow events.
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(header::ALLOW, "GET, POST, DELETE")],
+        )
+            .into_response();
+    }
     if !accepts(&parts.headers, EVENT_STREAM) {
         return refuse(
             StatusCode::NOT_ACCEPTABLE,

@@ -596,6 +596,18 @@ async fn sessions_are_required_known_and_of_a_session_protocol_version() {
     assert_eq!(bogus.get(None).await.status().as_u16(), 404);
     assert_eq!(bogus.delete().await, 404);
 
+    // HEAD would open a stream nobody reads.
+    let head = session
+        .client
+        .head(&session.url)
+        .header("accept", "text/event-stream")
+        .header("mcp-session-id", &session.id)
+        .timeout(LIMIT)
+        .send()
+        .await
+        .expect("HEAD");
+    assert_eq!(head.status().as_u16(), 405);
+
     // No session on anything but initialize: 400.
     let client = reqwest::Client::new();
     let url = proxy.url("/mcp");
