@@ -24,7 +24,6 @@ use rmcp::model::{
 use rmcp::service::{NotificationContext, Peer, RequestContext, SubscriptionContext};
 use rmcp::{ErrorData as McpError, RoleServer, ServerHandler};
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
 /// How long aggregate requests (lists, reads, prompts) may take per server.
@@ -47,6 +46,8 @@ pub struct Bridge {
     /// Which server listed each resource template (by its text before the first `{`).
     template_owner: Mutex<Vec<(String, String)>>,
     metrics: Arc<crate::metrics::Metrics>,
+    /// Tool calls waiting for their client's input (a server asked it something).
+    rounds: crate::rounds::Rounds,
 }
 
 impl Bridge {
@@ -64,6 +65,7 @@ impl Bridge {
             resource_owner: Mutex::new(HashMap::new()),
             template_owner: Mutex::new(Vec::new()),
             metrics,
+            rounds: crate::rounds::Rounds::default(),
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
@@ -359,6 +361,20 @@ impl ServerHandler for ProxyHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        let rounds = &self.proxy.rounds;
+        // A retry that answers the server's requests of an earlier round.
+        if let (Some(responses), Some(state)) = (
+            request.input_responses.clone(),
+            request.request_state.clone(),
+        ) {
+            return match rounds.resume(&state, responses).await {
+                Some(step) => self.step(step, &request.name),
+                None => Err(McpError::invalid_params(
+                    format!("unknown or expired requestState \"{state}\": call the tool again"),
+                    None,
+                )),
+            };
+        }
         let cancel = CancellationToken::new();
         let cancel_guard = cancel.clone();
         let ct = context.ct.clone();
@@ -366,78 +382,70 @@ impl ServerHandler for ProxyHandler {
             ct.cancelled().await;
             cancel_guard.cancel();
         });
-        let progress = context.meta.get_progress_token().map(|token| {
-            let (tx, mut rx) = mpsc::unbounded_channel::<ProgressNotificationParam>();
-            let peer = context.peer.clone();
-            tokio::spawn(async move {
-                while let Some(mut update) = rx.recv().await {
-                    update.progress_token = token.clone();
-                    let _ = peer.notify_progress(update).await;
-                }
-            });
-            tx
-        });
-        let args = CallArgs {
-            arguments: request.arguments.clone(),
-            timeout: None,
-            progress,
-            cancel: Some(cancel),
-            origin: None,
-        };
-        let hub = &self.proxy.hub;
-        let record = self.proxy.metrics.start();
-        let outcome = match hub.call(&request.name, args.clone()).await {
-            Err(CallError::UnknownTool { name }) => {
-                match (self.proxy.mode, hub.servers().as_slice()) {
-                    // Transparent: the server's own answer to a name we do not know.
-                    (Mode::Transparent, [server]) => {
-                        let params = serde_json::value::to_raw_value(&request).map_err(|e| {
-                            CallError::UnknownTool {
-                                name: format!("{name} ({e})"),
-                            }
-                        });
-                        match params {
-                            Ok(params) => hub
-                                .send(server, "tools/call", Some(&params), args)
-                                .await
-                                .and_then(|result| {
-                                    serde_json::from_str(result.get()).map_err(|e| {
-                                        CallError::Malformed {
-                                            server: server.clone(),
-                                            tool: name.clone(),
-                                            detail: e.to_string(),
-                                        }
-                                    })
-                                }),
-                            Err(error) => Err(error),
-                        }
-                    }
-                    _ => Err(CallError::UnknownTool { name }),
-                }
-            }
-            other => other,
-        };
-        watcher.abort();
-        record.finish(crate::metrics::outcome_of(&outcome));
-        match outcome {
-            Ok(mut result) => {
-                complete(&mut result.result_type);
-                Ok(result.into())
-            }
-            Err(CallError::ServerError { code, message, .. }) => {
-                Err(McpError::new(ErrorCode(code), message, None))
-            }
-            Err(CallError::UnknownTool { name }) => Err(McpError::invalid_params(
-                format!(
-                    "no server offers a tool named \"{name}\"; list the tools to see what is published"
-                ),
-                None,
-            )),
-            Err(error) => Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(
-                error.to_string(),
-            )])
-            .into()),
+        // The call goes as JSON text; the client's progress token rides in `_meta` and its
+        // progress comes back to this client.
+        let token = context.meta.get_progress_token();
+        let mut params = serde_json::Map::new();
+        params.insert("name".into(), Value::String(request.name.to_string()));
+        if let Some(arguments) = &request.arguments {
+            params.insert("arguments".into(), Value::Object(arguments.clone()));
         }
+        if let Some(token) = &token {
+            params.insert("_meta".into(), json!({ "progressToken": token }));
+        }
+        let params = serde_json::value::to_raw_value(&params).map_err(as_mcp)?;
+        let progress: Option<crate::rounds::Notify> = token.map(|_| {
+            let peer = context.peer.clone();
+            Arc::new(
+                move |method: &str, params: Option<Box<serde_json::value::RawValue>>| {
+                    if method != "notifications/progress" {
+                        return;
+                    }
+                    let Some(update) = params.and_then(|p| {
+                        serde_json::from_str::<ProgressNotificationParam>(p.get()).ok()
+                    }) else {
+                        return;
+                    };
+                    let peer = peer.clone();
+                    tokio::spawn(async move {
+                        let _ = peer.notify_progress(update).await;
+                    });
+                },
+            )
+                as Arc<dyn Fn(&str, Option<Box<serde_json::value::RawValue>>) + Send + Sync>
+        });
+        let hub = self.proxy.hub.clone();
+        let mode = self.proxy.mode;
+        let name = request.name.to_string();
+        let step = rounds
+            .start(
+                move |origin| {
+                    Box::pin(async move {
+                        let args = CallArgs {
+                            cancel: Some(cancel),
+                            origin: Some(origin),
+                            ..CallArgs::default()
+                        };
+                        match hub.call_json(&name, &params, args.clone()).await {
+                            Err(CallError::UnknownTool { name }) => {
+                                match (mode, hub.servers().as_slice()) {
+                                    // Transparent: the server's own answer to a name we do not know.
+                                    (Mode::Transparent, [server]) => {
+                                        hub.send(server, "tools/call", Some(&params), args).await
+                                    }
+                                    _ => Err(CallError::UnknownTool { name }),
+                                }
+                            }
+                            other => other,
+                        }
+                    })
+                },
+                progress,
+            )
+            .await;
+        // A call waiting for input lives on past this request.
+        watcher.abort();
+        self.step(step, &request.name)
     }
 
     async fn list_prompts(
@@ -640,6 +648,69 @@ impl ServerHandler for ProxyHandler {
 }
 
 impl ProxyHandler {
+    /// A round's outcome as the client's answer: the result, or the server's requests as an
+    /// input-required result.
+    fn step(&self, step: crate::rounds::Step, tool: &str) -> Result<CallToolResponse, McpError> {
+        use crate::rounds::Step;
+        let outcome = match step {
+            Step::Input { requests, state } => {
+                let mut asks = rmcp::model::InputRequests::new();
+                for (key, method, params) in requests {
+                    let message = json!({
+                        "method": method,
+                        "params": params.as_deref().map(|p| serde_json::from_str::<Value>(p.get()).unwrap_or(Value::Null)),
+                    });
+                    match serde_json::from_value::<rmcp::model::InputRequest>(message) {
+                        Ok(ask) => {
+                            asks.insert(key, ask);
+                        }
+                        Err(error) => {
+                            tracing::warn!(
+                                tool,
+                                "a server's request cannot be carried in an input round: {error}"
+                            );
+                        }
+                    }
+                }
+                return Ok(CallToolResponse::InputRequired(
+                    rmcp::model::InputRequiredResult::new(Some(asks), Some(state)),
+                ));
+            }
+            Step::Done(outcome) => outcome.and_then(|raw| {
+                serde_json::from_str::<CallToolResult>(raw.get()).map_err(|e| {
+                    CallError::Malformed {
+                        server: String::new(),
+                        tool: tool.to_string(),
+                        detail: e.to_string(),
+                    }
+                })
+            }),
+        };
+        self.proxy.metrics.record(
+            crate::metrics::outcome_of(&outcome),
+            std::time::Duration::ZERO,
+        );
+        match outcome {
+            Ok(mut result) => {
+                complete(&mut result.result_type);
+                Ok(result.into())
+            }
+            Err(CallError::ServerError { code, message, .. }) => {
+                Err(McpError::new(ErrorCode(code), message, None))
+            }
+            Err(CallError::UnknownTool { name }) => Err(McpError::invalid_params(
+                format!(
+                    "no server offers a tool named \"{name}\"; list the tools to see what is published"
+                ),
+                None,
+            )),
+            Err(error) => Ok(CallToolResult::error(vec![rmcp::model::ContentBlock::text(
+                error.to_string(),
+            )])
+            .into()),
+        }
+    }
+
     /// The server that owns `uri`, listing resources first if it is not known yet.
     async fn owner_for(&self, uri: &str) -> Result<String, McpError> {
         if let Some(server) = self.proxy.owner_of(uri) {

@@ -12,6 +12,7 @@ mod logging;
 mod mcp_http;
 mod metrics;
 mod proxy;
+mod rounds;
 mod serve;
 mod stdio;
 

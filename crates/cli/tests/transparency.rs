@@ -188,6 +188,22 @@ impl Raw {
     }
 }
 
+/// `serve` over stdio in front of server-everything, and the folder of its config.
+fn serve_everything(tag: &str) -> (Raw, std::path::PathBuf) {
+    let dir = temp_dir(tag);
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
+    );
+    let served = Raw::spawn(
+        &supervisor_bin(),
+        &["serve", "--config", config.to_str().unwrap_or_default()],
+        accept_everything,
+    );
+    (served, dir)
+}
+
 fn everything() -> std::path::PathBuf {
     mcp_supervisor_testkit::node_tool("mcp-server-everything")
 }
@@ -316,17 +332,7 @@ async fn roots_sampling_and_elicitation_pass_through_wrap_and_serve() {
     servers_requests_reach_the_client(&mut wrapped, "").await;
     wrapped.close().await;
 
-    let dir = temp_dir("transparency-serve");
-    let config = dir.join("servers.json");
-    write_config(
-        &config,
-        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
-    );
-    let mut served = Raw::spawn(
-        &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
-        accept_everything,
-    );
+    let (mut served, dir) = serve_everything("transparency-serve");
     served.handshake(full_capabilities(), "served").await;
     served
         .wait_for_tool("everything__trigger-elicitation-request")
@@ -342,17 +348,7 @@ async fn roots_sampling_and_elicitation_pass_through_wrap_and_serve() {
 async fn a_client_without_the_capability_gets_the_server_a_clean_error() {
     // serve declares elicitation upstream; this client does not: the server must get an error
     // at once, and the call must end (not hang).
-    let dir = temp_dir("transparency-nocap");
-    let config = dir.join("servers.json");
-    write_config(
-        &config,
-        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
-    );
-    let mut served = Raw::spawn(
-        &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
-        accept_everything,
-    );
+    let (mut served, dir) = serve_everything("transparency-nocap");
     served.handshake(json!({}), "bare").await;
     served
         .wait_for_tool("everything__trigger-elicitation-request")
@@ -368,12 +364,13 @@ async fn a_client_without_the_capability_gets_the_server_a_clean_error() {
         0,
         "nothing reached the client"
     );
-    let text = answer.to_string();
+    // server-everything reports the error it got from us as its tool's error.
+    assert_eq!(answer["result"]["isError"], true, "{answer}");
     assert!(
-        answer.get("error").is_some()
-            || answer["result"]["isError"] == true
-            || text.contains("rror"),
-        "the server got an error and said so: {answer}"
+        answer
+            .to_string()
+            .contains("did not declare the capability"),
+        "the server got our error and said so: {answer}"
     );
     served.close().await;
     let _ = std::fs::remove_dir_all(dir);
@@ -442,17 +439,7 @@ async fn tasks_work_through_wrap_and_serve() {
     tasks_work(&mut wrapped, "simulate-research-query").await;
     wrapped.close().await;
 
-    let dir = temp_dir("transparency-tasks");
-    let config = dir.join("servers.json");
-    write_config(
-        &config,
-        json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
-    );
-    let mut served = Raw::spawn(
-        &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
-        accept_everything,
-    );
+    let (mut served, dir) = serve_everything("transparency-tasks");
     served.handshake(full_capabilities(), "tasks").await;
     served
         .wait_for_tool("everything__simulate-research-query")
@@ -513,4 +500,125 @@ async fn a_respawned_server_sees_the_same_client() {
         assert_eq!(after[key], before[key], "{key} after the respawn");
     }
     client.close().await;
+}
+
+/// A plain HTTP client of one session: POSTs of JSON-RPC text, answers read as JSON or as an
+/// event stream.
+struct HttpSession {
+    http: reqwest::Client,
+    url: String,
+    session: Option<String>,
+    next: u64,
+}
+
+impl HttpSession {
+    fn new(url: String) -> Self {
+        Self {
+            http: reqwest::Client::builder()
+                .no_proxy()
+                .timeout(LIMIT)
+                .build()
+                .expect("client"),
+            url,
+            session: None,
+            next: 1,
+        }
+    }
+
+    async fn post(&mut self, message: &Value) -> (reqwest::StatusCode, Option<Value>) {
+        let mut request = self
+            .http
+            .post(&self.url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .body(message.to_string());
+        if let Some(session) = &self.session {
+            request = request
+                .header("mcp-session-id", session)
+                .header("mcp-protocol-version", "2025-11-25");
+        }
+        let response = request.send().await.expect("POST");
+        let status = response.status();
+        if let Some(session) = response.headers().get("mcp-session-id") {
+            self.session = session.to_str().ok().map(str::to_string);
+        }
+        let sse = response
+            .headers()
+            .get("content-type")
+            .and_then(|v| v.to_str().ok())
+            .is_some_and(|v| v.starts_with("text/event-stream"));
+        let body = response.text().await.expect("body");
+        let id = message.get("id").cloned();
+        let answer = if sse {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data:"))
+                .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                .find(|m| m.get("id") == id.as_ref() && m.get("method").is_none())
+        } else {
+            serde_json::from_str(&body).ok()
+        };
+        (status, answer)
+    }
+
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        let (status, answer) = self.post(&message).await;
+        answer.unwrap_or_else(|| panic!("{method}: HTTP {status}, no answer"))
+    }
+}
+
+#[tokio::test]
+async fn wrap_over_http_shows_exactly_what_server_everything_shows_over_stdio() {
+    let mut direct = Raw::spawn(&everything(), &["stdio"], accept_everything);
+    let expected = transcript(&mut direct).await;
+    direct.close().await;
+
+    let port = support::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let server = everything().display().to_string();
+    let args = ["wrap", "--http", &addr, "--", &server, "stdio"];
+    // Stopped with SIGTERM when dropped, so the server it started goes too.
+    let proxy = support::Running::start(&args, port, &[]).await;
+    let mut client = HttpSession::new(proxy.url("/mcp"));
+    let init = client
+        .request(
+            "initialize",
+            json!({
+                "protocolVersion": "2025-11-25",
+                "capabilities": full_capabilities(),
+                "clientInfo": { "name": "transcript", "version": "7.7.7" },
+            }),
+        )
+        .await;
+    assert!(client.session.is_some(), "a session was given");
+    let (status, _) = client
+        .post(&json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+        .await;
+    assert_eq!(status, reqwest::StatusCode::ACCEPTED);
+    let mut seen = vec![("initialize".to_string(), init["result"].clone())];
+    tokio::time::sleep(Duration::from_millis(800)).await;
+    for method in [
+        "tools/list",
+        "prompts/list",
+        "resources/list",
+        "resources/templates/list",
+    ] {
+        let answer = client.request(method, json!({})).await;
+        seen.push((method.to_string(), answer["result"].clone()));
+    }
+    let unknown = client.request("vendor/no-such-method", json!({})).await;
+    seen.push((
+        "unknown method".to_string(),
+        unknown["error"]["code"].clone(),
+    ));
+    for ((what, want), (_, got)) in expected.iter().zip(seen.iter()) {
+        assert!(
+            !want.is_null(),
+            "{what}: server-everything answered nothing"
+        );
+        assert_eq!(got, want, "{what} differs through wrap --http");
+    }
+    drop(proxy);
 }

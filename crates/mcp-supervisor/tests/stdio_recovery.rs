@@ -317,7 +317,7 @@ async fn a_paged_upstream_tool_list_is_read_to_the_end() {
     wait_ready(&hub, "whole", 0).await;
     wait_ready(&hub, "paged", 0).await;
     let count = |server: &str| hub.tools().iter().filter(|t| t.server == server).count();
-    assert!(count("whole") >= 37, "12 built-in tools and 25 extra");
+    assert!(count("whole") >= 39, "14 built-in tools and 25 extra");
     assert_eq!(
         count("paged"),
         count("whole"),

@@ -15,6 +15,9 @@ Scenarios:
     everything  list tools, echo, get-sum, trigger-long-running-operation with progress
     crash       count tools/list_changed around a crash and reconnect, then a positive control
     describe    tool definitions, prompt names, resource URIs, serverInfo, an unknown tool's answer
+    callbacks   server-everything's requests to the client (roots/list, sampling/createMessage,
+                elicitation/create), answered by this client's callbacks with --tag in each answer;
+                with --no-capabilities it declares none (and has no callbacks)
 """
 
 from __future__ import annotations
@@ -39,7 +42,9 @@ READ_TIMEOUT_S = 20.0
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["fault", "everything", "crash", "describe"])
+    parser.add_argument("scenario", choices=["fault", "everything", "crash", "describe", "callbacks"])
+    parser.add_argument("--tag", default="client", help="callbacks: this client's own value")
+    parser.add_argument("--no-capabilities", action="store_true", help="callbacks: declare none")
     parser.add_argument("--url", help="streamable HTTP endpoint")
     parser.add_argument("--stdio", help="JSON list: the command to spawn and talk to over stdio")
     parser.add_argument("--env", action="append", default=[], help="K=V for the stdio child")
@@ -274,7 +279,53 @@ async def get_prompt(client: Client, name: str) -> dict[str, Any]:
         return {"ok": False, "error_code": error.code, "error": error.error.message}
 
 
+async def scenario_callbacks(args: argparse.Namespace) -> dict[str, Any]:
+    tag = args.tag
+    asked: list[str] = []
+
+    async def roots(context: Any) -> types.ListRootsResult:
+        asked.append("roots/list")
+        return types.ListRootsResult(roots=[types.Root(uri=f"file:///{tag}", name=tag)])
+
+    async def sampling(context: Any, params: types.CreateMessageRequestParams) -> types.CreateMessageResult:
+        asked.append("sampling/createMessage")
+        return types.CreateMessageResult(
+            role="assistant",
+            content=types.TextContent(type="text", text=f"sampled by {tag}"),
+            model="driver-model",
+            stop_reason="endTurn",
+        )
+
+    async def elicitation(context: Any, params: types.ElicitRequestParams) -> types.ElicitResult:
+        asked.append("elicitation/create")
+        return types.ElicitResult(action="accept", content={"name": tag, "check": True, "color": "blue"})
+
+    callbacks: dict[str, Any] = {}
+    if not args.no_capabilities:
+        callbacks = {"list_roots_callback": roots, "sampling_callback": sampling, "elicitation_callback": elicitation}
+    async with make_client(args, **callbacks) as client:
+        out = header(client)
+        want = args.prefix + "trigger-elicitation-request"
+        names: list[str] = []
+        for _ in range(100):
+            names = [t.name for t in await all_tools(client)]
+            if want in names:
+                break
+            await anyio.sleep(0.1)
+        out["tools"] = names
+        # server-everything asks a client with roots for them once it is initialized.
+        await anyio.sleep(0.5)
+        out["roots"] = await timed_call(client, args.prefix + "get-roots-list", {})
+        out["sampling"] = await timed_call(
+            client, args.prefix + "trigger-sampling-request", {"prompt": "hello", "maxTokens": 5}
+        )
+        out["elicitation"] = await timed_call(client, args.prefix + "trigger-elicitation-request", {})
+        out["asked"] = asked
+        return out
+
+
 SCENARIOS = {
+    "callbacks": scenario_callbacks,
     "fault": scenario_fault,
     "everything": scenario_everything,
     "crash": scenario_crash,

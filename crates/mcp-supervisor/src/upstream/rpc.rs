@@ -155,32 +155,14 @@ impl Peer {
             armed: true,
         };
         let text = request_text(id, method, params);
-        let sent = tokio::select! {
-            sent = self.wire.send(text, Some(id)) => sent,
-            () = tokio::time::sleep(opts.timeout) => {
-                guard.cancel("the request timed out");
-                return Err(Failure::DeadlinePassed);
-            }
-            () = opts.cancel.cancelled() => {
-                guard.cancel("cancelled by the caller");
-                return Err(Failure::CancelledByCaller);
-            }
-        };
+        // One deadline for the send and the answer together.
+        let deadline = tokio::time::Instant::now() + opts.timeout;
+        let sent = within(self.wire.send(text, Some(id)), deadline, &opts, &mut guard).await?;
         if let Err(failure) = sent {
             guard.forget();
             return Err(failure);
         }
-        let outcome = tokio::select! {
-            answer = rx => answer,
-            () = tokio::time::sleep(opts.timeout) => {
-                guard.cancel("the request timed out");
-                return Err(Failure::DeadlinePassed);
-            }
-            () = opts.cancel.cancelled() => {
-                guard.cancel("cancelled by the caller");
-                return Err(Failure::CancelledByCaller);
-            }
-        };
+        let outcome = within(rx, deadline, &opts, &mut guard).await?;
         guard.forget();
         match outcome {
             Ok(answer) => answer,
@@ -383,6 +365,27 @@ impl Peer {
             return first.clone();
         }
         self.fallback.clone()
+    }
+}
+
+/// `work`, unless the deadline passes or the caller cancels first: then the request is given up
+/// on (`notifications/cancelled` goes upstream) and the failure says why.
+async fn within<T>(
+    work: impl std::future::Future<Output = T>,
+    deadline: tokio::time::Instant,
+    opts: &CallOptions,
+    guard: &mut Outstanding<'_>,
+) -> Result<T, Failure> {
+    tokio::select! {
+        out = work => Ok(out),
+        () = tokio::time::sleep_until(deadline) => {
+            guard.cancel("the request timed out");
+            Err(Failure::DeadlinePassed)
+        }
+        () = opts.cancel.cancelled() => {
+            guard.cancel("cancelled by the caller");
+            Err(Failure::CancelledByCaller)
+        }
     }
 }
 
@@ -600,7 +603,7 @@ pub(crate) mod members {
     }
 }
 
-fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
+pub fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
     let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
     let params_len = params.map_or(0, |p| p.get().len());
     let mut text = String::with_capacity(params_len + method.len() + 48);
@@ -616,7 +619,7 @@ fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
     text
 }
 
-pub(crate) fn notification_text(method: &str, params: Option<&RawValue>) -> String {
+pub fn notification_text(method: &str, params: Option<&RawValue>) -> String {
     let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
     let mut text = String::from(r#"{"jsonrpc":"2.0","method":"#);
     text.push_str(&method);

@@ -1,0 +1,302 @@
+//! Input-required rounds (MRTR) for clients of protocol 2026-07-28, which take no requests from
+//! a server: when a server's request (`elicitation/create`, `sampling/createMessage`,
+//! `roots/list`) comes during such a client's tool call, the call's answer becomes an
+//! input-required result that carries it, and the client's retry with `inputResponses` and the
+//! echoed `requestState` answers the server's pending request. The call itself keeps running
+//! upstream in between: it is never sent twice.
+//!
+//! It owns the rounds in flight, by an opaque `requestState` of its own. It never decodes the
+//! requests or the answers it carries, and never holds a round past [`ROUND_LIMIT`].
+
+use std::collections::{BTreeMap, HashMap};
+use std::hash::{BuildHasher, Hasher};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::FutureExt;
+use mcp_supervisor::CallError;
+use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
+use tokio::time::Instant;
+
+/// A round whose client does not come back within this is dropped (its call cancelled).
+pub const ROUND_LIMIT: Duration = Duration::from_secs(600);
+
+type Reply = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
+
+/// Where a call's notifications (its progress) go: `(method, params)`.
+pub type Notify = Arc<dyn Fn(&str, Option<Box<RawValue>>) + Send + Sync>;
+type Outcome = Result<Box<RawValue>, CallError>;
+
+/// A server's request during a call, waiting for the client.
+struct Ask {
+    method: String,
+    params: Option<Box<RawValue>>,
+    reply: Reply,
+}
+
+/// What a client's call comes to, this round.
+pub enum Step {
+    /// The call ended.
+    Done(Outcome),
+    /// The server asks the client first: `(key, method, params)` each, and the state to echo.
+    Input {
+        requests: Vec<(String, String, Option<Box<RawValue>>)>,
+        state: String,
+    },
+}
+
+/// A call waiting for its client's input.
+struct Round {
+    call: JoinHandle<Outcome>,
+    asks: mpsc::UnboundedReceiver<Ask>,
+    replies: HashMap<String, Reply>,
+    since: Instant,
+}
+
+/// The rounds in flight.
+#[derive(Default)]
+pub struct Rounds {
+    rounds: Mutex<HashMap<String, Round>>,
+    next: AtomicU64,
+}
+
+/// The origin of a call in rounds: each server request becomes an [`Ask`]; its progress goes to
+/// `progress` (the client's stream), as it came.
+struct Collect {
+    asks: mpsc::UnboundedSender<Ask>,
+    progress: Option<Notify>,
+}
+
+impl Downstream for Collect {
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        let (reply, answer) = oneshot::channel();
+        let sent = self
+            .asks
+            .send(Ask {
+                method: method.to_string(),
+                params,
+                reply,
+            })
+            .is_ok();
+        Box::pin(async move {
+            if !sent {
+                return Err(RpcError::new(-32603, "the client's call has ended"));
+            }
+            answer
+                .await
+                .unwrap_or_else(|_| Err(RpcError::new(-32603, "the client did not come back")))
+        })
+    }
+
+    fn notify(&self, method: &str, params: Option<Box<RawValue>>) {
+        if let Some(progress) = &self.progress {
+            progress(method, params);
+        }
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Rounds {
+    /// Start a call whose server requests come back as input rounds. `call` is given the origin
+    /// to pass to the hub. `progress` gets the call's notifications.
+    pub async fn start(
+        &self,
+        call: impl FnOnce(Arc<dyn Downstream>) -> BoxFuture<'static, Outcome>,
+        progress: Option<Notify>,
+    ) -> Step {
+        self.expire();
+        let (tx, asks) = mpsc::unbounded_channel();
+        let origin: Arc<dyn Downstream> = Arc::new(Collect { asks: tx, progress });
+        let round = Round {
+            call: tokio::spawn(call(origin)),
+            asks,
+            replies: HashMap::new(),
+            since: Instant::now(),
+        };
+        self.drive(round).await
+    }
+
+    /// A client's retry: its answers go to the server's requests of round `state`, and the
+    /// call goes on. `None`: no such round (unknown, or dropped after [`ROUND_LIMIT`]).
+    pub async fn resume(
+        &self,
+        state: &str,
+        responses: BTreeMap<String, serde_json::Value>,
+    ) -> Option<Step> {
+        self.expire();
+        let mut round = lock(&self.rounds).remove(state)?;
+        for (key, answer) in responses {
+            if let Some(reply) = round.replies.remove(&key) {
+                let answer = serde_json::value::to_raw_value(&answer)
+                    .map_err(|e| RpcError::new(-32603, e.to_string()));
+                let _ = reply.send(answer);
+            }
+        }
+        // A request the client did not answer gets an error, not silence.
+        for (_, reply) in round.replies.drain() {
+            let _ = reply.send(Err(RpcError::new(
+                -32603,
+                "the client's retry did not answer this request",
+            )));
+        }
+        Some(self.drive(round).await)
+    }
+
+    /// Wait for the call to end or for the server's next request(s).
+    async fn drive(&self, mut round: Round) -> Step {
+        let first = tokio::select! {
+            outcome = &mut round.call => {
+                return Step::Done(outcome.unwrap_or_else(|e| Err(CallError::Malformed {
+                    server: String::new(),
+                    tool: String::new(),
+                    detail: format!("the call's task failed: {e}"),
+                })));
+            }
+            ask = round.asks.recv() => ask,
+        };
+        let Some(first) = first else {
+            // Every origin handle is gone: only the call's end can come.
+            let outcome = (&mut round.call).await;
+            return Step::Done(outcome.unwrap_or_else(|e| {
+                Err(CallError::Malformed {
+                    server: String::new(),
+                    tool: String::new(),
+                    detail: format!("the call's task failed: {e}"),
+                })
+            }));
+        };
+        let mut requests = Vec::new();
+        let mut ask = Some(first);
+        while let Some(Ask {
+            method,
+            params,
+            reply,
+        }) = ask
+        {
+            let key = format!("r{}", self.next.fetch_add(1, Ordering::Relaxed));
+            round.replies.insert(key.clone(), reply);
+            requests.push((key, method, params));
+            // Requests that came together go together.
+            ask = round.asks.recv().now_or_never().flatten();
+        }
+        let state = self.state_id();
+        round.since = Instant::now();
+        lock(&self.rounds).insert(state.clone(), round);
+        Step::Input { requests, state }
+    }
+
+    /// An opaque, unguessable state id.
+    fn state_id(&self) -> String {
+        let n = self.next.fetch_add(1, Ordering::Relaxed);
+        let mut hasher = std::collections::hash_map::RandomState::new().build_hasher();
+        hasher.write_u64(n);
+        let a = hasher.finish();
+        let b = std::collections::hash_map::RandomState::new().hash_one(a);
+        format!("msv-{n:x}-{a:016x}{b:016x}")
+    }
+
+    /// Drop rounds whose client never came back: their calls are cancelled.
+    fn expire(&self) {
+        let now = Instant::now();
+        lock(&self.rounds).retain(|_, round| {
+            let keep = now.saturating_duration_since(round.since) < ROUND_LIMIT;
+            if !keep {
+                round.call.abort();
+            }
+            keep
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_string()).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_servers_request_becomes_a_round_and_the_answer_finishes_the_call() {
+        let rounds = Rounds::default();
+        let step = rounds
+            .start(
+                |origin| {
+                    Box::pin(async move {
+                        let answer = origin
+                            .request("elicitation/create", Some(raw(r#"{"message":"name?"}"#)))
+                            .await
+                            .map_err(|e| CallError::Malformed {
+                                server: "s".into(),
+                                tool: "t".into(),
+                                detail: e.message,
+                            })?;
+                        Ok(raw(&format!(r#"{{"got":{}}}"#, answer.get())))
+                    })
+                },
+                None,
+            )
+            .await;
+        let Step::Input { requests, state } = step else {
+            panic!("expected an input round");
+        };
+        assert_eq!(requests.len(), 1);
+        assert_eq!(requests[0].1, "elicitation/create");
+        let mut responses = BTreeMap::new();
+        responses.insert(
+            requests[0].0.clone(),
+            serde_json::json!({"action": "accept"}),
+        );
+        let Some(Step::Done(Ok(result))) = rounds.resume(&state, responses).await else {
+            panic!("expected the call's result");
+        };
+        assert_eq!(result.get(), r#"{"got":{"action":"accept"}}"#);
+        assert!(
+            rounds.resume(&state, BTreeMap::new()).await.is_none(),
+            "a round is used once"
+        );
+    }
+
+    #[tokio::test]
+    async fn a_call_without_requests_is_done_at_once() {
+        let rounds = Rounds::default();
+        let step = rounds
+            .start(|_| Box::pin(async { Ok(raw("{}")) }), None)
+            .await;
+        assert!(matches!(step, Step::Done(Ok(_))));
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn an_abandoned_round_is_dropped_and_its_call_cancelled() {
+        let rounds = Rounds::default();
+        let step = rounds
+            .start(
+                |origin| {
+                    Box::pin(async move {
+                        let _ = origin.request("roots/list", None).await;
+                        Ok(raw("{}"))
+                    })
+                },
+                None,
+            )
+            .await;
+        let Step::Input { state, .. } = step else {
+            panic!("expected an input round");
+        };
+        tokio::time::sleep(ROUND_LIMIT + Duration::from_secs(1)).await;
+        rounds.expire();
+        assert!(lock(&rounds.rounds).is_empty());
+        assert!(rounds.resume(&state, BTreeMap::new()).await.is_none());
+    }
+}

@@ -1,0 +1,207 @@
+//! The servers' requests to their client, through the proxy, driven by the official Python SDK
+//! client (`mcp` 2.3.0) and its callbacks against server-everything: `roots/list`,
+//! `sampling/createMessage` and `elicitation/create` reach the client whose call caused them
+//! and its answers reach the server (SPEC §10), through `wrap` and `serve`, over stdio and HTTP,
+//! in both of the client's modes (2025-11-25 sessions, and 2026-07-28 where the proxy turns the
+//! server's requests into an input-required result). Two clients at once each get their own
+//! answers back; a client without the capabilities makes the server get an error, not a hang.
+
+mod interop_support;
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use interop_support::*;
+use serde_json::{Value, json};
+use support::{free_port, supervisor_bin, temp_dir, write_config};
+
+const MODES: [&str; 2] = ["legacy", "auto"];
+const DRIVER_LIMIT: Duration = Duration::from_secs(60);
+
+fn sup() -> String {
+    path_str(&supervisor_bin())
+}
+
+fn everything_config(dir: &Path) -> PathBuf {
+    let path = dir.join("everything.json");
+    let argv = everything_stdio();
+    write_config(
+        &path,
+        json!({ "everything": { "command": argv[0], "args": argv[1..] } }),
+    );
+    path
+}
+
+fn start_http_proxy(dir: &Path, what: &str, args: &[String]) -> (Proc, u16) {
+    let port = free_port();
+    let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let mut cmd = Command::new(supervisor_bin());
+    cmd.args(&args[..split])
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(&args[split..]);
+    let mut proxy = Proc::spawn(what, cmd, dir);
+    proxy.wait_listening(port, Duration::from_secs(45));
+    (proxy, port)
+}
+
+/// Each of the three requests reached this client's callback, and its own answer (`tag`)
+/// reached the server, which shows it in the tool's result.
+fn check_answers(summary: &Value, tag: &str, ctx: &str) {
+    let text = |key: &str| {
+        summary[key]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        text("roots").contains(&format!("file:///{tag}")),
+        "{ctx}: roots: {}",
+        summary["roots"]
+    );
+    assert!(
+        text("sampling").contains(&format!("sampled by {tag}")),
+        "{ctx}: sampling: {}",
+        summary["sampling"]
+    );
+    assert!(
+        text("elicitation").contains(&format!("Name: {tag}")),
+        "{ctx}: elicitation: {}",
+        summary["elicitation"]
+    );
+    let asked: Vec<&str> = summary["asked"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for method in ["sampling/createMessage", "elicitation/create"] {
+        assert!(
+            asked.contains(&method),
+            "{ctx}: {method} not asked: {asked:?}"
+        );
+    }
+}
+
+fn callbacks(dir: &Path, mode: &str, target: &Target, prefix: &str, tag: &str) -> Value {
+    run_driver(
+        dir,
+        "callbacks",
+        mode,
+        target,
+        &["--prefix", prefix, "--tag", tag],
+        DRIVER_LIMIT,
+    )
+}
+
+#[test]
+fn the_servers_requests_reach_the_python_client_through_wrap_and_serve_over_stdio() {
+    let dir = temp_dir("py-callbacks-stdio");
+    let everything = everything_stdio();
+    let config = path_str(&everything_config(&dir));
+    for mode in MODES {
+        let mut wrap = vec![sup(), "wrap".into(), "--".into()];
+        wrap.extend(everything.iter().cloned());
+        let summary = callbacks(&dir, mode, &Target::Stdio(wrap), "", "wrapped");
+        check_answers(&summary, "wrapped", &format!("wrap stdio/{mode}"));
+        let serve = vec![sup(), "serve".into(), "--config".into(), config.clone()];
+        let summary = callbacks(&dir, mode, &Target::Stdio(serve), "everything__", "served");
+        check_answers(&summary, "served", &format!("serve stdio/{mode}"));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_client_without_the_capabilities_makes_the_server_get_an_error() {
+    let dir = temp_dir("py-callbacks-none");
+    let config = path_str(&everything_config(&dir));
+    let serve = vec![sup(), "serve".into(), "--config".into(), config];
+    let summary = run_driver(
+        &dir,
+        "callbacks",
+        "legacy",
+        &Target::Stdio(serve),
+        &["--prefix", "everything__", "--no-capabilities"],
+        DRIVER_LIMIT,
+    );
+    assert_eq!(summary["asked"], json!([]), "nothing reached the client");
+    // The call ended (no hang): server-everything reports the error it got from us.
+    let elicited = &summary["elicitation"];
+    assert_eq!(elicited["is_error"], true, "{elicited}");
+    assert!(
+        elicited["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("did not declare the capability")),
+        "the server got our error: {elicited}"
+    );
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn over_http_each_of_two_clients_at_once_gets_its_own_answers_and_wrap_passes_them_in_both_modes() {
+    let dir = temp_dir("py-callbacks-http");
+    // server-everything over streamable HTTP: its requests during a call come on that call's
+    // own response stream, so the proxy knows which client's call caused them.
+    let upstream = free_port();
+    let mut cmd = Command::new(tool("mcp-server-everything"));
+    cmd.arg("streamableHttp").env("PORT", upstream.to_string());
+    let mut everything = Proc::spawn("server-everything http", cmd, &dir);
+    everything.wait_listening(upstream, Duration::from_secs(30));
+    let config = dir.join("http.json");
+    write_config(
+        &config,
+        json!({ "everything": { "url": format!("http://127.0.0.1:{upstream}/mcp") } }),
+    );
+    let args = vec![
+        "serve".to_string(),
+        "--config".to_string(),
+        path_str(&config),
+    ];
+    let (mut proxy, port) = start_http_proxy(&dir, "serve http", &args);
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let (alpha, beta) = std::thread::scope(|scope| {
+        let one = scope.spawn(|| {
+            callbacks(
+                &dir,
+                "legacy",
+                &Target::Url(url.clone()),
+                "everything__",
+                "alpha",
+            )
+        });
+        let two = scope.spawn(|| {
+            callbacks(
+                &dir,
+                "legacy",
+                &Target::Url(url.clone()),
+                "everything__",
+                "beta",
+            )
+        });
+        (
+            one.join().expect("the alpha client"),
+            two.join().expect("the beta client"),
+        )
+    });
+    check_answers(&alpha, "alpha", "serve http, client alpha");
+    check_answers(&beta, "beta", "serve http, client beta");
+    for (summary, other) in [(&alpha, "beta"), (&beta, "alpha")] {
+        assert!(
+            !summary.to_string().contains(&format!("sampled by {other}"))
+                && !summary.to_string().contains(&format!("Name: {other}")),
+            "a client got the other's answer: {summary}"
+        );
+    }
+    proxy.stop();
+
+    let mut wrap: Vec<String> = vec!["wrap".into(), "--".into()];
+    wrap.extend(everything_stdio());
+    let (mut proxy, port) = start_http_proxy(&dir, "wrap http", &wrap);
+    for mode in MODES {
+        let target = Target::Url(format!("http://127.0.0.1:{port}/mcp"));
+        let summary = callbacks(&dir, mode, &target, "", mode);
+        check_answers(&summary, mode, &format!("wrap http/{mode}"));
+    }
+    proxy.stop();
+    everything.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
