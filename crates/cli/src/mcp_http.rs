@@ -208,7 +208,7 @@ async fn open_stream(State(face): State<Arc<McpHttp>>, request: Request) -> Resp
     let Some((replay, live)) = session.attach(last) else {
         return refuse(
             StatusCode::CONFLICT,
-            "Conflict: this session's stream is already open (one GET stream at a time)",
+            "Conflict: this session's stream is already open (one GET stream at a time; resume a lost one with Last-Event-ID)",
         );
     };
     let held = session.hold();
@@ -628,7 +628,9 @@ impl Session {
     }
 
     /// Open the standalone stream: the kept events after `last_event_id` (one of ours), or, without
-    /// one, those no stream has had yet; then the live ones. `None` while another is open.
+    /// one, those no stream has had yet; then the live ones. `None` while another is open, unless
+    /// this one resumes (`Last-Event-ID`): a client resumes a stream it lost, which the server may
+    /// not have noticed yet, so the old one ends.
     #[allow(clippy::type_complexity)]
     fn attach(
         &self,
@@ -638,7 +640,7 @@ impl Session {
         mpsc::UnboundedReceiver<(u64, Arc<str>)>,
     )> {
         let mut events = lock(&self.events);
-        if events.stream.as_ref().is_some_and(|s| !s.is_closed()) {
+        if last_event_id.is_none() && events.stream.as_ref().is_some_and(|s| !s.is_closed()) {
             return None;
         }
         let after = last_event_id
@@ -927,6 +929,11 @@ mod tests {
         let (replay, live) = session.attach(Some("297")).expect("a stream again");
         let ids: Vec<u64> = replay.iter().map(|(id, _)| *id).collect();
         assert_eq!(ids, [298, 299, 300, 301]);
+        // Resuming again while that one looks open: it takes over, and the old one ends.
+        let (replay, _taken_over) = session.attach(Some("300")).expect("resumed");
+        assert_eq!(replay.len(), 1);
+        let mut live = live;
+        assert_eq!(live.recv().await, None, "the old stream ended");
         drop(live);
         let (replay, mut live) = session.attach(Some("3/1")).expect("a stream again");
         assert!(replay.is_empty(), "{replay:?}");

@@ -3,8 +3,8 @@
 //! token, a server's request the call caused), as an event stream that ends with the answer;
 //! the client's POSTed answer to a server's request reaching the server; public names routed;
 //! cancellation by `notifications/cancelled`, by DELETE and by a client that goes away, each
-//! reaching the server; the standalone GET stream (list_changed, one at a time, replay after
-//! `Last-Event-ID`, delivery of what came while none was open, the end at shutdown); unknown
+//! reaching the server; the standalone GET stream (list_changed, one at a time, delivery of what
+//! came while none was open, resumption after `Last-Event-ID`, the end at shutdown); unknown
 //! sessions; recovery across a crash; the call metrics and the in-flight gauge; rmcp's own
 //! streamable HTTP client. Every wait is bounded.
 
@@ -1098,43 +1098,45 @@ async fn a_servers_request_rides_the_calls_stream_and_the_clients_answer_reaches
 async fn the_standalone_stream_gets_list_changed_one_at_a_time_and_replays_after_an_id() {
     let (dir, _ledger, proxy, session) = one_fault_session("face-get").await;
 
+    // Before any stream is open, what comes is kept, and delivered when one opens.
+    session.set_tools(json!(1), &["one"]).await;
     let mut stream = session.stream(None).await;
+    let (first_id, message) = stream.next().await.expect("the kept list_changed");
+    assert_eq!(message["method"], "notifications/tools/list_changed");
+    let first_id = first_id.expect("an event id");
     // One stream at a time per session.
     let second = session.get(None).await;
     assert_eq!(second.status().as_u16(), 409, "{second:?}");
 
-    session.set_tools(json!(1), &["one"]).await;
-    let (first_id, message) = stream.next().await.expect("list_changed");
-    assert_eq!(message["method"], "notifications/tools/list_changed");
-    let first_id = first_id.expect("an event id");
-
-    // The stream goes away; what comes meanwhile is kept.
-    drop(stream);
+    // Live.
     session.set_tools(json!(2), &["two"]).await;
-    session.set_tools(json!(3), &["three"]).await;
-    // Reopened without Last-Event-ID: what no stream has had yet, then live.
-    let mut stream = session.stream(None).await;
-    let (second_id, message) = stream.next().await.expect("the first kept one");
+    let (second_id, message) = stream.next().await.expect("a live list_changed");
     assert_eq!(message["method"], "notifications/tools/list_changed");
-    let (third_id, _) = stream.next().await.expect("the second kept one");
+    let second_id = second_id.expect("an event id");
+    assert_ne!(first_id, second_id, "event ids are unique");
+
+    // The stream is lost; what comes meanwhile is kept; resumed after the last id seen, the
+    // stream replays it (whether or not the server noticed the loss yet), then goes on live.
+    drop(stream);
+    session.set_tools(json!(3), &["three"]).await;
+    session.set_tools(json!(4), &["four"]).await;
+    let mut stream = session.stream(Some(&second_id)).await;
+    let mut replayed = Vec::new();
+    for _ in 0..2 {
+        let (id, message) = stream.next().await.expect("replayed");
+        assert_eq!(message["method"], "notifications/tools/list_changed");
+        replayed.push(id.expect("an event id"));
+    }
     let ids = [
-        first_id.clone(),
-        second_id.expect("id"),
-        third_id.expect("id"),
+        first_id.as_str(),
+        second_id.as_str(),
+        &replayed[0],
+        &replayed[1],
     ];
     let unique: std::collections::HashSet<_> = ids.iter().collect();
-    assert_eq!(unique.len(), 3, "event ids are unique: {ids:?}");
-    drop(stream);
-
-    // Resumed after the first id: the two after it, again.
-    let mut stream = session.stream(Some(&first_id)).await;
-    let (id, _) = stream.next().await.expect("replayed");
-    assert_eq!(id.as_deref(), Some(ids[1].as_str()));
-    let (id, _) = stream.next().await.expect("replayed");
-    assert_eq!(id.as_deref(), Some(ids[2].as_str()));
-    // Then live.
-    session.set_tools(json!(4), &[]).await;
-    let (_, message) = stream.next().await.expect("live");
+    assert_eq!(unique.len(), 4, "event ids are unique: {ids:?}");
+    session.set_tools(json!(5), &[]).await;
+    let (_, message) = stream.next().await.expect("live again");
     assert_eq!(message["method"], "notifications/tools/list_changed");
 
     // Shutdown ends the open stream.
