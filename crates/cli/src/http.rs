@@ -1,27 +1,24 @@
-//! The HTTP face: streamable HTTP at `/mcp`, and the admin endpoints (`/status`, `/healthz`,
-//! `/metrics`, `POST /servers/{name}/reconnect`), behind one guard that checks `Host`, `Origin`
-//! and, when set, a bearer token.
+//! The HTTP face's server: the admin endpoints (`/status`, `/healthz`, `/metrics`,
+//! `POST /servers/{name}/reconnect`), the MCP routes at `/mcp` ([`crate::mcp_http`]) when asked,
+//! and one guard in front of all of them that checks `Host`, `Origin` and, when set, a bearer
+//! token.
 //!
-//! It only reads status and asks the hub; it never touches a supervisor.
+//! It only reads status and asks the hub; it never touches a supervisor, and never reads an MCP
+//! message (that is `mcp_http`'s).
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::Router;
-use axum::body::Body;
 use axum::extract::{Path, Request, State};
-use axum::http::{HeaderMap, Method, StatusCode, header};
+use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use futures::StreamExt;
 use mcp_supervisor::ServerState;
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::fastpath::{self, FastPath, SESSION_IDLE, SessionClock};
 use crate::proxy::Proxy;
 
 /// Who may talk to the HTTP face.
@@ -44,11 +41,12 @@ pub async fn serve(
     mcp: bool,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
-    let mut router = Router::new()
+    let mut router: Router = Router::new()
         .route("/status", get(status))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
-        .route("/servers/{name}/reconnect", post(reconnect));
+        .route("/servers/{name}/reconnect", post(reconnect))
+        .with_state(proxy.clone());
     if mcp {
         let mut hosts = vec![
             "localhost".to_string(),
@@ -57,36 +55,14 @@ pub async fn serve(
             "[::1]".to_string(),
         ];
         hosts.extend(guard.hosts.iter().cloned());
-        let config = StreamableHttpServerConfig::default()
-            .with_allowed_hosts(hosts)
-            .with_cancellation_token(shutdown.child_token());
-        let factory_bridge = bridge.clone();
-        // Sessions expire by the fast path's idle clock, which sees every request; rmcp's own
-        // would expire a session busy with calls it never sees.
-        let mut sessions = LocalSessionManager::default();
-        sessions.session_config.keep_alive = None;
-        let sessions = Arc::new(sessions);
-        let clock = SessionClock::new(sessions.clone());
-        clock.spawn_expiry(SESSION_IDLE, shutdown.child_token());
-        let body = Arc::new(McpFront {
-            limit: config.max_request_body_bytes,
-            fast: FastPath::new(
-                proxy.clone(),
-                sessions.clone(),
-                clock.clone(),
-                shutdown.child_token(),
-            ),
-            clock,
-        });
-        let service =
-            StreamableHttpService::new(move || Ok(factory_bridge.handler()), sessions, config);
-        router = router
-            .nest_service("/mcp", service)
-            .layer(middleware::from_fn_with_state(body, mcp_front));
+        router = router.merge(crate::mcp_http::router(
+            proxy,
+            &bridge,
+            hosts,
+            shutdown.child_token(),
+        ));
     }
-    let router = router
-        .layer(middleware::from_fn_with_state(Arc::new(guard), check))
-        .with_state(proxy);
+    let router = router.layer(middleware::from_fn_with_state(Arc::new(guard), check));
     // Answers are small SSE events: do not let Nagle hold one back behind the previous write.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
@@ -173,111 +149,6 @@ async fn check(
         }
     }
     next.run(request).await
-}
-
-/// What stands in front of rmcp's service at `/mcp`.
-struct McpFront {
-    /// The largest POST body read.
-    limit: usize,
-    fast: Arc<FastPath>,
-    clock: Arc<SessionClock>,
-}
-
-/// In front of rmcp's service: note each session's activity, count its open streams, and read
-/// a POST body whole (up to the limit) before anything parses it: a body that cannot be read
-/// (broken chunked framing, a connection cut mid-body) is the client's fault and gets 400,
-/// where rmcp would answer 500; one over the limit gets 413 without being buffered past it.
-/// Then the fast path answers the tool calls it can, and rmcp everything else; rmcp's 415 for a
-/// JSON body that is not a message becomes a 400 that says so.
-async fn mcp_front(State(front): State<Arc<McpFront>>, request: Request, next: Next) -> Response {
-    if !request.uri().path().starts_with("/mcp") {
-        return next.run(request).await;
-    }
-    let session = fastpath::header_text(request.headers(), "mcp-session-id").map(str::to_string);
-    if let Some(session) = &session {
-        front.clock.touch(session);
-    }
-    if request.method() == Method::GET {
-        let response = next.run(request).await;
-        return match session {
-            Some(session) if response.status().is_success() => {
-                front.clock.track_stream(&session, response)
-            }
-            _ => response,
-        };
-    }
-    if request.method() == Method::DELETE {
-        let response = next.run(request).await;
-        if let Some(session) = &session
-            && response.status().is_success()
-        {
-            front.fast.end_session(session);
-        }
-        return response;
-    }
-    if request.method() != Method::POST {
-        return next.run(request).await;
-    }
-    let limit = front.limit;
-    let (parts, body) = request.into_parts();
-    let mut stream = body.into_data_stream();
-    let mut bytes = Vec::new();
-    while let Some(chunk) = stream.next().await {
-        match chunk {
-            Ok(chunk) if chunk.len() > limit.saturating_sub(bytes.len()) => {
-                return (
-                    StatusCode::PAYLOAD_TOO_LARGE,
-                    format!("Payload Too Large: request body exceeds {limit} bytes\n"),
-                )
-                    .into_response();
-            }
-            Ok(chunk) => bytes.extend_from_slice(&chunk),
-            Err(error) => {
-                return (
-                    StatusCode::BAD_REQUEST,
-                    format!("cannot read the request body: {error}\n"),
-                )
-                    .into_response();
-            }
-        }
-    }
-    if let Some(response) = front.fast.post(&parts, &bytes).await {
-        return response;
-    }
-    let json_body = fastpath::is_json_media_type(&parts.headers);
-    let bytes = axum::body::Bytes::from(bytes);
-    let response = next
-        .run(Request::from_parts(parts, Body::from(bytes.clone())))
-        .await;
-    if json_body && response.status() == StatusCode::UNSUPPORTED_MEDIA_TYPE {
-        // rmcp answers 415 also when the media type was right but the body is not a JSON-RPC
-        // message: say what is wrong, as JSON-RPC does.
-        return not_a_message(&bytes);
-    }
-    response
-}
-
-/// 400 with a JSON-RPC error for a body that is not JSON (-32700) or is JSON but not a JSON-RPC
-/// message (-32600).
-fn not_a_message(body: &[u8]) -> Response {
-    let (code, message) = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
-        Err(error) => (
-            -32700,
-            format!("Parse error: the request body is not JSON ({error})"),
-        ),
-        Ok(_) => (
-            -32600,
-            "Invalid Request: the request body is JSON but not a JSON-RPC request, notification \
-             or response (check `jsonrpc`, `id`, `method` and `params`; batches are not accepted)"
-                .to_string(),
-        ),
-    };
-    let answer = json!({
-        "jsonrpc": "2.0",
-        "id": null,
-        "error": { "code": code, "message": message },
-    });
-    (StatusCode::BAD_REQUEST, axum::Json(answer)).into_response()
 }
 
 fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {

@@ -88,6 +88,8 @@ pub fn kind(text: &str) -> Kind {
 #[derive(Deserialize)]
 struct Envelope<'a> {
     #[serde(borrow, default)]
+    jsonrpc: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
     id: Option<&'a RawValue>,
     #[serde(borrow, default)]
     method: Option<std::borrow::Cow<'a, str>>,
@@ -118,11 +120,63 @@ impl<'a> Envelope<'a> {
         }
         let mut envelope: Self = serde_json::from_str(text)
             .map_err(|e| error_text(None, -32600, &format!("Invalid Request: {e}")))?;
+        if envelope.jsonrpc.as_deref() != Some("2.0") {
+            return Err(error_text(
+                None,
+                -32600,
+                "Invalid Request: `jsonrpc` must be \"2.0\"",
+            ));
+        }
         if envelope.id.is_some_and(|id| id.get() == "null") {
             envelope.id = None;
         }
+        if let Some(id) = envelope.id
+            && !is_valid_id(id)
+        {
+            return Err(error_text(
+                None,
+                -32600,
+                "Invalid Request: an `id` is a string or an integer",
+            ));
+        }
+        if envelope.params.is_some_and(|p| p.get() == "null") {
+            envelope.params = None;
+        }
+        if let Some(params) = envelope.params
+            && !params_are_valid(params)
+        {
+            return Err(error_text(
+                None,
+                -32600,
+                "Invalid Request: `params` is an object, and its `_meta`, when present, an object",
+            ));
+        }
         Ok(envelope)
     }
+}
+
+/// Whether `params` has the shape every MCP message's has: an object, whose `_meta` (which the
+/// proxy reads, for a progress token) is an object when present. A server could not answer a
+/// request with other params (it cannot read them), so it never gets one.
+fn params_are_valid(params: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow, default)]
+        meta: Option<&'a RawValue>,
+    }
+    params.get().starts_with('{')
+        && serde_json::from_str::<Params<'_>>(params.get()).is_ok_and(|p| {
+            p.meta
+                .is_none_or(|m| m.get().starts_with('{') || m.get() == "null")
+        })
+}
+
+/// Whether a request id is one MCP allows: a string or an integer.
+fn is_valid_id(id: &RawValue) -> bool {
+    let text = id.get();
+    text.starts_with('"')
+        || serde_json::from_str::<i64>(text).is_ok()
+        || serde_json::from_str::<u64>(text).is_ok()
 }
 
 /// A JSON-RPC error answer as text.
@@ -233,8 +287,10 @@ impl Proxy {
                 let cancel = CancellationToken::new();
                 let key = id.get().to_string();
                 lock(&client.calls).insert(key.clone(), cancel.clone());
+                // Forgotten however the request ends, also when its future is dropped (an HTTP
+                // client that went away).
+                let _in_flight = InFlight { client, key };
                 let answer = self.request(&scope, method, envelope.params, cancel).await;
-                lock(&client.calls).remove(&key);
                 Some(response_text(id, answer))
             }
             (Some(method), None) => {
@@ -364,9 +420,22 @@ impl Proxy {
             protocol_version: String,
             #[serde(borrow, default)]
             capabilities: Option<&'a RawValue>,
+            #[serde(rename = "clientInfo", borrow, default)]
+            client_info: Option<&'a RawValue>,
         }
         let init: Init<'_> = serde_json::from_str(params.get())
             .map_err(|e| RpcError::new(-32602, format!("Invalid params: initialize: {e}")))?;
+        for (name, value) in [
+            ("capabilities", init.capabilities),
+            ("clientInfo", init.client_info),
+        ] {
+            if value.is_some_and(|v| !v.get().starts_with('{')) {
+                return Err(RpcError::new(
+                    -32602,
+                    format!("Invalid params: initialize: `{name}` is an object"),
+                ));
+            }
+        }
         let declared = init.capabilities.map(|c| Capabilities::read(c.get()));
         *lock(&client.capabilities) = declared;
         if self.mode == Mode::Aggregate && declared.is_some_and(|d| d.roots) {
@@ -959,6 +1028,18 @@ impl Downstream for Scope {
     }
 }
 
+/// A client's request in flight: forgotten when it ends or is dropped.
+struct InFlight<'a> {
+    client: &'a Client,
+    key: String,
+}
+
+impl Drop for InFlight<'_> {
+    fn drop(&mut self) {
+        lock(&self.client.calls).remove(&self.key);
+    }
+}
+
 /// A server's request waiting for a client's answer: given up on (dropped), it is forgotten
 /// and the client is told.
 struct Waiting {
@@ -1232,7 +1313,37 @@ mod tests {
             kind(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
             Kind::Response
         );
-        for (text, code) in [("nope", -32700), ("[1]", -32600), (r#"{"id":1}"#, -32600)] {
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":null}"#),
+            Kind::Request {
+                method: "ping".into()
+            }
+        );
+        assert_eq!(
+            kind(r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"_meta":{"progressToken":1}}}"#),
+            Kind::Request { method: "x".into() }
+        );
+        for (text, code) in [
+            ("nope", -32700),
+            ("[1]", -32600),
+            (r#"{"id":1}"#, -32600),
+            (r#"{"jsonrpc":"1.0","id":1,"method":"ping"}"#, -32600),
+            (r#"{"id":1,"method":"ping"}"#, -32600),
+            (r#"{"jsonrpc":"2.0","id":1.5,"method":"ping"}"#, -32600),
+            (r#"{"jsonrpc":"2.0","id":{"a":1},"method":"ping"}"#, -32600),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":5}"#,
+                -32600,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":[1]}"#,
+                -32600,
+            ),
+            (
+                r#"{"jsonrpc":"2.0","id":1,"method":"x","params":{"_meta":"m"}}"#,
+                -32600,
+            ),
+        ] {
             let Kind::Invalid(answer) = kind(text) else {
                 panic!("{text} is not a message");
             };

@@ -2,8 +2,8 @@
 //! fault server gets malformed JSON, JSON that is not JSON-RPC, wrong methods and parameter types,
 //! batches, a 20 MiB body, wrong or missing headers, bogus sessions, non-UTF-8 bytes, and a seeded
 //! stream of mutated `initialize` / `tools/call` bodies, and a second one of mutated tool calls
-//! with a live session's headers (so they reach the pass-through's parser, `fastpath.rs`, and
-//! rmcp's behind it). Every request must get a whole 2xx or 4xx
+//! with a live session's headers (so they reach the HTTP face's session path, `mcp_http.rs`, and
+//! the message face behind it). Every request must get a whole 2xx or 4xx
 //! response (never a 5xx, a dropped connection or a hang), the process must stay alive after each,
 //! it must log no panic, and afterwards a real MCP client must still get a correct `fault__echo`
 //! answer. Each test prints how many cases it tried.
@@ -24,7 +24,7 @@ const LIMIT: Duration = Duration::from_secs(20);
 const SEED: u64 = 0x5EED_BAD1_4B07_0001;
 /// How many mutated requests the randomized test sends.
 const MUTATED: usize = 300;
-/// How many mutated tool calls the pass-through test sends, all with a live session's headers.
+/// How many mutated tool calls the session test sends, all with a live session's headers.
 const MUTATED_CALLS: usize = 400;
 
 const JSON: &[u8] = b"application/json";
@@ -612,8 +612,8 @@ async fn fixed_bad_requests_get_a_4xx_or_an_error_answer_and_the_proxy_keeps_ser
             b"",
             false,
         ),
-        // rmcp answers 202 (nothing to close); the spec would allow 404. Either way no 5xx.
-        Expect::Any,
+        // No such session to end.
+        Expect::Status(404),
     ));
     cases.push(case(
         "DELETE /mcp without a session",
@@ -1093,7 +1093,7 @@ async fn mutated_initialize_and_tools_call_bodies_never_get_a_5xx_or_a_hang() {
     assert_no_panic_logged(&proxy);
 }
 
-/// The id of a JSON-RPC request in `body`, when it is one the pass-through could take: a
+/// The id of a JSON-RPC request in `body`, when it is one the session path answers: a
 /// `tools/call` object with a string or integer id.
 fn call_id(body: &[u8]) -> Option<Value> {
     let value: Value = serde_json::from_slice(body).ok()?;
@@ -1215,7 +1215,7 @@ async fn mutated_tool_calls_in_a_live_session_get_their_own_answer_or_a_4xx() {
         failures.len(),
         failures.join("\n")
     );
-    // The pass-through answered many of them, and the unchanged echoes were checked.
+    // Many of them were answered as JSON, and the unchanged echoes were checked.
     assert!(
         json_answers > MUTATED_CALLS / 5,
         "only {json_answers} calls were answered as JSON: {statuses:?}"

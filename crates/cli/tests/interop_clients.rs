@@ -139,14 +139,7 @@ const CANCELLED: &str = "mcp_supervisor_calls_total{outcome=\"cancelled\"}";
 
 /// The checks of the `fault` scenario; `cancelled_at_least`: the proxy's cumulative count of
 /// cancelled calls that its metrics must show by the end of this run.
-/// `pass_through`: whether a plain call must have taken the HTTP face's pass-through.
-fn check_fault_run(
-    summary: &Value,
-    mode: &str,
-    ctx: &str,
-    cancelled_at_least: f64,
-    pass_through: bool,
-) {
+fn check_fault_run(summary: &Value, mode: &str, ctx: &str, cancelled_at_least: f64) {
     assert_era(summary, mode, ctx);
     let tools = strs(&summary["tools"]);
     for name in [
@@ -166,23 +159,15 @@ fn check_fault_run(
         "{ctx}: a tool without its server prefix: {tools:?}"
     );
     assert_ok_call(&summary["echo"], "hello interop", ctx);
-    // Which way the call went: the pass-through's ids are strings of its own ("msv-N"), rmcp's
-    // client's are numbers. The Python client's plain calls on an HTTP session take the
-    // pass-through; over stdio, or sessionless (2026-07-28), they take rmcp's typed path.
+    // Every call reaches the server on the hub's one call path, under the link's own request
+    // id (a number), whichever face and protocol era it came by.
     let pid = &summary["pid"];
     assert_eq!(pid["ok"], true, "{ctx}: pid: {pid}");
     let request_id = &pid["structured"]["requestId"];
-    if pass_through {
-        assert!(
-            request_id.as_str().is_some_and(|id| id.starts_with("msv-")),
-            "{ctx}: the call did not take the pass-through: the server saw id {request_id}"
-        );
-    } else {
-        assert!(
-            request_id.is_u64(),
-            "{ctx}: the call did not take rmcp's typed path: the server saw id {request_id}"
-        );
-    }
+    assert!(
+        request_id.is_u64(),
+        "{ctx}: the server saw id {request_id}, not one of the link's own"
+    );
     assert_ok_call(&summary["sleep"], "slept 500 ms", ctx);
     assert_progress(&summary["sleep"], 2, ctx);
     // The caller cancelled a call that never ends: it ends for the caller at once...
@@ -227,7 +212,7 @@ fn python_client_through_serve_in_front_of_the_fault_server() {
             &extra,
             DRIVER_LIMIT,
         );
-        check_fault_run(&summary, mode, &format!("stdio/{mode}"), 1.0, false);
+        check_fault_run(&summary, mode, &format!("stdio/{mode}"), 1.0);
     }
 
     let args = strings(&["serve", "--config", &config]);
@@ -238,14 +223,7 @@ fn python_client_through_serve_in_front_of_the_fault_server() {
         let target = Target::Url(mcp_url(port));
         let summary = run_driver(&dir, "fault", mode, &target, &extra, DRIVER_LIMIT);
         // One proxy for both runs: its count of cancelled calls adds up.
-        let pass_through = mode == "legacy";
-        check_fault_run(
-            &summary,
-            mode,
-            &format!("http/{mode}"),
-            (i + 1) as f64,
-            pass_through,
-        );
+        check_fault_run(&summary, mode, &format!("http/{mode}"), (i + 1) as f64);
     }
     proxy.stop();
     let _ = std::fs::remove_dir_all(dir);

@@ -18,13 +18,14 @@ use rmcp::{
         tool::parse_json_object,
     },
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock,
-        GetPromptRequestParams, GetPromptResponse, GetPromptResult, Implementation, JsonObject,
-        ListPromptsResult, ListResourceTemplatesResult, ListResourcesResult, ListToolsResult,
-        PaginatedRequestParams, PingRequestMethod, ProgressNotificationParam, Prompt,
-        PromptArgument, PromptMessage, ReadResourceRequestParams, ReadResourceResponse,
-        ReadResourceResult, Resource, ResourceContents, ResourceTemplate, Role, ServerCapabilities,
-        ServerConfig, SubscriptionFilter, Tool, ToolAnnotations,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
+        ElicitRequest, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
+        GetPromptResult, Implementation, JsonObject, ListPromptsResult,
+        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
+        PingRequestMethod, ProgressNotificationParam, Prompt, PromptArgument, PromptMessage,
+        ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
+        ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, ServerRequest,
+        SubscriptionFilter, Tool, ToolAnnotations,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
     transport::streamable_http_server::session::local::LocalSessionManager,
@@ -86,6 +87,7 @@ enum Kind {
     Whoami,
     /// Ask the client for its roots (`roots/list`) and reply with what it answered.
     Roots,
+    Elicit,
     /// One of the `--tools N` extras: echoes its arguments.
     Extra,
 }
@@ -121,6 +123,12 @@ struct AddArgs {
 #[derive(Deserialize, JsonSchema)]
 struct EchoArgs {
     /// Text to send back.
+    message: String,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct ElicitArgs {
+    /// What to ask the client's user.
     message: String,
 }
 
@@ -284,6 +292,14 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
                 schema_for_empty_input(),
             )
             .annotate(read_only.clone()),
+        ),
+        (
+            Kind::Elicit,
+            Tool::new(
+                "elicit",
+                "Ask the client (elicitation/create, a form with one string `answer`) and reply with its answer as JSON text.",
+                schema::<ElicitArgs>(),
+            ),
         ),
     ]
 }
@@ -454,6 +470,40 @@ impl FaultServer {
             }
         }
         text(format!("slept {ms} ms"))
+    }
+
+    /// `elicitation/create` to the client while the call is under way; its answer as JSON text.
+    async fn elicit(
+        &self,
+        arguments: Option<JsonObject>,
+        context: &RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let ElicitArgs { message } = args(arguments)?;
+        let params: ElicitRequestParams = serde_json::from_value(serde_json::json!({
+            "mode": "form",
+            "message": message,
+            "requestedSchema": {
+                "type": "object",
+                "properties": { "answer": { "type": "string" } },
+                "required": ["answer"],
+            },
+        }))
+        .map_err(|e| McpError::internal_error(format!("elicitation params: {e}"), None))?;
+        let request = ServerRequest::ElicitRequest(ElicitRequest::new(params));
+        let answer = tokio::select! {
+            answer = context.peer.send_request(request) => answer,
+            () = self.shared.abandoned(context) => {
+                return Err(McpError::internal_error("elicit cancelled", None));
+            }
+        };
+        match answer {
+            Ok(ClientResult::ElicitResult(result)) => match serde_json::to_string(&result) {
+                Ok(json) => text(json),
+                Err(error) => tool_error(format!("the answer does not serialize: {error}")),
+            },
+            Ok(other) => tool_error(format!("not an elicitation result: {other:?}")),
+            Err(error) => tool_error(format!("elicitation failed: {error}")),
+        }
     }
 
     async fn set_tools(&self, arguments: Option<JsonObject>) -> Result<CallToolResponse, McpError> {
@@ -757,6 +807,7 @@ impl ServerHandler for FaultServer {
                 }
                 Err(error) => tool_error(format!("roots/list failed: {error}")),
             },
+            Kind::Elicit => self.elicit(arguments, &context).await,
             Kind::Extra => echo_arguments(arguments),
         }
     }

@@ -1,0 +1,997 @@
+//! The MCP face over streamable HTTP (transport revisions 2025-03-26 to 2025-11-25) at `/mcp`:
+//! its sessions and its routes.
+//!
+//! - `POST` carries one JSON-RPC message, read whole, to the message face ([`crate::proxy`]) as
+//!   text. An `initialize` without a session opens one (`Mcp-Session-Id`). A request is answered
+//!   as one `application/json` body while nothing related to it comes first; when something
+//!   does (progress, a server's request the call caused), the answer becomes an event stream:
+//!   each related message as an event, then the answer, then the end. A notification or a
+//!   response gets `202`. A client that goes away mid-call drops the call, which cancels it
+//!   upstream.
+//! - `GET` opens the session's standalone stream: what belongs to no request. Its events carry
+//!   ids; the last [`KEPT_EVENTS`] are kept, for replay after `Last-Event-ID` and for delivery
+//!   once a stream opens. One at a time per session.
+//! - `DELETE` ends a session: its calls are cancelled and its streams end.
+//!
+//! A session ends after [`SESSION_IDLE`] with no request, no call under way and no open stream.
+//! Clients of protocol 2026-07-28 (no session) go, with the body as it came, to rmcp's
+//! `StreamableHttpService` over the bridge ([`crate::bridge`]).
+//!
+//! It reads no message beyond its envelope, never answers in the proxy's place, and never
+//! touches the hub. It never holds a lock across an await. Who may call it (Host, Origin,
+//! token) is [`crate::http`]'s to check.
+
+use std::collections::{HashMap, VecDeque};
+use std::convert::Infallible;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::Duration;
+
+use axum::Router;
+use axum::body::{Body, Bytes};
+use axum::extract::{Request, State};
+use axum::http::request::Parts;
+use axum::http::{HeaderMap, StatusCode, header};
+use axum::response::sse::{Event, KeepAlive, Sse};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use futures::future::BoxFuture;
+use futures::{FutureExt, StreamExt};
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use tokio::sync::{mpsc, oneshot};
+use tokio::task::AbortHandle;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use crate::bridge::{Bridge, ProxyHandler};
+use crate::proxy::{Client, Kind, Proxy, SESSION_VERSIONS, error_text, kind};
+use crate::stdio::is_sessionless;
+
+/// A session with no request, no call under way and no open stream for this long is ended.
+pub const SESSION_IDLE: Duration = Duration::from_secs(300);
+
+/// How many standalone-stream events a session keeps (for replay, and while no stream is open).
+const KEPT_EVENTS: usize = 256;
+
+/// How long a request may still take to be answered once its session has ended (its calls are
+/// cancelled then, so their answers come at once).
+const ENDING_GRACE: Duration = Duration::from_secs(1);
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+const LAST_EVENT_HEADER: &str = "last-event-id";
+/// The first protocol version without sessions: its clients go to rmcp.
+const SESSIONLESS_SINCE: &str = "2026-07-28";
+const JSON: &str = "application/json";
+const EVENT_STREAM: &str = "text/event-stream";
+
+/// The `/mcp` routes' shared state.
+struct McpHttp {
+    proxy: Arc<Proxy>,
+    sessions: Arc<Sessions>,
+    /// rmcp's service over the bridge, for clients of protocol 2026-07-28.
+    rmcp: StreamableHttpService<ProxyHandler, LocalSessionManager>,
+    /// The largest POST body read.
+    limit: usize,
+}
+
+/// The `/mcp` routes. `hosts`: the `Host` values rmcp's service accepts; `shutdown` ends every
+/// session and stream.
+pub fn router(
+    proxy: Arc<Proxy>,
+    bridge: &Arc<Bridge>,
+    hosts: Vec<String>,
+    shutdown: CancellationToken,
+) -> Router {
+    let config = StreamableHttpServerConfig::default()
+        .with_allowed_hosts(hosts)
+        .with_cancellation_token(shutdown.child_token());
+    let limit = config.max_request_body_bytes;
+    let bridge = bridge.clone();
+    let rmcp = StreamableHttpService::new(
+        move || Ok(bridge.handler()),
+        Arc::new(LocalSessionManager::default()),
+        config,
+    );
+    let sessions = Sessions::new(proxy.clone(), shutdown);
+    sessions.spawn_expiry(SESSION_IDLE);
+    let face = Arc::new(McpHttp {
+        proxy,
+        sessions,
+        rmcp,
+        limit,
+    });
+    Router::new()
+        .route("/mcp", get(open_stream).post(post).delete(delete))
+        .with_state(face)
+}
+
+// === Routes ===
+
+async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
+    let (parts, body) = request.into_parts();
+    if !(accepts(&parts.headers, JSON) && accepts(&parts.headers, EVENT_STREAM)) {
+        return refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: the client must accept both application/json and text/event-stream",
+        );
+    }
+    if !is_json_body(&parts.headers) {
+        return refuse(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "Unsupported Media Type: Content-Type must be application/json",
+        );
+    }
+    let bytes = match read_body(body, face.limit).await {
+        Ok(bytes) => bytes,
+        Err((status, why)) => return refuse(status, &why),
+    };
+    let Ok(text) = std::str::from_utf8(&bytes) else {
+        return rejected(error_text(
+            None,
+            -32700,
+            "Parse error: the request body is not UTF-8",
+        ));
+    };
+    let kind = kind(text);
+    if let Kind::Invalid(answer) = kind {
+        return rejected(answer);
+    }
+    match session_id(&parts.headers) {
+        SessionId::Unreadable => unreadable_session(),
+        SessionId::Given(id) => {
+            let Some(session) = face.sessions.get(id) else {
+                return session_not_found();
+            };
+            if let Some(response) = version_refused(&parts.headers) {
+                return response;
+            }
+            session.touch();
+            match kind {
+                Kind::Request { .. } => face.call(&session, text).await,
+                _ => {
+                    // A notification, or the client's answer to a server's request.
+                    let _ = face.proxy.handle(&session.client, text, None).await;
+                    StatusCode::ACCEPTED.into_response()
+                }
+            }
+        }
+        SessionId::Missing => match kind {
+            Kind::Request { method } if method == "initialize" => face.initialize(text).await,
+            _ if is_sessionless(text) || sessionless_version(&parts.headers) => {
+                let body = bytes.clone();
+                face.to_rmcp(parts, body).await
+            }
+            _ => session_required(),
+        },
+    }
+}
+
+async fn open_stream(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
+    let (parts, _) = request.into_parts();
+    if parts.method == axum::http::Method::HEAD {
+        // axum routes HEAD to GET: a stream whose body is never read would swallow events.
+        return (
+            StatusCode::METHOD_NOT_ALLOWED,
+            [(header::ALLOW, "GET, POST, DELETE")],
+        )
+            .into_response();
+    }
+    if !accepts(&parts.headers, EVENT_STREAM) {
+        return refuse(
+            StatusCode::NOT_ACCEPTABLE,
+            "Not Acceptable: the client must accept text/event-stream",
+        );
+    }
+    let session = match session_id(&parts.headers) {
+        SessionId::Unreadable => return unreadable_session(),
+        SessionId::Missing if sessionless_version(&parts.headers) => {
+            return face.to_rmcp(parts, Bytes::new()).await;
+        }
+        SessionId::Missing => return session_required(),
+        SessionId::Given(id) => match face.sessions.get(id) {
+            Some(session) => session,
+            None => return session_not_found(),
+        },
+    };
+    if let Some(response) = version_refused(&parts.headers) {
+        return response;
+    }
+    session.touch();
+    let last = parts
+        .headers
+        .get(LAST_EVENT_HEADER)
+        .and_then(|v| v.to_str().ok());
+    let Some((replay, live)) = session.attach(last) else {
+        return refuse(
+            StatusCode::CONFLICT,
+            "Conflict: this session's stream is already open (one GET stream at a time; resume a lost one with Last-Event-ID)",
+        );
+    };
+    let held = session.hold();
+    let live = futures::stream::unfold(live, |mut live| async move {
+        live.recv().await.map(|event| (event, live))
+    });
+    let events = futures::stream::iter(replay)
+        .chain(live)
+        .map(move |(id, text)| {
+            let _held = &held;
+            Ok::<_, Infallible>(message_event(id.to_string(), &text))
+        })
+        .take_until(session.ended.clone().cancelled_owned());
+    Sse::new(events)
+        .keep_alive(KeepAlive::default())
+        .into_response()
+}
+
+async fn delete(State(face): State<Arc<McpHttp>>, headers: HeaderMap) -> Response {
+    match session_id(&headers) {
+        SessionId::Unreadable => unreadable_session(),
+        SessionId::Missing => session_required(),
+        SessionId::Given(id) => {
+            if let Some(response) = version_refused(&headers) {
+                return response;
+            }
+            if face.sessions.close(id) {
+                StatusCode::OK.into_response()
+            } else {
+                session_not_found()
+            }
+        }
+    }
+}
+
+impl McpHttp {
+    /// `initialize` without a session: a new client; a session for it once its answer is not an
+    /// error (a refused `initialize` opens none: 400 with the error).
+    async fn initialize(&self, text: &str) -> Response {
+        let (out, messages) = mpsc::unbounded_channel();
+        let client = self.proxy.connect(out);
+        let mut opening = Opening {
+            proxy: &self.proxy,
+            client: Some(client.clone()),
+        };
+        let answer = self.proxy.handle(&client, text, None).await;
+        let Some(answer) = answer else {
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "initialize was not answered",
+            );
+        };
+        if is_error_answer(&answer) {
+            return (
+                StatusCode::BAD_REQUEST,
+                [(header::CONTENT_TYPE, JSON)],
+                answer,
+            )
+                .into_response();
+        }
+        opening.client = None;
+        let session = self.sessions.open(client, messages);
+        tracing::debug!(session = %session.id, "session opened");
+        (
+            StatusCode::OK,
+            [
+                (header::CONTENT_TYPE.as_str(), JSON.to_string()),
+                (SESSION_HEADER, session.id.clone()),
+            ],
+            answer,
+        )
+            .into_response()
+    }
+
+    /// A request on a session, handled in a task of its own: its answer as JSON while nothing
+    /// related comes first, else an event stream. Dropping the response (the client went away)
+    /// aborts the task, which cancels the call upstream.
+    async fn call(&self, session: &Arc<Session>, text: &str) -> Response {
+        let id = request_id(text);
+        let (related_tx, related) = mpsc::unbounded_channel();
+        let (answer_tx, answer_rx) = oneshot::channel();
+        let task = tokio::spawn({
+            let (proxy, client, text) =
+                (self.proxy.clone(), session.client.clone(), text.to_string());
+            async move {
+                let answer = proxy.handle(&client, &text, Some(related_tx)).await;
+                let _ = answer_tx.send(answer);
+            }
+        });
+        let call = Call {
+            task: task.abort_handle(),
+            _held: session.hold(),
+        };
+        let ended = session.ended.clone();
+        let answer = async move {
+            let ending = async {
+                ended.cancelled().await;
+                tokio::time::sleep(ENDING_GRACE).await;
+            };
+            let answer = tokio::select! {
+                biased;
+                answer = answer_rx => answer.ok().flatten(),
+                () = ending => None,
+            };
+            answer.unwrap_or_else(|| {
+                error_text(
+                    id.as_deref(),
+                    -32603,
+                    "the session ended before the request was answered",
+                )
+            })
+        }
+        .boxed();
+        let mut messages = CallMessages {
+            pending: VecDeque::new(),
+            related: Some(related),
+            answer: Some(answer),
+            _call: call,
+        };
+        match messages.next().await {
+            Some(Message::Answer(answer)) => {
+                (StatusCode::OK, [(header::CONTENT_TYPE, JSON)], answer).into_response()
+            }
+            Some(Message::Related(first)) => {
+                let stream = session.next_stream.fetch_add(1, Ordering::Relaxed);
+                let events = futures::stream::unfold(
+                    (Some(Message::Related(first)), messages, 0u64),
+                    move |(first, mut messages, n)| async move {
+                        let message = match first {
+                            Some(message) => message,
+                            None => messages.next().await?,
+                        };
+                        let (Message::Related(text) | Message::Answer(text)) = message;
+                        let event = message_event(format!("{stream}/{n}"), &text);
+                        Some((Ok::<_, Infallible>(event), (None, messages, n + 1)))
+                    },
+                );
+                Sse::new(events)
+                    .keep_alive(KeepAlive::default())
+                    .into_response()
+            }
+            None => refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "the request was not answered",
+            ),
+        }
+    }
+
+    /// Hand a request to rmcp's service (protocol 2026-07-28), its body as it came.
+    async fn to_rmcp(&self, parts: Parts, body: Bytes) -> Response {
+        self.rmcp
+            .handle(Request::from_parts(parts, Body::from(body)))
+            .await
+            .map(Body::new)
+    }
+}
+
+/// A client whose `initialize` is under way: disconnected if it opens no session (refused, or
+/// the POST dropped).
+struct Opening<'a> {
+    proxy: &'a Arc<Proxy>,
+    client: Option<Arc<Client>>,
+}
+
+impl Drop for Opening<'_> {
+    fn drop(&mut self) {
+        if let Some(client) = self.client.take() {
+            self.proxy.disconnect(&client);
+        }
+    }
+}
+
+/// A request's task: aborted when dropped (a no-op once it has ended); keeps its session alive.
+struct Call {
+    task: AbortHandle,
+    _held: Hold,
+}
+
+impl Drop for Call {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// What a request's response carries, in order.
+enum Message {
+    Related(String),
+    Answer(String),
+}
+
+/// The messages of one request: the related ones as they come, then the answer, then none.
+struct CallMessages {
+    pending: VecDeque<Message>,
+    /// `None` once closed (after the answer) or once every sender is gone.
+    related: Option<mpsc::UnboundedReceiver<String>>,
+    /// `None` once the answer is queued.
+    answer: Option<BoxFuture<'static, String>>,
+    _call: Call,
+}
+
+impl CallMessages {
+    async fn next(&mut self) -> Option<Message> {
+        loop {
+            if let Some(message) = self.pending.pop_front() {
+                return Some(message);
+            }
+            let Self {
+                pending,
+                related,
+                answer,
+                ..
+            } = self;
+            let waiting = answer.as_mut()?;
+            tokio::select! {
+                // The answer first: what came before it is drained, in order, ahead of it.
+                biased;
+                text = waiting => {
+                    *answer = None;
+                    if let Some(mut receiver) = related.take() {
+                        // Closed first: what relates to the request from now on goes to the
+                        // session's own stream instead.
+                        receiver.close();
+                        while let Ok(message) = receiver.try_recv() {
+                            pending.push_back(Message::Related(message));
+                        }
+                    }
+                    pending.push_back(Message::Answer(text));
+                }
+                message = recv(related) => match message {
+                    Some(message) => return Some(Message::Related(message)),
+                    None => *related = None,
+                },
+            }
+        }
+    }
+}
+
+/// The next message of a receiver that may be gone (then never).
+async fn recv(receiver: &mut Option<mpsc::UnboundedReceiver<String>>) -> Option<String> {
+    match receiver {
+        Some(receiver) => receiver.recv().await,
+        None => std::future::pending().await,
+    }
+}
+
+// === Sessions ===
+
+/// Every open session, by id.
+struct Sessions {
+    proxy: Arc<Proxy>,
+    map: Mutex<HashMap<String, Arc<Session>>>,
+    /// Ends every session (each one's `ended` is a child of it).
+    shutdown: CancellationToken,
+}
+
+/// One client's session.
+struct Session {
+    id: String,
+    client: Arc<Client>,
+    /// Cancelled when the session ends (DELETE, expiry, shutdown): its streams end.
+    ended: CancellationToken,
+    events: Mutex<Events>,
+    activity: Mutex<Activity>,
+    /// Numbers the event streams of its POSTs (their event ids are `STREAM/N`).
+    next_stream: AtomicU64,
+}
+
+/// The session's standalone stream: ids `1, 2, …`, the last [`KEPT_EVENTS`] of them kept.
+struct Events {
+    next: u64,
+    kept: VecDeque<(u64, Arc<str>)>,
+    /// The highest id handed to a GET stream.
+    delivered: u64,
+    stream: Option<mpsc::UnboundedSender<(u64, Arc<str>)>>,
+}
+
+/// When the session was last used, and how many calls and streams keep it alive.
+struct Activity {
+    last: Instant,
+    holds: usize,
+}
+
+impl Sessions {
+    fn new(proxy: Arc<Proxy>, shutdown: CancellationToken) -> Arc<Self> {
+        Arc::new(Self {
+            proxy,
+            map: Mutex::new(HashMap::new()),
+            shutdown,
+        })
+    }
+
+    fn get(&self, id: &str) -> Option<Arc<Session>> {
+        lock(&self.map).get(id).cloned()
+    }
+
+    /// A session for `client`, whose messages for no request arrive on `messages`. Its id is a
+    /// random UUID (v4: 122 bits from the OS's generator), so ids cannot be guessed.
+    fn open(
+        &self,
+        client: Arc<Client>,
+        mut messages: mpsc::UnboundedReceiver<String>,
+    ) -> Arc<Session> {
+        let session = Arc::new(Session {
+            id: uuid::Uuid::new_v4().to_string(),
+            client,
+            ended: self.shutdown.child_token(),
+            events: Mutex::new(Events {
+                next: 1,
+                kept: VecDeque::new(),
+                delivered: 0,
+                stream: None,
+            }),
+            activity: Mutex::new(Activity {
+                last: Instant::now(),
+                holds: 0,
+            }),
+            next_stream: AtomicU64::new(1),
+        });
+        lock(&self.map).insert(session.id.clone(), session.clone());
+        let pump = session.clone();
+        tokio::spawn(async move {
+            loop {
+                tokio::select! {
+                    message = messages.recv() => match message {
+                        Some(message) => pump.push(message),
+                        None => return,
+                    },
+                    () = pump.ended.cancelled() => return,
+                }
+            }
+        });
+        session
+    }
+
+    /// End session `id`: its calls are cancelled, the servers' requests waiting for it get an
+    /// error, its streams end. False when there is no such session.
+    fn close(&self, id: &str) -> bool {
+        let Some(session) = lock(&self.map).remove(id) else {
+            return false;
+        };
+        tracing::debug!(session = %session.id, "session ended; its calls are cancelled");
+        session.ended.cancel();
+        self.proxy.disconnect(&session.client);
+        true
+    }
+
+    /// End every session idle for `idle`. Returns how many were ended.
+    fn expire_idle(&self, idle: Duration) -> usize {
+        let now = Instant::now();
+        let idle_ones: Vec<String> = lock(&self.map)
+            .values()
+            .filter(|s| s.idle_since(now).is_some_and(|d| d >= idle))
+            .map(|s| s.id.clone())
+            .collect();
+        let mut ended = 0;
+        for id in idle_ones {
+            tracing::info!(session = %id, "ending a session idle for {} s", idle.as_secs());
+            ended += usize::from(self.close(&id));
+        }
+        ended
+    }
+
+    /// Run [`Sessions::expire_idle`] every tenth of `idle`; at shutdown end every session.
+    fn spawn_expiry(self: &Arc<Self>, idle: Duration) {
+        let sessions = self.clone();
+        tokio::spawn(async move {
+            let mut tick = tokio::time::interval(idle / 10);
+            loop {
+                tokio::select! {
+                    _ = tick.tick() => { sessions.expire_idle(idle); }
+                    () = sessions.shutdown.cancelled() => break,
+                }
+            }
+            let ids: Vec<String> = lock(&sessions.map).keys().cloned().collect();
+            for id in ids {
+                sessions.close(&id);
+            }
+        });
+    }
+}
+
+impl Session {
+    /// A request on the session.
+    fn touch(&self) {
+        lock(&self.activity).last = Instant::now();
+    }
+
+    /// Keep the session from expiring while the returned guard lives (a call or a stream).
+    fn hold(self: &Arc<Self>) -> Hold {
+        lock(&self.activity).holds += 1;
+        Hold(self.clone())
+    }
+
+    /// How long the session has been idle at `now`; `None` while a call or a stream holds it.
+    fn idle_since(&self, now: Instant) -> Option<Duration> {
+        let activity = lock(&self.activity);
+        (activity.holds == 0).then(|| now.saturating_duration_since(activity.last))
+    }
+
+    /// A message for the standalone stream: kept, and sent on when a stream is open.
+    fn push(&self, text: String) {
+        let mut events = lock(&self.events);
+        let id = events.next;
+        events.next += 1;
+        let text: Arc<str> = text.into();
+        events.kept.push_back((id, text.clone()));
+        if events.kept.len() > KEPT_EVENTS {
+            events.kept.pop_front();
+        }
+        if let Some(stream) = &events.stream {
+            if stream.send((id, text)).is_ok() {
+                events.delivered = id;
+            } else {
+                events.stream = None;
+            }
+        }
+    }
+
+    /// Open the standalone stream: the kept events after `last_event_id` (one of ours), or, without
+    /// one, those no stream has had yet; then the live ones. `None` while another is open, unless
+    /// this one resumes (`Last-Event-ID`): a client resumes a stream it lost, which the server may
+    /// not have noticed yet, so the old one ends.
+    #[allow(clippy::type_complexity)]
+    fn attach(
+        &self,
+        last_event_id: Option<&str>,
+    ) -> Option<(
+        Vec<(u64, Arc<str>)>,
+        mpsc::UnboundedReceiver<(u64, Arc<str>)>,
+    )> {
+        let mut events = lock(&self.events);
+        if last_event_id.is_none() && events.stream.as_ref().is_some_and(|s| !s.is_closed()) {
+            return None;
+        }
+        let after = last_event_id
+            .and_then(|id| id.trim().parse::<u64>().ok())
+            .filter(|id| *id < events.next)
+            .unwrap_or(events.delivered);
+        let replay: Vec<_> = events
+            .kept
+            .iter()
+            .filter(|(id, _)| *id > after)
+            .cloned()
+            .collect();
+        if let Some((id, _)) = replay.last() {
+            events.delivered = events.delivered.max(*id);
+        }
+        let (tx, rx) = mpsc::unbounded_channel();
+        events.stream = Some(tx);
+        Some((replay, rx))
+    }
+}
+
+/// Keeps a session from expiring; when dropped, its idle clock starts again.
+struct Hold(Arc<Session>);
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        let mut activity = lock(&self.0.activity);
+        activity.holds = activity.holds.saturating_sub(1);
+        activity.last = Instant::now();
+    }
+}
+
+// === Small helpers ===
+
+/// The `Mcp-Session-Id` header.
+enum SessionId<'h> {
+    Missing,
+    Unreadable,
+    Given(&'h str),
+}
+
+fn session_id(headers: &HeaderMap) -> SessionId<'_> {
+    match headers.get(SESSION_HEADER).map(|v| v.to_str()) {
+        None => SessionId::Missing,
+        Some(Ok(id)) => SessionId::Given(id),
+        Some(Err(_)) => SessionId::Unreadable,
+    }
+}
+
+/// A session's `MCP-Protocol-Version`, when given, must be one that has sessions: 400 if not.
+fn version_refused(headers: &HeaderMap) -> Option<Response> {
+    let value = headers.get(VERSION_HEADER)?;
+    match value.to_str() {
+        Ok(version) if SESSION_VERSIONS.contains(&version) => None,
+        Ok(version) => Some(refuse(
+            StatusCode::BAD_REQUEST,
+            &format!(
+                "Bad Request: unsupported MCP-Protocol-Version {version:?} for a session (supported: {})",
+                SESSION_VERSIONS.join(", ")
+            ),
+        )),
+        Err(_) => Some(refuse(
+            StatusCode::BAD_REQUEST,
+            "Bad Request: the MCP-Protocol-Version header is not visible ASCII",
+        )),
+    }
+}
+
+/// Whether the request names a protocol version without sessions (2026-07-28 and later).
+fn sessionless_version(headers: &HeaderMap) -> bool {
+    headers
+        .get(VERSION_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v >= SESSIONLESS_SINCE)
+}
+
+/// Whether an `Accept` header names `media` itself with a weight above zero.
+fn accepts(headers: &HeaderMap, media: &str) -> bool {
+    headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|entry| {
+            let mut fields = entry.split(';');
+            let range = fields.next().unwrap_or_default().trim();
+            let zero = fields.any(|f| {
+                f.trim()
+                    .strip_prefix("q=")
+                    .and_then(|q| q.trim().parse::<f32>().ok())
+                    .is_some_and(|q| q <= 0.0)
+            });
+            range.eq_ignore_ascii_case(media) && !zero
+        })
+}
+
+/// Whether the body is said to be `application/json` (parameters aside).
+fn is_json_body(headers: &HeaderMap) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|value| {
+            let essence = value.split_once(';').map_or(value, |(essence, _)| essence);
+            essence.trim().eq_ignore_ascii_case(JSON)
+        })
+}
+
+/// Read a body whole, up to `limit` bytes: past it 413 (without reading on), and 400 for one
+/// that cannot be read (broken chunked framing, a connection cut mid-body).
+async fn read_body(body: Body, limit: usize) -> Result<Bytes, (StatusCode, String)> {
+    let mut stream = body.into_data_stream();
+    let mut bytes = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        match chunk {
+            Ok(chunk) if chunk.len() > limit.saturating_sub(bytes.len()) => {
+                return Err((
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("Payload Too Large: the request body exceeds {limit} bytes"),
+                ));
+            }
+            Ok(chunk) => bytes.extend_from_slice(&chunk),
+            Err(error) => {
+                return Err((
+                    StatusCode::BAD_REQUEST,
+                    format!("Bad Request: cannot read the request body: {error}"),
+                ));
+            }
+        }
+    }
+    Ok(Bytes::from(bytes))
+}
+
+/// The id of a request, as it came.
+fn request_id(text: &str) -> Option<Box<RawValue>> {
+    #[derive(Deserialize)]
+    struct Id<'a> {
+        #[serde(borrow, default)]
+        id: Option<&'a RawValue>,
+    }
+    serde_json::from_str::<Id<'_>>(text)
+        .ok()
+        .and_then(|m| m.id)
+        .map(ToOwned::to_owned)
+}
+
+/// Whether a JSON-RPC answer is an error.
+fn is_error_answer(text: &str) -> bool {
+    #[derive(Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        error: Option<serde::de::IgnoredAny>,
+    }
+    serde_json::from_str::<Answer>(text).is_ok_and(|a| a.error.is_some())
+}
+
+/// One SSE event carrying a JSON-RPC message.
+fn message_event(id: String, text: &str) -> Event {
+    Event::default().event("message").id(id).data(text)
+}
+
+/// `status` with a JSON-RPC error (null id) that says why.
+fn refuse(status: StatusCode, message: &str) -> Response {
+    let code = if status == StatusCode::NOT_FOUND {
+        -32001
+    } else {
+        -32000
+    };
+    (
+        status,
+        [(header::CONTENT_TYPE, JSON)],
+        error_text(None, code, message),
+    )
+        .into_response()
+}
+
+/// 400 with the JSON-RPC error answer for a body that is not a message.
+fn rejected(answer: String) -> Response {
+    (
+        StatusCode::BAD_REQUEST,
+        [(header::CONTENT_TYPE, JSON)],
+        answer,
+    )
+        .into_response()
+}
+
+fn session_required() -> Response {
+    refuse(
+        StatusCode::BAD_REQUEST,
+        "Bad Request: Mcp-Session-Id header is required",
+    )
+}
+
+fn unreadable_session() -> Response {
+    refuse(
+        StatusCode::BAD_REQUEST,
+        "Bad Request: the Mcp-Session-Id header is not visible ASCII",
+    )
+}
+
+fn session_not_found() -> Response {
+    refuse(
+        StatusCode::NOT_FOUND,
+        "Session not found: it ended or never existed; start a new one with initialize",
+    )
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proxy::Mode;
+    use mcp_supervisor::Hub;
+    use mcp_supervisor::core::config::Config;
+
+    fn sessions() -> (Arc<Sessions>, CancellationToken) {
+        let hub = Arc::new(Hub::start(Config::default()));
+        let proxy = Proxy::new(hub, Mode::Aggregate);
+        let shutdown = CancellationToken::new();
+        (Sessions::new(proxy, shutdown.clone()), shutdown)
+    }
+
+    fn open(sessions: &Sessions) -> (Arc<Session>, mpsc::UnboundedSender<String>) {
+        let (out, messages) = mpsc::unbounded_channel();
+        let client = sessions.proxy.connect(out.clone());
+        (sessions.open(client, messages), out)
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn idle_sessions_end_and_busy_or_streaming_ones_stay() {
+        let (sessions, _shutdown) = sessions();
+        let (idle, _) = open(&sessions);
+        let (busy, _) = open(&sessions);
+        let (streaming, _) = open(&sessions);
+        let live = |s: &Arc<Session>| sessions.get(&s.id).is_some();
+        let limit = Duration::from_secs(300);
+        assert_eq!(sessions.expire_idle(limit), 0);
+        tokio::time::advance(Duration::from_secs(200)).await;
+        busy.touch();
+        let stream = streaming.hold();
+        tokio::time::advance(Duration::from_secs(99)).await;
+        assert_eq!(sessions.expire_idle(limit), 0, "299 s is not idle yet");
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(sessions.expire_idle(limit), 1);
+        assert!(!live(&idle) && idle.ended.is_cancelled());
+        assert!(live(&busy) && live(&streaming));
+
+        // A call or a stream keeps its session however long; once it ends, the clock runs again.
+        tokio::time::advance(Duration::from_secs(1000)).await;
+        assert_eq!(
+            sessions.expire_idle(limit),
+            1,
+            "only the busy one, now idle"
+        );
+        assert!(!live(&busy) && live(&streaming));
+        drop(stream);
+        tokio::time::advance(Duration::from_secs(299)).await;
+        assert_eq!(sessions.expire_idle(limit), 0);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        assert_eq!(sessions.expire_idle(limit), 1);
+        assert!(!live(&streaming));
+        assert!(lock(&sessions.map).is_empty());
+    }
+
+    #[tokio::test]
+    async fn the_standalone_stream_keeps_the_last_events_and_replays_after_an_id() {
+        let (sessions, shutdown) = sessions();
+        let (session, _) = open(&sessions);
+        for n in 1..=300 {
+            session.push(format!("m{n}"));
+        }
+        // No stream was open: the newest kept ones are delivered when one opens.
+        let (replay, live) = session.attach(None).expect("the first stream");
+        let ids: Vec<u64> = replay.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids.first(), Some(&(300 - KEPT_EVENTS as u64 + 1)));
+        assert_eq!(ids.last(), Some(&300));
+        assert_eq!(&*replay[replay.len() - 1].1, "m300");
+        assert!(session.attach(None).is_none(), "one stream at a time");
+        session.push("live".into());
+        drop(live);
+        // Resumption after an id of ours; an id not ours replays only what no stream has had.
+        let (replay, live) = session.attach(Some("297")).expect("a stream again");
+        let ids: Vec<u64> = replay.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, [298, 299, 300, 301]);
+        // Resuming again while that one looks open: it takes over, and the old one ends.
+        let (replay, _taken_over) = session.attach(Some("300")).expect("resumed");
+        assert_eq!(replay.len(), 1);
+        let mut live = live;
+        assert_eq!(live.recv().await, None, "the old stream ended");
+        drop(live);
+        let (replay, mut live) = session.attach(Some("3/1")).expect("a stream again");
+        assert!(replay.is_empty(), "{replay:?}");
+        session.push("next".into());
+        assert_eq!(live.recv().await.map(|(id, _)| id), Some(302));
+        // Shutdown ends the session.
+        shutdown.cancel();
+        session.ended.cancelled().await;
+    }
+
+    #[test]
+    fn accept_must_name_both_media_types() {
+        let headers = |accept: &str| {
+            let mut headers = HeaderMap::new();
+            headers.insert(header::ACCEPT, accept.parse().unwrap());
+            headers
+        };
+        let both = headers("application/json, text/event-stream");
+        assert!(accepts(&both, JSON) && accepts(&both, EVENT_STREAM));
+        let weighted = headers("application/json;q=0.9, Text/Event-Stream; q=0.5");
+        assert!(accepts(&weighted, JSON) && accepts(&weighted, EVENT_STREAM));
+        assert!(!accepts(&headers("*/*"), JSON));
+        assert!(!accepts(&headers("application/json;q=0"), JSON));
+        assert!(!accepts(&headers("text/event-stream"), JSON));
+        assert!(!accepts(&HeaderMap::new(), JSON));
+    }
+
+    #[test]
+    fn a_session_speaks_only_the_versions_with_sessions() {
+        let mut headers = HeaderMap::new();
+        assert!(version_refused(&headers).is_none());
+        for version in SESSION_VERSIONS {
+            headers.insert(VERSION_HEADER, version.parse().unwrap());
+            assert!(version_refused(&headers).is_none(), "{version}");
+        }
+        for version in ["2026-07-28", "1999-01-01", ""] {
+            headers.insert(VERSION_HEADER, version.parse().unwrap());
+            let refused = version_refused(&headers).map(|r| r.status());
+            assert_eq!(refused, Some(StatusCode::BAD_REQUEST), "{version}");
+        }
+        headers.insert(
+            VERSION_HEADER,
+            axum::http::HeaderValue::from_bytes(b"\xff2025").unwrap(),
+        );
+        assert!(version_refused(&headers).is_some());
+        headers.insert(VERSION_HEADER, "2026-07-28".parse().unwrap());
+        assert!(sessionless_version(&headers));
+        headers.insert(VERSION_HEADER, "2025-11-25".parse().unwrap());
+        assert!(!sessionless_version(&headers));
+    }
+
+    #[test]
+    fn answers_are_told_apart_and_ids_kept_as_they_came() {
+        assert!(is_error_answer(
+            r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#
+        ));
+        assert!(!is_error_answer(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
+        let id = request_id(r#"{"jsonrpc":"2.0","id":"a\"b","method":"x"}"#);
+        assert_eq!(id.as_deref().map(RawValue::get), Some(r#""a\"b""#));
+    }
+}
