@@ -359,6 +359,8 @@ impl McpHttp {
 
     /// Hand a request to rmcp's service (protocol 2026-07-28), its body as it came.
     async fn to_rmcp(&self, parts: Parts, body: Bytes) -> Response {
+        // Such a client brings no `initialize`: in wrap, the server is opened in our name.
+        self.proxy.ensure_handshake();
         self.rmcp
             .handle(Request::from_parts(parts, Body::from(body)))
             .await

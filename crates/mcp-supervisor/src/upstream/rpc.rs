@@ -313,7 +313,8 @@ impl Peer {
         params: Option<Box<RawValue>>,
         related: Option<u64>,
     ) {
-        let client = self.client_for(related);
+        tracing::debug!(%method, ?related, server_id = id.get(), "a server request");
+        let client = self.client_for(related, &method);
         let peer = Arc::downgrade(self);
         let key = id.get().to_string();
         let timeout = self.client_timeout;
@@ -345,9 +346,11 @@ impl Peer {
         state.server_requests.insert(key, task.abort_handle());
     }
 
-    /// The client whose call caused a server's request: the call on whose stream it came, else
-    /// the only client with calls in flight, else the fallback.
-    fn client_for(&self, related: Option<u64>) -> Arc<dyn Downstream> {
+    /// The client whose call caused a server's request: the call on whose stream it came; else,
+    /// for the requests a call makes (sampling, elicitation: stdio says nothing of the relation),
+    /// the one call in flight that has a client; else the fallback. `roots/list` and `ping` are
+    /// about the session, not a call, so they go to the fallback.
+    fn client_for(&self, related: Option<u64>, method: &str) -> Arc<dyn Downstream> {
         let state = self.lock();
         let Some(pending) = state.pending.as_ref() else {
             return self.fallback.clone();
@@ -358,13 +361,14 @@ impl Peer {
         {
             return origin;
         }
-        let mut origins = pending.values().filter_map(|w| w.origin.as_ref());
-        if let Some(first) = origins.next()
-            && origins.all(|o| Arc::ptr_eq(o, first))
-        {
-            return first.clone();
+        if !matches!(method, "sampling/createMessage" | "elicitation/create") {
+            return self.fallback.clone();
         }
-        self.fallback.clone()
+        let mut origins = pending.values().filter_map(|w| w.origin.as_ref());
+        match (origins.next(), origins.next()) {
+            (Some(only), None) => only.clone(),
+            _ => self.fallback.clone(),
+        }
     }
 }
 
