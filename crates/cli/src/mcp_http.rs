@@ -360,7 +360,9 @@ impl McpHttp {
     /// Hand a request to rmcp's service (protocol 2026-07-28), its body as it came.
     async fn to_rmcp(&self, parts: Parts, body: Bytes) -> Response {
         // Such a client brings no `initialize`: in wrap, the server is opened in our name.
-        self.proxy.ensure_handshake();
+        self.proxy
+            .ensure_handshake_for(std::str::from_utf8(&body).unwrap_or_default())
+            .await;
         self.rmcp
             .handle(Request::from_parts(parts, Body::from(body)))
             .await

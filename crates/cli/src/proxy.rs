@@ -226,6 +226,24 @@ impl Proxy {
             ));
     }
 
+    /// The same for a client of protocol 2026-07-28, from the first message it sent: such a
+    /// client tells who it is and what it can do in each request's `_meta`, and the server is
+    /// opened with that (in an `initialize` of the newest version with one), so it shows this
+    /// client what it would show it directly.
+    /// Then it waits (bounded) for the server's first attempt, so that the bridge can show
+    /// the server's own identity.
+    pub async fn ensure_handshake_for(&self, first: &str) {
+        match inline_identity(first) {
+            Some(params) => {
+                self.hub.set_handshake(params);
+            }
+            None => self.ensure_handshake(),
+        }
+        if self.mode == Mode::Transparent {
+            self.hub.wait_started(HANDSHAKE_WAIT).await;
+        }
+    }
+
     pub fn hub(&self) -> &Arc<Hub> {
         &self.hub
     }
@@ -1161,6 +1179,23 @@ async fn forward_events(
             }
         }
     }
+}
+
+/// `initialize` params from a 2026-07-28 request's `_meta` (client info and capabilities).
+fn inline_identity(text: &str) -> Option<Arc<RawValue>> {
+    let message: Value = serde_json::from_str(text).ok()?;
+    let meta = message.pointer("/params/_meta")?;
+    let info = meta.get("io.modelcontextprotocol/clientInfo")?;
+    let capabilities = meta
+        .get("io.modelcontextprotocol/clientCapabilities")
+        .cloned()
+        .unwrap_or_else(|| json!({}));
+    let params = json!({
+        "protocolVersion": SESSION_VERSIONS[0],
+        "capabilities": capabilities,
+        "clientInfo": info,
+    });
+    serde_json::value::to_raw_value(&params).ok().map(Arc::from)
 }
 
 /// The client capabilities the proxy declares to a server it opens in its own name: what it

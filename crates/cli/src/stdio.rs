@@ -73,11 +73,11 @@ where
                 drop(out_tx);
                 let _ = writer.await;
                 let parts = lines.into_parts();
+                proxy.ensure_handshake_for(&text).await;
                 let mut head = text.into_bytes();
                 head.push(b'\n');
                 head.extend_from_slice(&parts.read_buf);
                 let input = std::io::Cursor::new(head).chain(parts.io);
-                proxy.ensure_handshake();
                 bridge.serve_stdio(input).await;
                 return;
             }
