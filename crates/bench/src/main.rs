@@ -176,6 +176,10 @@ enum Bench {
     /// A byte-copying stdin/stdout pipe relay in front of a stdio server (used by `peers`).
     #[command(hide = true)]
     PipeRelay {
+        /// Read and write our stdin and stdout with `tokio::io::stdin`/`stdout` (blocking
+        /// threads) even when they are pipes.
+        #[arg(long)]
+        tokio_stdio: bool,
         /// Exit after this many seconds at the latest.
         #[arg(long, default_value_t = 3600)]
         max_secs: u64,
@@ -209,8 +213,13 @@ async fn main() -> ExitCode {
             }
         };
     }
-    if let Bench::PipeRelay { max_secs, command } = &cli.bench {
-        let code = match pipe_relay::run(command, *max_secs).await {
+    if let Bench::PipeRelay {
+        tokio_stdio,
+        max_secs,
+        command,
+    } = &cli.bench
+    {
+        let code = match pipe_relay::run(command, *max_secs, *tokio_stdio).await {
             Ok(()) => 0,
             Err(error) => {
                 eprintln!("pipe-relay: {error:#}");

@@ -17,6 +17,7 @@
 //! | `ours-stdio-raw` | the same | plain JSON-RPC lines (`rawstdio`) |
 //! | `pipe-relay` | this binary's `pipe-relay` (bytes copied both ways: the cost floor of a stdio hop) | rmcp client |
 //! | `pipe-relay-raw` | the same | plain JSON-RPC lines (`rawstdio`) |
+//! | `pipe-relay-tokio-raw` | the same with `--tokio-stdio`: its own stdin/stdout through tokio's blocking threads, as our stdio face's | plain JSON-RPC lines (`rawstdio`) |
 //!
 //! Targets form two families by their client: rmcp's clients, and plain JSON-RPC (`-raw`). Each
 //! family has its own baseline, and "added" and the verdicts compare within a family only: the
@@ -55,7 +56,7 @@ const START_LIMIT: Duration = Duration::from_secs(60);
 /// The bound of the first call to each target, before the run.
 const PROBE_LIMIT: Duration = Duration::from_secs(10);
 /// Every target, in the order of the tables.
-pub const ALL: [&str; 15] = [
+pub const ALL: [&str; 16] = [
     "baseline",
     "ours",
     "mcp-proxy",
@@ -71,9 +72,10 @@ pub const ALL: [&str; 15] = [
     "relay-raw",
     "ours-stdio-raw",
     "pipe-relay-raw",
+    "pipe-relay-tokio-raw",
 ];
 /// The targets that run under `--profile-prefix`: our proxy's faces and the bare relays.
-const PROFILED: [&str; 8] = [
+const PROFILED: [&str; 9] = [
     "ours",
     "ours-raw",
     "relay",
@@ -82,6 +84,7 @@ const PROFILED: [&str; 8] = [
     "ours-stdio-raw",
     "pipe-relay",
     "pipe-relay-raw",
+    "pipe-relay-tokio-raw",
 ];
 /// The targets that are peers (third-party proxies) for the "best peer" comparisons.
 const PEERS: [&str; 5] = [
@@ -415,6 +418,15 @@ async fn start_target(ctx: &Setup<'_>, id: &'static str) -> Result<Target> {
             let mut args = vec!["pipe-relay".to_string(), "--".to_string()];
             args.extend(fault_args.clone());
             let label = "bare pipe relay (mcp-supervisor-bench pipe-relay: bytes copied both ways)";
+            return start_stdio(ctx, id, here.clone(), args, label).await;
+        }
+        "pipe-relay-tokio-raw" => {
+            let mut args: Vec<String> = ["pipe-relay", "--tokio-stdio", "--"]
+                .map(String::from)
+                .to_vec();
+            args.extend(fault_args.clone());
+            let label =
+                "bare pipe relay with --tokio-stdio (its stdin/stdout on tokio's blocking threads)";
             return start_stdio(ctx, id, here.clone(), args, label).await;
         }
         "ours" | "ours-raw" => {
@@ -851,19 +863,28 @@ fn stdio_verdicts(concurrency: u32, rows: &[Row]) -> Vec<Value> {
     for (suffix, baseline_id) in FAMILIES {
         let get = |id: &str| rows.iter().find(|r| r.id == id);
         let ours_id = format!("ours-stdio{suffix}");
-        let pipe_id = format!("pipe-relay{suffix}");
         let (Some(ours), Some(base)) = (get(&ours_id), get(baseline_id)) else {
             continue;
         };
-        let pipe = get(&pipe_id);
+        let pipes: Vec<&Row> = [
+            format!("pipe-relay{suffix}"),
+            format!("pipe-relay-tokio{suffix}"),
+        ]
+        .iter()
+        .filter_map(|id| get(id))
+        .collect();
         let ratio = ours.stats.median / base.stats.median;
-        let beside = pipe.map_or(String::new(), |p| {
-            format!(
-                "; {pipe_id} {:.3} ms ({:.2}x)",
-                p.stats.median,
-                p.stats.median / base.stats.median
-            )
-        });
+        let beside: String = pipes
+            .iter()
+            .map(|p| {
+                format!(
+                    "; {} {:.3} ms ({:.2}x)",
+                    p.id,
+                    p.stats.median,
+                    p.stats.median / base.stats.median
+                )
+            })
+            .collect();
         out.push(json!({
             "target": format!(
                 "c={concurrency}: {ours_id} median <= 1.5x {baseline_id}'s{}",
@@ -876,13 +897,17 @@ fn stdio_verdicts(concurrency: u32, rows: &[Row]) -> Vec<Value> {
             ),
         }));
         let ratio = ours.per_sec / base.per_sec;
-        let beside = pipe.map_or(String::new(), |p| {
-            format!(
-                "; {pipe_id} {:.0} calls/s ({:.2}x)",
-                p.per_sec,
-                p.per_sec / base.per_sec
-            )
-        });
+        let beside: String = pipes
+            .iter()
+            .map(|p| {
+                format!(
+                    "; {} {:.0} calls/s ({:.2}x)",
+                    p.id,
+                    p.per_sec,
+                    p.per_sec / base.per_sec
+                )
+            })
+            .collect();
         out.push(json!({
             "target": format!(
                 "c={concurrency}: {ours_id} throughput >= 0.8x {baseline_id}'s{}",

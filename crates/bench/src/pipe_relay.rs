@@ -2,7 +2,9 @@
 //! copies bytes, our stdin → the child's stdin and the child's stdout → our stdout, with
 //! `tokio::io::copy`: no framing, no parsing, no ids. When our stdin and stdout are pipes (as when
 //! `peers` drives it) they are read and written as non-blocking pipes on the runtime's reactor,
-//! as the child's pipes are; otherwise through `tokio::io::stdin`/`stdout` (blocking threads).
+//! as the child's pipes are; otherwise, or with `--tokio-stdio`, through `tokio::io::stdin` and
+//! `stdout` (a blocking read or write on tokio's blocking threads for each chunk, as
+//! `mcp-supervisor`'s stdio face reads and writes them).
 //!
 //! It runs until either direction ends (our stdin or the child's stdout at its end, or an error),
 //! until the child exits, until SIGTERM/SIGINT, until `--max-secs`, or until its parent dies
@@ -20,8 +22,12 @@ use tokio::process::Command;
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 
-/// Our stdin as a non-blocking pipe when it is one, else tokio's (blocking-thread) stdin.
-fn our_stdin() -> Reader {
+/// Our stdin as a non-blocking pipe when it is one (and not `tokio_stdio`), else tokio's
+/// (blocking-thread) stdin.
+fn our_stdin(tokio_stdio: bool) -> Reader {
+    if tokio_stdio {
+        return Box::new(tokio::io::stdin());
+    }
     let pipe = std::io::stdin()
         .as_fd()
         .try_clone_to_owned()
@@ -33,8 +39,12 @@ fn our_stdin() -> Reader {
     }
 }
 
-/// Our stdout as a non-blocking pipe when it is one, else tokio's (blocking-thread) stdout.
-fn our_stdout() -> Writer {
+/// Our stdout as a non-blocking pipe when it is one (and not `tokio_stdio`), else tokio's
+/// (blocking-thread) stdout.
+fn our_stdout(tokio_stdio: bool) -> Writer {
+    if tokio_stdio {
+        return Box::new(tokio::io::stdout());
+    }
     let pipe = std::io::stdout()
         .as_fd()
         .try_clone_to_owned()
@@ -46,7 +56,7 @@ fn our_stdout() -> Writer {
     }
 }
 
-pub async fn run(command: &[String], max_secs: u64) -> Result<()> {
+pub async fn run(command: &[String], max_secs: u64, tokio_stdio: bool) -> Result<()> {
     // Die with the bench that started us.
     let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
     let (program, args) = command.split_first().context("no command after --")?;
@@ -60,8 +70,8 @@ pub async fn run(command: &[String], max_secs: u64) -> Result<()> {
         .with_context(|| format!("cannot start {program}"))?;
     let mut child_stdin = child.stdin.take().context("stdin not piped")?;
     let mut child_stdout = child.stdout.take().context("stdout not piped")?;
-    let mut stdin = our_stdin();
-    let mut stdout = our_stdout();
+    let mut stdin = our_stdin(tokio_stdio);
+    let mut stdout = our_stdout(tokio_stdio);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     let outcome = tokio::select! {
         copied = tokio::io::copy(&mut stdin, &mut child_stdin) => {
