@@ -11,9 +11,10 @@
 //! | `memory` | this process's RSS with N supervised stdio servers |
 //! | `callpath` | added latency of a call through the hub over a bare rmcp client |
 //! | `http-heal` | time of the first call through the hub after an HTTP server was restarted |
-//! | `peers` | latency and throughput through our proxy, mcp-proxy, supergateway and a bare relay |
+//! | `peers` | latency and throughput through our proxy (HTTP and stdio faces), mcp-proxy, supergateway and bare relays |
 //! | `scale` | one proxy with N servers: RSS, start-up, the aggregate tools/list, a restart storm |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
+//! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
 //!
 //! Set `RUST_LOG` (e.g. `mcp_supervisor=debug`) to see the library's logs on stderr.
 //!
@@ -27,6 +28,7 @@ mod callpath;
 mod http_heal;
 mod memory;
 mod peers;
+mod pipe_relay;
 mod plot;
 mod procs;
 mod rawstdio;
@@ -95,7 +97,7 @@ enum Bench {
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
         restarts: u32,
     },
-    /// Latency and throughput of echo through our proxy, peer proxies and a bare relay.
+    /// Latency and throughput of echo through our proxy (HTTP and stdio), peer proxies and bare relays.
     Peers {
         /// Measured calls per target per concurrency.
         #[arg(long, default_value_t = 5000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
@@ -130,7 +132,7 @@ enum Bench {
         /// Write the latency distributions as SVG here.
         #[arg(long)]
         svg: Option<PathBuf>,
-        /// Run our proxy and the relay under this command prefix (profiling), e.g.
+        /// Run our proxy and the relays (HTTP and pipe) under this command prefix (profiling), e.g.
         /// "valgrind --tool=callgrind --callgrind-out-file=/tmp/cg.%p".
         #[arg(long)]
         profile_prefix: Option<String>,
@@ -171,6 +173,20 @@ enum Bench {
         #[arg(last = true, required = true)]
         command: Vec<String>,
     },
+    /// A byte-copying stdin/stdout pipe relay in front of a stdio server (used by `peers`).
+    #[command(hide = true)]
+    PipeRelay {
+        /// Read and write our stdin and stdout with `tokio::io::stdin`/`stdout` (blocking
+        /// threads) even when they are pipes.
+        #[arg(long)]
+        tokio_stdio: bool,
+        /// Exit after this many seconds at the latest.
+        #[arg(long, default_value_t = 3600)]
+        max_secs: u64,
+        /// The stdio server's command and arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
 }
 
 #[tokio::main]
@@ -196,6 +212,23 @@ async fn main() -> ExitCode {
                 ExitCode::FAILURE
             }
         };
+    }
+    if let Bench::PipeRelay {
+        tokio_stdio,
+        max_secs,
+        command,
+    } = &cli.bench
+    {
+        let code = match pipe_relay::run(command, *max_secs, *tokio_stdio).await {
+            Ok(()) => 0,
+            Err(error) => {
+                eprintln!("pipe-relay: {error:#}");
+                1
+            }
+        };
+        // Exit at once: a blocking stdin read (when stdin is not a pipe) would hold up the
+        // runtime's shutdown.
+        std::process::exit(code);
     }
     let fault = match util::fault_server(cli.fault_server.as_deref()) {
         Ok(path) => path,
@@ -267,7 +300,7 @@ async fn main() -> ExitCode {
             };
             scale::run(&fault, opts).await
         }
-        Bench::Relay { .. } => unreachable!("handled above"),
+        Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };
     let leftover = util::leftover_children().await;
     for pid in &leftover {

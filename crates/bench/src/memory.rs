@@ -79,9 +79,14 @@ pub async fn run(fault: &Path, servers: u32, calls: u32) -> Result<Value> {
         ],
     );
     println!(
-        "\n  RSS per server (after ready - before) / {servers}: {:.0} KiB\n  time until all ready: {:.0} ms\n  failed calls: {failures} of {calls}",
+        "\n  RSS per supervised server (after ready - before) / {servers}: {:.0} KiB\n  time until all ready: {:.0} ms\n  failed calls: {failures} of {calls}",
         per_server_kib,
         ready_in.as_secs_f64() * 1000.0
+    );
+    let rss_target = per_server_kib <= 256.0;
+    println!(
+        "\ntargets\n  hub RSS per supervised server <= 256 KiB: {} ({per_server_kib:.0} KiB)",
+        if rss_target { "met" } else { "missed" }
     );
     if failures > 0 {
         bail!("{failures} of {calls} calls failed");
@@ -97,5 +102,6 @@ pub async fn run(fault: &Path, servers: u32, calls: u32) -> Result<Value> {
         "rss_per_server_kib": util::round3(per_server_kib),
         "all_ready_ms": util::round3(ready_in.as_secs_f64() * 1000.0),
         "failed_calls": failures,
+        "targets": { "rss_per_server_le_256kib": rss_target },
     }))
 }

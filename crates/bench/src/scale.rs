@@ -533,7 +533,7 @@ async fn measure(
         &rss_rows,
     );
     println!(
-        "\n  RSS per server: {per_server_total:.1} KiB (VmRSS / {n}); {per_server_marginal:.1} KiB ((VmRSS - reference) / {})",
+        "\n  RSS per supervised server: {per_server_total:.1} KiB (VmRSS / {n}); {per_server_marginal:.1} KiB ((VmRSS - reference) / {})",
         n - 1
     );
     let rmcp_stats = Stats::of(&rmcp_times)?;
@@ -598,7 +598,7 @@ async fn measure(
     let verdict = |ok: bool| if ok { "met" } else { "missed" };
     println!("\ntargets");
     println!(
-        "  proxy RSS per server <= 256 KiB: {} ({per_server_total:.1} KiB total/N, {per_server_marginal:.1} KiB marginal)",
+        "  proxy RSS per supervised server <= 256 KiB: {} ({per_server_total:.1} KiB total/N, {per_server_marginal:.1} KiB marginal)",
         verdict(rss_target)
     );
     println!(
