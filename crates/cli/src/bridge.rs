@@ -74,13 +74,14 @@ impl Bridge {
         proxy
     }
 
-    /// Serve one 2026-07-28 client on `input` and our stdout until it ends.
-    pub async fn serve_stdio<R>(self: &Arc<Self>, input: R)
+    /// Serve one 2026-07-28 client on `input` and `output` until it ends.
+    pub async fn serve_stdio<R, W>(self: &Arc<Self>, input: R, output: W)
     where
         R: tokio::io::AsyncRead + Unpin + Send + 'static,
+        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
     {
         use rmcp::ServiceExt;
-        match self.handler().serve((input, tokio::io::stdout())).await {
+        match self.handler().serve((input, output)).await {
             Ok(service) => {
                 let _ = service.waiting().await;
             }

@@ -104,22 +104,32 @@ struct Envelope<'a> {
 impl<'a> Envelope<'a> {
     /// The envelope, or the error answer (as text) for a message that is not one.
     fn read(text: &'a str) -> Result<Self, String> {
-        if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() {
-            return Err(error_text(
-                None,
-                -32700,
-                "Parse error: the message is not JSON",
-            ));
-        }
-        if !text.trim_start().starts_with('{') {
-            return Err(error_text(
-                None,
-                -32600,
-                "Invalid Request: a JSON-RPC message is a JSON object (batches are not accepted)",
-            ));
-        }
-        let mut envelope: Self = serde_json::from_str(text)
-            .map_err(|e| error_text(None, -32600, &format!("Invalid Request: {e}")))?;
+        // One pass on the way that matters; what went wrong is worked out only when it did.
+        let parsed = if text.trim_start().starts_with('{') {
+            serde_json::from_str::<Self>(text).map_err(Some)
+        } else {
+            Err(None)
+        };
+        let mut envelope = match parsed {
+            Ok(envelope) => envelope,
+            Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() => {
+                return Err(error_text(
+                    None,
+                    -32700,
+                    "Parse error: the message is not JSON",
+                ));
+            }
+            Err(None) => {
+                return Err(error_text(
+                    None,
+                    -32600,
+                    "Invalid Request: a JSON-RPC message is a JSON object (batches are not accepted)",
+                ));
+            }
+            Err(Some(e)) => {
+                return Err(error_text(None, -32600, &format!("Invalid Request: {e}")));
+            }
+        };
         if envelope.jsonrpc.as_deref() != Some("2.0") {
             return Err(error_text(
                 None,
@@ -164,11 +174,14 @@ fn params_are_valid(params: &RawValue) -> bool {
         #[serde(rename = "_meta", borrow, default)]
         meta: Option<&'a RawValue>,
     }
-    params.get().starts_with('{')
-        && serde_json::from_str::<Params<'_>>(params.get()).is_ok_and(|p| {
-            p.meta
-                .is_none_or(|m| m.get().starts_with('{') || m.get() == "null")
-        })
+    let text = params.get();
+    // `_meta` is read only when there is one (most params have none).
+    text.starts_with('{')
+        && (!text.contains("\"_meta\"")
+            || serde_json::from_str::<Params<'_>>(text).is_ok_and(|p| {
+                p.meta
+                    .is_none_or(|m| m.get().starts_with('{') || m.get() == "null")
+            }))
 }
 
 /// Whether a request id is one MCP allows: a string or an integer.
@@ -220,6 +233,9 @@ impl Proxy {
     /// asks before it introduces itself) leaves the server to be opened in the proxy's own
     /// name, declaring what the proxy can route.
     pub fn ensure_handshake(&self) {
+        if self.hub.has_handshake() {
+            return;
+        }
         self.hub
             .set_handshake(mcp_supervisor::hub::default_handshake(
                 &routed_capabilities(),
@@ -1225,9 +1241,36 @@ fn to_raw(value: &Value) -> Result<Box<RawValue>, RpcError> {
 
 /// A string member of a JSON object.
 fn member_str(object: &RawValue, name: &str) -> Option<String> {
-    let members: HashMap<std::borrow::Cow<'_, str>, &RawValue> =
-        serde_json::from_str(object.get()).ok()?;
-    serde_json::from_str(members.get(name)?.get()).ok()
+    struct Member<'n>(&'n str, Option<String>);
+    impl<'de> serde::de::DeserializeSeed<'de> for Member<'_> {
+        type Value = Option<String>;
+        fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+            d.deserialize_map(self)
+        }
+    }
+    impl<'de> serde::de::Visitor<'de> for Member<'_> {
+        type Value = Option<String>;
+        fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+            f.write_str("a JSON object")
+        }
+        fn visit_map<A: serde::de::MapAccess<'de>>(
+            mut self,
+            mut map: A,
+        ) -> Result<Self::Value, A::Error> {
+            while let Some(key) = map.next_key::<std::borrow::Cow<'de, str>>()? {
+                if key == self.0 {
+                    self.1 = map.next_value::<Option<String>>()?;
+                } else {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+            Ok(self.1)
+        }
+    }
+    let mut deserializer = serde_json::Deserializer::from_str(object.get());
+    serde::de::DeserializeSeed::deserialize(Member(name, None), &mut deserializer)
+        .ok()
+        .flatten()
 }
 
 fn read_error(error: &RawValue) -> RpcError {
@@ -1251,6 +1294,10 @@ fn read_error(error: &RawValue) -> RpcError {
 
 /// Whether a tool result says `isError: true`.
 fn is_error(result: &RawValue) -> bool {
+    // Most results are no error and say nothing of it: no pass over them.
+    if !result.get().contains("isError") {
+        return false;
+    }
     #[derive(Deserialize)]
     struct Flag {
         #[serde(rename = "isError", default)]

@@ -22,7 +22,39 @@ const MAX_LINE: usize = 64 * 1024 * 1024;
 
 /// Serve the client on our stdin and stdout until stdin ends.
 pub async fn run(proxy: Arc<Proxy>, bridge: Arc<Bridge>) {
-    serve(proxy, bridge, tokio::io::stdin(), tokio::io::stdout()).await;
+    serve(proxy, bridge, our_stdin(), our_stdout()).await;
+}
+
+type Input = Box<dyn AsyncRead + Unpin + Send>;
+type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+
+/// Our stdin: read on the runtime's reactor when it is a pipe (as when a host starts us), else
+/// through tokio's blocking-thread stdin (a terminal, a file).
+fn our_stdin() -> Input {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdin()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok());
+    match pipe {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdin()),
+    }
+}
+
+/// Our stdout, the same way.
+fn our_stdout() -> Output {
+    use std::os::fd::AsFd;
+    let pipe = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .ok()
+        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok());
+    match pipe {
+        Some(pipe) => Box::new(pipe),
+        None => Box::new(tokio::io::stdout()),
+    }
 }
 
 /// Serve one client on `input` and `output` until `input` ends.
@@ -31,6 +63,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
+    // The client's first message may hand it to the bridge: with what was read and our output.
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
     let mut lines = FramedRead::new(input, codec);
     let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
@@ -71,14 +104,16 @@ where
                 proxy.disconnect(&client);
                 drop(client);
                 drop(out_tx);
-                let _ = writer.await;
+                let Ok(output) = writer.await else {
+                    return;
+                };
                 let parts = lines.into_parts();
                 proxy.ensure_handshake_for(&text).await;
                 let mut head = text.into_bytes();
                 head.push(b'\n');
                 head.extend_from_slice(&parts.read_buf);
                 let input = std::io::Cursor::new(head).chain(parts.io);
-                bridge.serve_stdio(input).await;
+                bridge.serve_stdio(input, output).await;
                 return;
             }
         }
@@ -126,19 +161,31 @@ pub fn is_sessionless(text: &str) -> bool {
 
 /// Write each message as one line. A line break outside a JSON string is whitespace (inside one
 /// it cannot appear raw), so one becomes a space and the framing stays whole.
+/// What came together is written together: one write for every message waiting.
+/// Returns the output when the messages end.
 async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
     mut output: W,
     mut messages: mpsc::UnboundedReceiver<String>,
-) {
+) -> W {
+    let mut batch = String::new();
     while let Some(message) = messages.recv().await {
-        let mut line = if message.contains(['\n', '\r']) {
-            message.replace(['\n', '\r'], " ")
-        } else {
-            message
-        };
-        line.push('\n');
-        if output.write_all(line.as_bytes()).await.is_err() || output.flush().await.is_err() {
-            return;
+        batch.clear();
+        push_line(&mut batch, &message);
+        while let Ok(message) = messages.try_recv() {
+            push_line(&mut batch, &message);
+        }
+        if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
+            break;
         }
     }
+    output
+}
+
+fn push_line(batch: &mut String, message: &str) {
+    if message.contains(['\n', '\r']) {
+        batch.push_str(&message.replace(['\n', '\r'], " "));
+    } else {
+        batch.push_str(message);
+    }
+    batch.push('\n');
 }

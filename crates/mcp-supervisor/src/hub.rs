@@ -310,6 +310,11 @@ impl Hub {
         })
     }
 
+    /// Whether the servers' handshake is known (given at start, or by [`Hub::set_handshake`]).
+    pub fn has_handshake(&self) -> bool {
+        self.handshake.borrow().is_some()
+    }
+
     /// Call a tool by its public name, with rmcp's types: a convenience for Rust hosts, decoded
     /// at this edge from [`Hub::call_json`] (fields rmcp does not know are dropped here only).
     pub async fn call(
