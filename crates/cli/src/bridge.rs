@@ -157,9 +157,16 @@ impl Bridge {
             Ok(result) => serde_json::from_str(result.get()).map_err(|e| {
                 McpError::internal_error(format!("cannot read {method} result: {e}"), None)
             }),
-            Err(CallError::ServerError { code, message, .. }) => {
-                Err(McpError::new(ErrorCode(code), message, None))
-            }
+            Err(CallError::ServerError {
+                code,
+                message,
+                data,
+                ..
+            }) => Err(McpError::new(
+                ErrorCode(code),
+                message,
+                data.and_then(|d| serde_json::from_str(&d).ok()),
+            )),
             Err(error) => Err(McpError::internal_error(error.to_string(), None)),
         }
     }
@@ -696,9 +703,16 @@ impl ProxyHandler {
                 complete(&mut result.result_type);
                 Ok(result.into())
             }
-            Err(CallError::ServerError { code, message, .. }) => {
-                Err(McpError::new(ErrorCode(code), message, None))
-            }
+            Err(CallError::ServerError {
+                code,
+                message,
+                data,
+                ..
+            }) => Err(McpError::new(
+                ErrorCode(code),
+                message,
+                data.and_then(|d| serde_json::from_str(&d).ok()),
+            )),
             Err(CallError::UnknownTool { name }) => Err(McpError::invalid_params(
                 format!(
                     "no server offers a tool named \"{name}\"; list the tools to see what is published"

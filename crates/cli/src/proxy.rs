@@ -1314,9 +1314,16 @@ fn is_error(result: &RawValue) -> bool {
 /// what happened and what to do.
 fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
     match error {
-        CallError::ServerError { code, message, .. } => {
-            Err(RpcError::new(i64::from(code), message))
-        }
+        CallError::ServerError {
+            code,
+            message,
+            data,
+            ..
+        } => Err(RpcError {
+            code: i64::from(code),
+            message,
+            data: data.and_then(|d| RawValue::from_string(d).ok()),
+        }),
         CallError::UnknownTool { name } => Err(RpcError::new(
             -32602,
             format!(
@@ -1464,8 +1471,13 @@ mod tests {
             tool: "t".into(),
             code: -32602,
             message: "bad".into(),
+            data: Some(r#"{"field":"x"}"#.into()),
         })
         .unwrap_err();
+        assert_eq!(
+            error.data.as_deref().map(RawValue::get),
+            Some(r#"{"field":"x"}"#)
+        );
         assert_eq!((error.code, error.message.as_str()), (-32602, "bad"));
         let result = call_error(CallError::Cancelled {
             server: "s".into(),

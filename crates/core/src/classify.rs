@@ -16,7 +16,12 @@ pub enum Failure {
     /// Another HTTP status from the transport.
     HttpStatus { status: u16, body: String },
     /// A JSON-RPC error the server answered.
-    ServerError { code: i32, message: String },
+    ServerError {
+        code: i32,
+        message: String,
+        /// Its `data`, as JSON text, when it gave one.
+        data: Option<String>,
+    },
     /// The send failed: the request never left.
     TransportClosedBeforeSend,
     /// The connection broke after the request went out (stdio EOF mid-call, HTTP stream cut).

@@ -17,6 +17,7 @@ fn rpc(code: i32, message: &str) -> Failure {
     Failure::ServerError {
         code,
         message: message.to_owned(),
+        data: None,
     }
 }
 

@@ -823,8 +823,11 @@ fn failure() -> impl Strategy<Value = Failure> {
             text_with_phrase()
         )
             .prop_map(|(status, body)| Failure::HttpStatus { status, body }),
-        (any::<i32>(), text_with_phrase())
-            .prop_map(|(code, message)| Failure::ServerError { code, message }),
+        (any::<i32>(), text_with_phrase()).prop_map(|(code, message)| Failure::ServerError {
+            code,
+            message,
+            data: None,
+        }),
         Just(Failure::TransportClosedBeforeSend),
         Just(Failure::ConnectionLostAfterSend),
         (text_with_phrase(), any::<bool>()).prop_map(|(message, connection_closed)| {

@@ -52,6 +52,8 @@ pub enum CallError {
         tool: String,
         code: i32,
         message: String,
+        /// The error's `data`, as JSON text, when the server gave one.
+        data: Option<String>,
     },
 
     #[error(

@@ -387,6 +387,7 @@ impl Hub {
                         tool: tool.upstream_name.clone(),
                         code: -32602,
                         message: "the tools/call params are not a JSON object".to_string(),
+                        data: None,
                     }
                 })?;
             &*renamed

@@ -274,7 +274,7 @@ pub fn describe(failure: &Failure) -> String {
         Failure::SessionExpired => "the server no longer knows our session (HTTP 404)".into(),
         Failure::HttpStatus { status, body } if body.is_empty() => format!("HTTP {status}"),
         Failure::HttpStatus { status, body } => format!("HTTP {status}: {body}"),
-        Failure::ServerError { code, message } => format!("error {code}: {message}"),
+        Failure::ServerError { code, message, .. } => format!("error {code}: {message}"),
         Failure::TransportClosedBeforeSend => {
             "the connection was closed before the request went out".into()
         }

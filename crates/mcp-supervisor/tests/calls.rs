@@ -157,6 +157,7 @@ async fn a_server_answered_error_is_returned_with_no_probe_and_no_reconnect() {
     let answered = Failure::ServerError {
         code: -32602,
         message: "bad arguments".into(),
+        data: Some(r#"{"argument":"path"}"#.into()),
     };
     let fake = Fake::new(
         vec![healthy().call(Reply::Now(Err(answered)))],
@@ -173,7 +174,8 @@ async fn a_server_answered_error_is_returned_with_no_probe_and_no_reconnect() {
             server: "srv".into(),
             tool: "read".into(),
             code: -32602,
-            message: "bad arguments".into()
+            message: "bad arguments".into(),
+            data: Some(r#"{"argument":"path"}"#.into()),
         }
     );
     assert!(error.to_string().contains("\"srv\""), "{error}");
@@ -489,6 +491,7 @@ async fn a_server_without_ping_is_probed_with_tools_list() {
     let no_ping = Failure::ServerError {
         code: -32601,
         message: "Method not found".into(),
+        data: None,
     };
     let fake = Fake::new(
         vec![

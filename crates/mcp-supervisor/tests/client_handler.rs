@@ -1,7 +1,8 @@
-//! A host's handler for its servers' requests (SPEC §10): a server's `roots/list` during a call
-//! reaches the handler of the call's origin, else the hub's handler, and the answer goes back
-//! to the server; the default handler refuses cleanly, so the server gets an error, not a hang.
-//! Real fault-server processes over stdio (its `roots` tool asks the client for roots).
+//! A host's handler for its servers' requests (SPEC §10): a server's request a call makes
+//! (`elicitation/create`) reaches the handler of the call's origin, one about the session
+//! (`roots/list`) the hub's handler, and the answer goes back to the server; the default
+//! handler refuses cleanly, so the server gets an error, not a hang. Real fault-server
+//! processes over stdio (its `roots` and `elicit` tools ask the client).
 
 mod real;
 
@@ -14,7 +15,8 @@ use real::*;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-/// Answers `roots/list` with one root named `name`, and counts what it was asked.
+/// Answers `roots/list` with one root named `name` and `elicitation/create` with `name`, and
+/// counts what it was asked.
 struct Roots {
     name: &'static str,
     asked: AtomicUsize,
@@ -41,6 +43,10 @@ impl Downstream for Roots {
                 "roots": [{ "uri": format!("file:///{}", self.name), "name": self.name }]
             }))
             .expect("JSON")),
+            "elicitation/create" => Ok(serde_json::value::to_raw_value(&json!({
+                "action": "accept", "content": { "answer": self.name }
+            }))
+            .expect("JSON")),
             other => Err(RpcError::new(-32601, format!("no {other} here"))),
         };
         Box::pin(async move { answer })
@@ -63,7 +69,7 @@ fn roots_of(result: &rmcp::model::CallToolResult) -> serde_json::Value {
 #[tokio::test]
 async fn the_hubs_handler_answers_and_a_calls_origin_comes_first() {
     let host = Roots::new("host");
-    let options = HubOptions::answering(host.clone(), &json!({ "roots": {} }));
+    let options = HubOptions::answering(host.clone(), &json!({ "roots": {}, "elicitation": {} }));
     let hub = Hub::start_with_options(config(fault()), options);
     wait_ready(&hub, "fault", 0).await;
 
@@ -74,23 +80,30 @@ async fn the_hubs_handler_answers_and_a_calls_origin_comes_first() {
     assert_eq!(roots_of(&result)["roots"][0]["name"], "host", "{result:?}");
     assert_eq!(host.asked.load(Ordering::SeqCst), 1);
 
+    // A request the call itself makes goes to the call's own origin.
     let caller = Roots::new("caller");
-    let args = CallArgs {
+    let call = CallArgs {
         origin: Some(caller.clone()),
+        arguments: args(json!({ "message": "who?" })),
         ..CallArgs::default()
     };
-    let result = hub.call("fault__roots", args).await.expect("roots");
-    assert_eq!(
-        roots_of(&result)["roots"][0]["name"],
-        "caller",
-        "{result:?}"
-    );
+    let result = hub.call("fault__elicit", call).await.expect("elicit");
+    assert!(text(&result).contains("\"caller\""), "{result:?}");
     assert_eq!(caller.asked.load(Ordering::SeqCst), 1);
     assert_eq!(
         host.asked.load(Ordering::SeqCst),
         1,
         "the host's handler was not asked again"
     );
+
+    // Without an origin, the hub's handler answers it.
+    let call = CallArgs {
+        arguments: args(json!({ "message": "who?" })),
+        ..CallArgs::default()
+    };
+    let result = hub.call("fault__elicit", call).await.expect("elicit");
+    assert!(text(&result).contains("\"host\""), "{result:?}");
+    assert_eq!(host.asked.load(Ordering::SeqCst), 2);
     hub.stop().await;
 }
 

@@ -274,11 +274,19 @@ impl SupervisorHandle {
                 }
             }
             (Verdict::Aborted, _) => CallError::Cancelled { server, tool },
-            (_, Failure::ServerError { code, message }) => CallError::ServerError {
+            (
+                _,
+                Failure::ServerError {
+                    code,
+                    message,
+                    data,
+                },
+            ) => CallError::ServerError {
                 server,
                 tool,
                 code,
                 message,
+                data,
             },
             (_, other) => CallError::Malformed {
                 server,

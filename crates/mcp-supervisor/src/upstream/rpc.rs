@@ -15,7 +15,6 @@ use std::time::Duration;
 
 use mcp_supervisor_core::classify::Failure;
 use serde::Deserialize;
-use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
@@ -488,18 +487,18 @@ fn peek(text: &str) -> Result<Peek<'_>, serde_json::Error> {
 /// A JSON-RPC error object as the normalized failure.
 fn server_error(error: &RawValue) -> Failure {
     #[derive(Deserialize)]
-    struct Object {
+    struct Object<'a> {
         code: i64,
         #[serde(default)]
         message: String,
-        #[serde(default)]
-        #[allow(dead_code)]
-        data: Option<IgnoredAny>,
+        #[serde(borrow, default)]
+        data: Option<&'a RawValue>,
     }
-    match serde_json::from_str::<Object>(error.get()) {
+    match serde_json::from_str::<Object<'_>>(error.get()) {
         Ok(object) => Failure::ServerError {
             code: i32::try_from(object.code).unwrap_or(i32::MIN),
             message: object.message,
+            data: object.data.map(|d| d.get().to_string()),
         },
         Err(_) => Failure::UnexpectedResponse,
     }
@@ -715,7 +714,8 @@ mod tests {
             server_error(&raw(r#"{"code":-32601,"message":"nope","data":{"x":1}}"#)),
             Failure::ServerError {
                 code: -32601,
-                message: "nope".into()
+                message: "nope".into(),
+                data: Some(r#"{"x":1}"#.into()),
             }
         );
         assert_eq!(

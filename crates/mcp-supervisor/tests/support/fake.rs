@@ -532,6 +532,7 @@ impl Link for FakeLink {
                         .ok_or(Failure::ServerError {
                             code: -32602,
                             message: "bad params".into(),
+                            data: None,
                         })?;
                     let result = self.call_tool(params, opts).await?;
                     raw(&result)
@@ -543,6 +544,7 @@ impl Link for FakeLink {
                 _ => Err(Failure::ServerError {
                     code: -32601,
                     message: format!("method not found: {method}"),
+                    data: None,
                 }),
             }
         })
