@@ -36,9 +36,6 @@ const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
 /// The protocol versions this face speaks with an `initialize` (the 2025 era), newest first.
 pub const SESSION_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
-/// The separator of a namespaced task id in `serve` (server names never hold it).
-const TASK_SEPARATOR: char = ':';
-
 /// Whether the proxy fronts many servers (`serve`) or stands in for one (`wrap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Mode {
@@ -204,11 +201,6 @@ pub struct Proxy {
     mode: Mode,
     metrics: Arc<crate::metrics::Metrics>,
     clients: Mutex<Vec<Weak<Client>>>,
-    /// Which server listed each resource URI; and each template's text before its first `{`.
-    resources: Mutex<HashMap<String, String>>,
-    templates: Mutex<Vec<(String, String)>>,
-    /// Which server listed each public prompt name, with its name there.
-    prompts: Mutex<HashMap<String, (String, String)>>,
 }
 
 impl Proxy {
@@ -218,9 +210,6 @@ impl Proxy {
             mode,
             metrics: Arc::default(),
             clients: Mutex::new(Vec::new()),
-            resources: Mutex::default(),
-            templates: Mutex::default(),
-            prompts: Mutex::default(),
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
@@ -413,7 +402,7 @@ impl Proxy {
                 let uri = params
                     .and_then(|p| member_str(p, "uri"))
                     .unwrap_or_default();
-                let server = self.resource_owner(&uri, &args).await?;
+                let server = self.resource_owner(&uri)?;
                 self.send(&server, method, params, args).await
             }
             "logging/setLevel" => {
@@ -708,29 +697,16 @@ impl Proxy {
                 prompts.push(prompt);
             }
         }
-        *lock(&self.prompts) = owners;
+        self.hub.routes().learn_prompts(owners);
         to_raw(&json!({ "prompts": prompts }))
     }
 
-    /// The server and upstream name of a public prompt name: from the names last listed, else
-    /// from a prefix that names a server.
+    /// The server and upstream name of a public prompt name.
     fn resolve_prompt(&self, public: &str) -> Option<(String, String)> {
-        if let Some(owner) = lock(&self.prompts).get(public) {
-            return Some(owner.clone());
-        }
         let naming = self.hub.registry().naming();
-        let servers = self.hub.servers();
-        match naming.mode {
-            NamingMode::Prefixed => servers.into_iter().find_map(|server| {
-                public
-                    .strip_prefix(&format!("{server}{}", naming.separator))
-                    .map(|name| (server.clone(), name.to_string()))
-            }),
-            NamingMode::Original => match servers.as_slice() {
-                [server] => Some((server.clone(), public.to_string())),
-                _ => None,
-            },
-        }
+        self.hub
+            .routes()
+            .prompt_owner(public, &naming, &self.hub.servers())
     }
 
     /// `prompts/get` and `completion/complete`: to the server of the prompt (by its public
@@ -772,7 +748,7 @@ impl Proxy {
             }
             server
         } else {
-            self.resource_owner(&key, &args).await?
+            self.resource_owner(&key)?
         };
         let params = to_raw(&value)?;
         self.send(&server, method, Some(&params), args).await
@@ -799,55 +775,26 @@ impl Proxy {
             }
         }
         if method == "resources/list" {
-            let mut map = lock(&self.resources);
-            for (uri, server) in owners {
-                map.entry(uri).or_insert(server);
-            }
+            self.hub.routes().learn_resources(owners);
         } else {
-            *lock(&self.templates) = owners
-                .into_iter()
-                .map(|(t, s)| (t.split('{').next().unwrap_or(&t).to_string(), s))
-                .collect();
+            self.hub.routes().learn_templates(owners);
         }
         to_raw(&json!({ field: items }))
     }
 
     /// The server that owns `uri`: the one that listed it, or whose template it matches, or
-    /// the only one; else the resources are listed once to find it.
-    async fn resource_owner(&self, uri: &str, args: &CallArgs) -> Result<String, RpcError> {
-        if let Some(server) = self.known_owner(uri) {
-            return Ok(server);
-        }
-        for server in self.hub.servers() {
-            for resource in self
-                .list_all(&server, "resources/list", "resources", args)
-                .await
-            {
-                if resource.get("uri").and_then(Value::as_str) == Some(uri) {
-                    lock(&self.resources).insert(uri.to_string(), server.clone());
-                    return Ok(server);
-                }
-            }
-        }
-        Err(RpcError::new(
-            -32002,
-            format!("Resource not found: no server lists \"{uri}\""),
-        ))
-    }
-
-    fn known_owner(&self, uri: &str) -> Option<String> {
-        if let Some(server) = lock(&self.resources).get(uri) {
-            return Some(server.clone());
-        }
-        let by_template = lock(&self.templates)
-            .iter()
-            .filter(|(prefix, _)| !prefix.is_empty() && uri.starts_with(prefix.as_str()))
-            .max_by_key(|(prefix, _)| prefix.len())
-            .map(|(_, server)| server.clone());
-        by_template.or_else(|| match self.hub.servers().as_slice() {
-            [server] => Some(server.clone()),
-            _ => None,
-        })
+    /// the only one. A read never lists anything by the way: an unknown URI is an error that
+    /// says to list first.
+    fn resource_owner(&self, uri: &str) -> Result<String, RpcError> {
+        self.hub
+            .routes()
+            .resource_owner(uri, &self.hub.servers())
+            .ok_or_else(|| {
+                RpcError::new(
+                    -32002,
+                    format!("Resource not found: no server is known to offer \"{uri}\"; list the resources (resources/list, resources/templates/list) to see what is offered"),
+                )
+            })
     }
 
     /// `tasks/list` in `serve`: every server's tasks, their ids namespaced.
@@ -894,7 +841,7 @@ impl Proxy {
             .and_then(Value::as_str)
             .unwrap_or_default()
             .to_string();
-        let Some((server, task)) = public.split_once(TASK_SEPARATOR) else {
+        let Some((server, task)) = mcp_supervisor::routes::task_route(&public) else {
             return Err(RpcError::new(
                 -32602,
                 format!(
@@ -1353,7 +1300,7 @@ fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValue> {
 fn prefix_task_id(server: &str, value: &mut Value) {
     for pointer in ["/taskId", "/task/taskId"] {
         if let Some(Value::String(id)) = value.pointer_mut(pointer) {
-            *id = format!("{server}{TASK_SEPARATOR}{id}");
+            *id = mcp_supervisor::routes::task_public(server, id);
         }
     }
 }

@@ -622,3 +622,46 @@ async fn wrap_over_http_shows_exactly_what_server_everything_shows_over_stdio() 
     }
     drop(proxy);
 }
+
+#[tokio::test]
+async fn serve_routes_a_resource_by_the_list_it_passed_on_and_never_lists_by_the_way() {
+    let dir = temp_dir("transparency-routes");
+    let config = dir.join("servers.json");
+    let fault = fault_bin().display().to_string();
+    write_config(
+        &config,
+        json!({ "a": { "command": fault.clone() }, "b": { "command": fault } }),
+    );
+    let mut served = Raw::spawn(
+        &supervisor_bin(),
+        &["serve", "--config", config.to_str().unwrap_or_default()],
+        accept_everything,
+    );
+    served.handshake(json!({}), "routes").await;
+    let uri = "fault://status";
+    // Two servers, nothing listed yet: the proxy does not guess, and does not list by the way.
+    let unknown = served
+        .request("resources/read", json!({ "uri": uri }))
+        .await;
+    assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
+    assert!(
+        unknown.to_string().contains("list the resources"),
+        "{unknown}"
+    );
+    let listed = served.request("resources/list", json!({})).await;
+    assert!(listed.to_string().contains(uri), "{listed}");
+    let read = served
+        .request("resources/read", json!({ "uri": uri }))
+        .await;
+    assert!(read["result"]["contents"].is_array(), "{read}");
+    // Prompts route by their prefix, without a list.
+    let prompt = served
+        .request("prompts/get", json!({ "name": "b__no-such-prompt" }))
+        .await;
+    assert!(
+        prompt.get("error").is_some() && !prompt.to_string().contains("no server offers"),
+        "the server's own answer came back: {prompt}"
+    );
+    served.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

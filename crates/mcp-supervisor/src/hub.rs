@@ -19,6 +19,7 @@ use tokio_util::sync::CancellationToken;
 use crate::error::{CallError, Error};
 use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
 use crate::registry::{PublishedTool, Registry, Route};
+use crate::routes::Routes;
 use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle};
 use crate::upstream::ServerConnector;
 
@@ -144,6 +145,8 @@ struct Inner {
 /// A supervised set of MCP servers.
 pub struct Hub {
     registry: Arc<Registry>,
+    /// Which server owns a resource URI, a prompt, a task id.
+    routes: Routes,
     inner: Mutex<Inner>,
     events: broadcast::Sender<HubEvent>,
     notifications: broadcast::Sender<ServerEvent>,
@@ -208,6 +211,7 @@ impl Hub {
         }
         let hub = Self {
             registry,
+            routes: Routes::default(),
             inner: Mutex::new(Inner {
                 order: config.servers.clone(),
                 running: HashMap::new(),
@@ -286,6 +290,12 @@ impl Hub {
     /// The registry (read-only use: resolve names, watch changes).
     pub fn registry(&self) -> &Arc<Registry> {
         &self.registry
+    }
+
+    /// Which server owns a resource URI, a prompt name or a task id, as learned from the lists
+    /// the front passed on.
+    pub fn routes(&self) -> &Routes {
+        &self.routes
     }
 
     /// Events: state changes, tool-list changes, upstream notifications.
@@ -639,6 +649,9 @@ impl Hub {
             inner.order = config.servers.clone();
             (to_stop, to_start)
         };
+        for name in &summary.removed {
+            self.routes.forget(name);
+        }
         for running in to_stop {
             running.handle.stop().await;
             let _ = running.join.await;

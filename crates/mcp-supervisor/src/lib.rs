@@ -12,6 +12,7 @@ pub mod error;
 pub mod hub;
 pub mod link;
 pub mod registry;
+pub mod routes;
 pub mod supervisor;
 pub mod upstream;
 
