@@ -50,7 +50,6 @@ impl ServerConnector {
 impl Connector for ServerConnector {
     fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
         let name = self.server.name.as_str();
-        let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
         let (closed_tx, closed_rx) = watch::channel(false);
         let client_timeout = self.server.tool_call_timeout;
         match &self.server.transport {
@@ -71,14 +70,15 @@ impl Connector for ServerConnector {
                 let spawned = process::spawn(name, cmd).map_err(|e| {
                     format!("could not start `{command}`: {e}; check that the command exists and is executable")
                 })?;
-                let stdio = StdioWire::start(spawned.stdin, spawned.stdout, incoming_tx);
+                let stdio = StdioWire::new(spawned.stdin);
                 let peer = Peer::start(
                     stdio.clone(),
-                    incoming_rx,
+                    None,
                     self.fallback.clone(),
                     events,
                     client_timeout,
                 );
+                StdioWire::read_into(spawned.stdout, Arc::downgrade(&peer));
                 // A closed stdout ends the generation even if the process lingers.
                 {
                     let mut shut = peer.shut_signal();
@@ -112,11 +112,12 @@ impl Connector for ServerConnector {
                     .iter()
                     .map(|(k, v)| (k.clone(), v.expose().to_string()))
                     .collect();
+                let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
                 let wire: Arc<dyn Wire> =
                     Arc::new(http_wire::HttpWire::new(url, &headers, incoming_tx)?);
                 let peer = Peer::start(
                     wire.clone(),
-                    incoming_rx,
+                    Some(incoming_rx),
                     self.fallback.clone(),
                     events,
                     client_timeout,

@@ -60,9 +60,12 @@ pub(crate) struct Peer {
 
 impl Peer {
     /// Start the peer over `wire`, reading what the wire hands in from `incoming`.
+    /// Start the peer over `wire`. With `incoming`, a task reads what the wire hands in from
+    /// it; without, the wire hands each message to [`Peer::deliver`] itself (one hop less) and
+    /// calls [`Peer::end`] when its connection ends.
     pub(crate) fn start(
         wire: Arc<dyn Wire>,
-        incoming: mpsc::UnboundedReceiver<Incoming>,
+        incoming: Option<mpsc::UnboundedReceiver<Incoming>>,
         fallback: Arc<dyn Downstream>,
         events: LinkEvents,
         client_timeout: Duration,
@@ -80,8 +83,27 @@ impl Peer {
             client_timeout,
             shut: watch::channel(false).0,
         });
-        tokio::spawn(read(Arc::downgrade(&peer), incoming));
+        if let Some(incoming) = incoming {
+            tokio::spawn(read(Arc::downgrade(&peer), incoming));
+        }
         peer
+    }
+
+    /// One thing the wire saw.
+    pub(crate) fn deliver(self: &Arc<Self>, message: Incoming) {
+        match message {
+            Incoming::Message { text, related } => self.receive(text, related),
+            Incoming::Lost { id, failure } => {
+                if let Some(waiter) = self.take(id) {
+                    let _ = waiter.tx.send(Err(failure));
+                }
+            }
+        }
+    }
+
+    /// The wire's connection ended: no answer can come any more.
+    pub(crate) fn end(&self) {
+        self.shut();
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, State> {
@@ -434,14 +456,7 @@ impl Drop for Outstanding<'_> {
 async fn read(peer: std::sync::Weak<Peer>, mut incoming: mpsc::UnboundedReceiver<Incoming>) {
     while let Some(message) = incoming.recv().await {
         let Some(peer) = peer.upgrade() else { return };
-        match message {
-            Incoming::Message { text, related } => peer.receive(text, related),
-            Incoming::Lost { id, failure } => {
-                if let Some(waiter) = peer.take(id) {
-                    let _ = waiter.tx.send(Err(failure));
-                }
-            }
-        }
+        peer.deliver(message);
     }
     if let Some(peer) = peer.upgrade() {
         peer.shut();

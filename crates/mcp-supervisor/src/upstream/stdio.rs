@@ -5,7 +5,7 @@
 //! from the child goes to the peer as it came, every message to the child is written as one whole
 //! line. It never parses a message, and never writes a partial line.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
 use mcp_supervisor_core::classify::Failure;
@@ -13,7 +13,8 @@ use tokio::io::AsyncWriteExt;
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
-use super::wire::{Incoming, IncomingTx, Wire};
+use super::rpc::Peer;
+use super::wire::{Incoming, Wire};
 use crate::link::BoxFuture;
 
 /// The longest line accepted from a server; a longer one is dropped whole.
@@ -25,13 +26,17 @@ pub struct StdioWire {
 }
 
 impl StdioWire {
-    /// Start reading `stdout` into `incoming`; the reader ends (dropping its sender) when stdout
-    /// ends.
-    pub fn start(stdin: ChildStdin, stdout: ChildStdout, incoming: IncomingTx) -> Arc<Self> {
-        tokio::spawn(read(stdout, incoming));
+    /// The wire over the child's stdin; [`StdioWire::read_into`] reads its stdout.
+    pub fn new(stdin: ChildStdin) -> Arc<Self> {
         Arc::new(Self {
             stdin: tokio::sync::Mutex::new(Some(stdin)),
         })
+    }
+
+    /// Read `stdout` line by line straight into `peer` (no hop between), and end the peer when
+    /// stdout ends.
+    pub(crate) fn read_into(stdout: ChildStdout, peer: Weak<Peer>) {
+        tokio::spawn(read(stdout, peer));
     }
 
     /// Close stdin: how a stdio server is asked to exit.
@@ -69,7 +74,7 @@ fn one_line(text: String) -> String {
     }
 }
 
-async fn read(stdout: ChildStdout, incoming: IncomingTx) {
+async fn read(stdout: ChildStdout, peer: Weak<Peer>) {
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
     let mut lines = FramedRead::new(stdout, codec);
     while let Some(line) = lines.next().await {
@@ -82,24 +87,25 @@ async fn read(stdout: ChildStdout, incoming: IncomingTx) {
                     tracing::warn!("dropped a line from the server that is not UTF-8");
                     continue;
                 };
-                if incoming
-                    .send(Incoming::Message {
-                        text,
-                        related: None,
-                    })
-                    .is_err()
-                {
-                    return; // the peer is gone
-                }
+                let Some(peer) = peer.upgrade() else {
+                    return; // the generation is gone
+                };
+                peer.deliver(Incoming::Message {
+                    text,
+                    related: None,
+                });
             }
             Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
                 tracing::warn!("a line from the server exceeded {MAX_LINE} bytes and was dropped");
             }
             Err(AnyDelimiterCodecError::Io(error)) => {
                 tracing::debug!("reading the server's stdout failed: {error}");
-                return;
+                break;
             }
         }
+    }
+    if let Some(peer) = peer.upgrade() {
+        peer.end();
     }
 }
 

@@ -26,8 +26,9 @@ pub enum Incoming {
     Lost { id: u64, failure: Failure },
 }
 
-/// Where a wire sends what it receives. The wire's end being dropped (every sender gone) means
-/// no message can come any more: the generation's connection ended.
+/// Where a wire that runs apart from its peer (streamable HTTP) sends what it receives. The
+/// wire's end being dropped (every sender gone) means no message can come any more: the
+/// generation's connection ended. (The stdio wire hands each line to its peer directly.)
 pub type IncomingTx = mpsc::UnboundedSender<Incoming>;
 
 /// One generation's transport.
