@@ -665,3 +665,125 @@ async fn serve_routes_a_resource_by_the_list_it_passed_on_and_never_lists_by_the
     served.close().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn bad_messages_on_the_stdio_face_get_errors_that_name_what_is_wrong() {
+    let fault = fault_bin().display().to_string();
+    let mut client = Raw::spawn(
+        &supervisor_bin(),
+        &["wrap", "--", &fault],
+        accept_everything,
+    );
+    client.handshake(json!({}), "bad-input").await;
+    for (line, code, says) in [
+        ("this is not json", -32700, "Parse error"),
+        ("[1,2,3]", -32600, "batches are not accepted"),
+        (
+            r#"{"jsonrpc":"2.0","id":{"no":"objects"},"method":"ping"}"#,
+            -32600,
+            "`id`",
+        ),
+        (
+            r#"{"jsonrpc":"1.0","id":5,"method":"ping"}"#,
+            -32600,
+            "`jsonrpc`",
+        ),
+        (
+            r#"{"jsonrpc":"2.0","id":6,"method":"tools/call","params":[1]}"#,
+            -32600,
+            "`params`",
+        ),
+    ] {
+        client
+            .stdin
+            .write_all(format!("{line}\n").as_bytes())
+            .await
+            .expect("write");
+        let answer = client
+            .lines
+            .next_line()
+            .await
+            .expect("read")
+            .expect("an answer");
+        let answer: Value = serde_json::from_str(&answer).expect("JSON");
+        assert_eq!(answer["error"]["code"], code, "{line}: {answer}");
+        assert!(
+            answer["error"]["message"]
+                .as_str()
+                .is_some_and(|m| m.contains(says)),
+            "{line}: {answer}"
+        );
+    }
+    // The session goes on.
+    let echo = client
+        .request(
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "message": "still here" } }),
+        )
+        .await;
+    assert_eq!(echo["result"]["content"][0]["text"], "still here", "{echo}");
+    client.close().await;
+}
+
+#[tokio::test]
+async fn a_task_whose_server_was_replaced_gets_the_new_servers_own_answer() {
+    let port = support::free_port();
+    let admin = format!("127.0.0.1:{port}");
+    let server = everything().display().to_string();
+    let mut client = Raw::spawn(
+        &supervisor_bin(),
+        &[
+            "wrap",
+            "--initial-delay-ms",
+            "50",
+            "--admin",
+            &admin,
+            "--",
+            &server,
+            "stdio",
+        ],
+        accept_everything,
+    );
+    client.handshake(full_capabilities(), "tasks-crash").await;
+    client.wait_for_tool("simulate-research-query").await;
+    let created = client
+        .request(
+            "tools/call",
+            json!({ "name": "simulate-research-query", "arguments": { "topic": "x" }, "task": { "ttl": 60000 } }),
+        )
+        .await;
+    let task_id = created["result"]["task"]["taskId"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    assert!(!task_id.is_empty(), "{created}");
+    let status = |_: ()| async {
+        let body = reqwest::get(format!("http://{admin}/status"))
+            .await
+            .expect("GET /status")
+            .json::<Value>()
+            .await
+            .expect("JSON");
+        body["servers"][0]["pid"].as_u64()
+    };
+    let pid = status(()).await.expect("a pid");
+    support::kill9(u32::try_from(pid).expect("pid"));
+    // The next request waits for the respawn and goes to the new process, which does not know
+    // the task: its own error comes back (the task is not replayed).
+    let got = client
+        .request("tasks/get", json!({ "taskId": task_id }))
+        .await;
+    let error = &got["error"];
+    assert!(error.is_object(), "the server's own error: {got}");
+    // server-everything: -32602 "Failed to retrieve task: Task not found".
+    assert_eq!(error["code"], -32602, "{got}");
+    assert!(
+        error["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("Task not found")),
+        "{got}"
+    );
+    let new_pid = status(()).await.expect("a new pid");
+    assert_ne!(new_pid, pid, "a new process answered");
+    client.close().await;
+}
