@@ -224,8 +224,9 @@ async fn transcript(client: &mut Raw) -> Vec<(String, Value)> {
     let mut out = Vec::new();
     let init = client.handshake(full_capabilities(), "transcript").await;
     out.push(("initialize".to_string(), init["result"].clone()));
-    // server-everything registers some tools after `initialized`, by the client's capabilities.
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // server-everything registers some tools after `initialized`, by the client's capabilities:
+    // wait until the last of them is listed, so both transcripts see the same moment.
+    client.wait_for_tool("simulate-research-query").await;
     for method in [
         "tools/list",
         "prompts/list",
@@ -598,7 +599,14 @@ async fn wrap_over_http_shows_exactly_what_server_everything_shows_over_stdio() 
         .await;
     assert_eq!(status, reqwest::StatusCode::ACCEPTED);
     let mut seen = vec![("initialize".to_string(), init["result"].clone())];
-    tokio::time::sleep(Duration::from_millis(800)).await;
+    // As the stdio transcript: until server-everything's late tools are listed (bounded).
+    for _ in 0..100 {
+        let list = client.request("tools/list", json!({})).await;
+        if list.to_string().contains("\"simulate-research-query\"") {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
     for method in [
         "tools/list",
         "prompts/list",

@@ -313,9 +313,14 @@ async def scenario_callbacks(args: argparse.Namespace) -> dict[str, Any]:
                 break
             await anyio.sleep(0.1)
         out["tools"] = names
-        # server-everything asks a client with roots for them once it is initialized.
-        await anyio.sleep(0.5)
+        # server-everything asks a client with roots for them once it is initialized (through
+        # serve: when told the roots changed); a 2025-era client waits (bounded) for its roots.
         out["roots"] = await timed_call(client, args.prefix + "get-roots-list", {})
+        for _ in range(40):
+            if args.mode != "legacy" or args.no_capabilities or f"file:///{tag}" in out["roots"].get("text", ""):
+                break
+            await anyio.sleep(0.25)
+            out["roots"] = await timed_call(client, args.prefix + "get-roots-list", {})
         out["sampling"] = await timed_call(
             client, args.prefix + "trigger-sampling-request", {"prompt": "hello", "maxTokens": 5}
         )
