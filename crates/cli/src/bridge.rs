@@ -41,10 +41,6 @@ pub struct Bridge {
     naming: NamingConfig,
     /// Downstream clients that get notifications.
     peers: Mutex<Vec<Peer<RoleServer>>>,
-    /// Which server listed each resource URI.
-    resource_owner: Mutex<HashMap<String, String>>,
-    /// Which server listed each resource template (by its text before the first `{`).
-    template_owner: Mutex<Vec<(String, String)>>,
     metrics: Arc<crate::metrics::Metrics>,
     /// Tool calls waiting for their client's input (a server asked it something).
     rounds: crate::rounds::Rounds,
@@ -62,8 +58,6 @@ impl Bridge {
             mode,
             naming,
             peers: Mutex::new(Vec::new()),
-            resource_owner: Mutex::new(HashMap::new()),
-            template_owner: Mutex::new(Vec::new()),
             metrics,
             rounds: crate::rounds::Rounds::default(),
         });
@@ -121,28 +115,11 @@ impl Bridge {
 
     /// Every page of one kind of list from one server.
     async fn list_all(&self, server: &str, method: &str, field: &str) -> Vec<Value> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..1000 {
-            let params = match &cursor {
-                Some(c) => json!({ "cursor": c }),
-                None => json!({}),
-            };
-            let Some(result) = self.send(server, method, params).await.ok() else {
-                break;
-            };
-            if let Some(Value::Array(page)) = result.get(field) {
-                items.extend(page.iter().cloned());
-            }
-            cursor = result
-                .get("nextCursor")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            if cursor.is_none() {
-                break;
-            }
-        }
-        items
+        let args = CallArgs {
+            timeout: Some(REQUEST_TIMEOUT),
+            ..CallArgs::default()
+        };
+        self.hub.list_all(server, method, field, &args).await
     }
 
     /// Send one request, built from its method and params, to one server.
@@ -171,29 +148,9 @@ impl Bridge {
         }
     }
 
-    /// Which server should answer for a resource URI.
+    /// Which server should answer for a resource URI (the hub's routes).
     fn owner_of(&self, uri: &str) -> Option<String> {
-        if let Some(server) = self
-            .resource_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .get(uri)
-        {
-            return Some(server.clone());
-        }
-        let templates = self
-            .template_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner());
-        templates
-            .iter()
-            .filter(|(prefix, _)| uri.starts_with(prefix.as_str()))
-            .max_by_key(|(prefix, _)| prefix.len())
-            .map(|(_, server)| server.clone())
-            .or_else(|| {
-                let servers = self.hub.servers();
-                (servers.len() == 1).then(|| servers[0].clone())
-            })
+        self.hub.routes().resource_owner(uri, &self.hub.servers())
     }
 
     /// Find the server and upstream name of a public prompt name.
@@ -521,11 +478,7 @@ impl ServerHandler for ProxyHandler {
                 resources.push(serde_json::from_value::<Resource>(resource).map_err(as_mcp)?);
             }
         }
-        self.proxy
-            .resource_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .extend(owners);
+        self.proxy.hub.routes().learn_resources(owners);
         Ok(ListResourcesResult::with_all_items(resources))
     }
 
@@ -543,18 +496,13 @@ impl ServerHandler for ProxyHandler {
                 .await
             {
                 if let Some(uri) = template.get("uriTemplate").and_then(Value::as_str) {
-                    let prefix = uri.split('{').next().unwrap_or(uri).to_string();
-                    owners.push((prefix, server.clone()));
+                    owners.push((uri.to_string(), server.clone()));
                 }
                 templates
                     .push(serde_json::from_value::<ResourceTemplate>(template).map_err(as_mcp)?);
             }
         }
-        *self
-            .proxy
-            .template_owner
-            .lock()
-            .unwrap_or_else(|p| p.into_inner()) = owners;
+        self.proxy.hub.routes().learn_templates(owners);
         Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
@@ -739,10 +687,9 @@ impl ProxyHandler {
             {
                 if resource.get("uri").and_then(Value::as_str) == Some(uri) {
                     self.proxy
-                        .resource_owner
-                        .lock()
-                        .unwrap_or_else(|p| p.into_inner())
-                        .insert(uri.to_string(), server.clone());
+                        .hub
+                        .routes()
+                        .learn_resources([(uri.to_string(), server.clone())]);
                     return Ok(server);
                 }
             }

@@ -19,7 +19,7 @@ use std::time::Duration;
 
 use mcp_supervisor::core::naming::{NamingMode, prefixed_name};
 use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
-use mcp_supervisor::upstream::response_text;
+use mcp_supervisor::upstream::{Envelope, notification_text, request_text, response_text};
 use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -60,7 +60,7 @@ pub enum Kind {
 
 /// Read a message's envelope.
 pub fn kind(text: &str) -> Kind {
-    match Envelope::read(text) {
+    match read_envelope(text) {
         Ok(envelope) => match (envelope.method, envelope.id) {
             (Some(method), Some(_)) => Kind::Request {
                 method: method.into_owned(),
@@ -81,85 +81,42 @@ pub fn kind(text: &str) -> Kind {
     }
 }
 
-/// A JSON-RPC message's envelope, borrowed from its text.
-#[derive(Deserialize)]
-struct Envelope<'a> {
-    #[serde(borrow, default)]
-    jsonrpc: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
-    #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
-    #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
-}
-
-impl<'a> Envelope<'a> {
-    /// The envelope, or the error answer (as text) for a message that is not one.
-    fn read(text: &'a str) -> Result<Self, String> {
-        // One pass on the way that matters; what went wrong is worked out only when it did.
-        let parsed = if text.trim_start().starts_with('{') {
-            serde_json::from_str::<Self>(text).map_err(Some)
-        } else {
-            Err(None)
-        };
-        let mut envelope = match parsed {
-            Ok(envelope) => envelope,
-            Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() => {
-                return Err(error_text(
-                    None,
-                    -32700,
-                    "Parse error: the message is not JSON",
-                ));
-            }
-            Err(None) => {
-                return Err(error_text(
-                    None,
-                    -32600,
-                    "Invalid Request: a JSON-RPC message is a JSON object (batches are not accepted)",
-                ));
-            }
-            Err(Some(e)) => {
-                return Err(error_text(None, -32600, &format!("Invalid Request: {e}")));
-            }
-        };
-        if envelope.jsonrpc.as_deref() != Some("2.0") {
+/// A message's envelope as the face accepts it, or the error answer (as text) that says what is
+/// wrong with it: the library's [`Envelope`], then what a client's message must be besides.
+fn read_envelope(text: &str) -> Result<Envelope<'_>, String> {
+    let invalid = |why: &str| error_text(None, -32600, &format!("Invalid Request: {why}"));
+    let mut envelope = match Envelope::read(text) {
+        Ok(envelope) => envelope,
+        // What went wrong is worked out only when it did.
+        Err(_) if serde_json::from_str::<serde::de::IgnoredAny>(text).is_err() => {
             return Err(error_text(
                 None,
-                -32600,
-                "Invalid Request: `jsonrpc` must be \"2.0\"",
+                -32700,
+                "Parse error: the message is not JSON",
             ));
         }
-        if envelope.id.is_some_and(|id| id.get() == "null") {
-            envelope.id = None;
-        }
-        if let Some(id) = envelope.id
-            && !is_valid_id(id)
-        {
-            return Err(error_text(
-                None,
-                -32600,
-                "Invalid Request: an `id` is a string or an integer",
+        Err(_) if !text.trim_start().starts_with('{') => {
+            return Err(invalid(
+                "a JSON-RPC message is a JSON object (batches are not accepted)",
             ));
         }
-        if envelope.params.is_some_and(|p| p.get() == "null") {
-            envelope.params = None;
-        }
-        if let Some(params) = envelope.params
-            && !params_are_valid(params)
-        {
-            return Err(error_text(
-                None,
-                -32600,
-                "Invalid Request: `params` is an object, and its `_meta`, when present, an object",
-            ));
-        }
-        Ok(envelope)
+        Err(e) => return Err(invalid(&e.to_string())),
+    };
+    if envelope.jsonrpc.as_deref() != Some("2.0") {
+        return Err(invalid("`jsonrpc` must be \"2.0\""));
     }
+    if envelope.id.is_some_and(|id| !is_valid_id(id)) {
+        return Err(invalid("an `id` is a string or an integer"));
+    }
+    if envelope.params.is_some_and(|p| p.get() == "null") {
+        envelope.params = None;
+    }
+    if envelope.params.is_some_and(|p| !params_are_valid(p)) {
+        return Err(invalid(
+            "`params` is an object, and its `_meta`, when present, an object",
+        ));
+    }
+    Ok(envelope)
 }
 
 /// Whether `params` has the shape every MCP message's has: an object, whose `_meta` (which the
@@ -238,11 +195,14 @@ impl Proxy {
     /// Then it waits (bounded) for the server's first attempt, so that the bridge can show
     /// the server's own identity.
     pub async fn ensure_handshake_for(&self, first: &str) {
-        match inline_identity(first) {
-            Some(params) => {
-                self.hub.set_handshake(params);
+        // The HTTP face calls this for every such request: read the text only the first time.
+        if !self.hub.has_handshake() {
+            match inline_identity(first) {
+                Some(params) => {
+                    self.hub.set_handshake(params);
+                }
+                None => self.ensure_handshake(),
             }
-            None => self.ensure_handshake(),
         }
         if self.mode == Mode::Transparent {
             self.hub.wait_started(HANDSHAKE_WAIT).await;
@@ -297,7 +257,7 @@ impl Proxy {
         text: &str,
         related: Option<mpsc::UnboundedSender<String>>,
     ) -> Option<String> {
-        let envelope = match Envelope::read(text) {
+        let envelope = match read_envelope(text) {
             Ok(envelope) => envelope,
             Err(answer) => return Some(answer),
         };
@@ -626,48 +586,6 @@ impl Proxy {
         }
     }
 
-    /// Every page of one list from one server: its items, as JSON values.
-    async fn list_all(
-        &self,
-        server: &str,
-        method: &str,
-        field: &str,
-        args: &CallArgs,
-    ) -> Vec<Value> {
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..1000 {
-            let params = match &cursor {
-                Some(c) => json!({ "cursor": c }),
-                None => json!({}),
-            };
-            let Ok(params) = serde_json::value::to_raw_value(&params) else {
-                break;
-            };
-            let Ok(result) = self
-                .hub
-                .send(server, method, Some(&params), args.clone())
-                .await
-            else {
-                break;
-            };
-            let Ok(mut page) = serde_json::from_str::<Value>(result.get()) else {
-                break;
-            };
-            if let Some(Value::Array(list)) = page.get_mut(field).map(Value::take) {
-                items.extend(list);
-            }
-            cursor = page
-                .get("nextCursor")
-                .and_then(Value::as_str)
-                .map(str::to_string);
-            if cursor.is_none() {
-                break;
-            }
-        }
-        items
-    }
-
     /// The public name of a prompt of `server` in `serve`.
     fn prompt_name(&self, server: &str, prompt: &str) -> String {
         let naming = self.hub.registry().naming();
@@ -682,6 +600,7 @@ impl Proxy {
         let mut owners = HashMap::new();
         for server in self.hub.servers() {
             for mut prompt in self
+                .hub
                 .list_all(&server, "prompts/list", "prompts", &args)
                 .await
             {
@@ -767,7 +686,7 @@ impl Proxy {
         let mut items = Vec::new();
         let mut owners = Vec::new();
         for server in self.hub.servers() {
-            for item in self.list_all(&server, method, field, &args).await {
+            for item in self.hub.list_all(&server, method, field, &args).await {
                 if let Some(uri) = item.get(key).and_then(Value::as_str) {
                     owners.push((uri.to_string(), server.clone()));
                 }
@@ -1221,22 +1140,9 @@ fn member_str(object: &RawValue, name: &str) -> Option<String> {
 }
 
 fn read_error(error: &RawValue) -> RpcError {
-    #[derive(Deserialize)]
-    struct Object {
-        code: i64,
-        #[serde(default)]
-        message: String,
-        #[serde(default)]
-        data: Option<Box<RawValue>>,
-    }
-    match serde_json::from_str::<Object>(error.get()) {
-        Ok(o) => RpcError {
-            code: o.code,
-            message: o.message,
-            data: o.data,
-        },
-        Err(_) => RpcError::new(-32603, "the client's error answer is not a JSON-RPC error"),
-    }
+    RpcError::from_json(error).unwrap_or_else(|| {
+        RpcError::new(-32603, "the client's error answer is not a JSON-RPC error")
+    })
 }
 
 /// Whether a tool result says `isError: true`.
@@ -1302,28 +1208,6 @@ fn prefix_task_id(server: &str, value: &mut Value) {
         if let Some(Value::String(id)) = value.pointer_mut(pointer) {
             *id = mcp_supervisor::routes::task_public(server, id);
         }
-    }
-}
-
-fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
-    let method = serde_json::to_string(method).unwrap_or_default();
-    match params {
-        Some(params) => format!(
-            r#"{{"jsonrpc":"2.0","id":{id},"method":{method},"params":{}}}"#,
-            params.get()
-        ),
-        None => format!(r#"{{"jsonrpc":"2.0","id":{id},"method":{method}}}"#),
-    }
-}
-
-pub fn notification_text(method: &str, params: Option<&RawValue>) -> String {
-    let method = serde_json::to_string(method).unwrap_or_default();
-    match params {
-        Some(params) => format!(
-            r#"{{"jsonrpc":"2.0","method":{method},"params":{}}}"#,
-            params.get()
-        ),
-        None => format!(r#"{{"jsonrpc":"2.0","method":{method}}}"#),
     }
 }
 

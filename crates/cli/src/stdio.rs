@@ -170,9 +170,9 @@ async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
     let mut batch = String::new();
     while let Some(message) = messages.recv().await {
         batch.clear();
-        push_line(&mut batch, &message);
+        push_line(&mut batch, message);
         while let Ok(message) = messages.try_recv() {
-            push_line(&mut batch, &message);
+            push_line(&mut batch, message);
         }
         if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
             break;
@@ -181,11 +181,7 @@ async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
     output
 }
 
-fn push_line(batch: &mut String, message: &str) {
-    if message.contains(['\n', '\r']) {
-        batch.push_str(&message.replace(['\n', '\r'], " "));
-    } else {
-        batch.push_str(message);
-    }
+fn push_line(batch: &mut String, message: String) {
+    batch.push_str(&mcp_supervisor::upstream::stdio::one_line(message));
     batch.push('\n');
 }

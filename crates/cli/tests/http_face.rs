@@ -409,6 +409,17 @@ async fn one_fault_session(tag: &str) -> (PathBuf, PathBuf, Running, Session) {
 }
 
 /// Wait (bounded) until the ledger holds a `hang cancelled` line.
+/// The server saw the call cancelled (`what` says how it learned), the proxy counted it, and
+/// nothing is in flight any more.
+async fn cancelled_upstream(ledger: &Path, proxy: &Running, what: &str) {
+    assert!(
+        ledger_shows_cancel(ledger, Duration::from_secs(5)).await,
+        "{what}"
+    );
+    cancelled_reaches(proxy, 1.0).await;
+    in_flight_is(proxy, 0.0).await;
+}
+
 async fn ledger_shows_cancel(ledger: &Path, limit: Duration) -> bool {
     let deadline = Instant::now() + limit;
     while Instant::now() < deadline {
@@ -739,12 +750,7 @@ async fn notifications_cancelled_ends_a_call_and_reaches_the_server() {
             .to_string()
     };
     assert!(text.contains("cancel"), "the answer says why: {response}");
-    assert!(
-        ledger_shows_cancel(&ledger, Duration::from_secs(5)).await,
-        "the server saw the cancellation"
-    );
-    cancelled_reaches(&proxy, 1.0).await;
-    in_flight_is(&proxy, 0.0).await;
+    cancelled_upstream(&ledger, &proxy, "the server saw the cancellation").await;
     session.echoes(json!(42), "after").await;
     drop(proxy);
     cleanup(dir);
@@ -766,12 +772,7 @@ async fn a_client_that_goes_away_cancels_its_call_upstream() {
     assert!(outcome.is_err(), "hang does not answer: {outcome:?}");
     drop(leaving);
 
-    assert!(
-        ledger_shows_cancel(&ledger, Duration::from_secs(5)).await,
-        "the server was told the call is cancelled"
-    );
-    cancelled_reaches(&proxy, 1.0).await;
-    in_flight_is(&proxy, 0.0).await;
+    cancelled_upstream(&ledger, &proxy, "the server was told the call is cancelled").await;
     session.echoes(json!(52), "still here").await;
     drop(proxy);
     cleanup(dir);

@@ -9,7 +9,7 @@
 mod interop_support;
 mod support;
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -22,28 +22,6 @@ const DRIVER_LIMIT: Duration = Duration::from_secs(60);
 
 fn sup() -> String {
     path_str(&supervisor_bin())
-}
-
-fn everything_config(dir: &Path) -> PathBuf {
-    let path = dir.join("everything.json");
-    let argv = everything_stdio();
-    write_config(
-        &path,
-        json!({ "everything": { "command": argv[0], "args": argv[1..] } }),
-    );
-    path
-}
-
-fn start_http_proxy(dir: &Path, what: &str, args: &[String]) -> (Proc, u16) {
-    let port = free_port();
-    let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let mut cmd = Command::new(supervisor_bin());
-    cmd.args(&args[..split])
-        .args(["--http", &format!("127.0.0.1:{port}")])
-        .args(&args[split..]);
-    let mut proxy = Proc::spawn(what, cmd, dir);
-    proxy.wait_listening(port, Duration::from_secs(45));
-    (proxy, port)
 }
 
 /// Each of the three requests reached this client's callback, and its own answer (`tag`)

@@ -23,8 +23,6 @@ use support::{fault_bin, free_port, supervisor_bin, temp_dir, write_config};
 const MODES: [&str; 2] = ["legacy", "auto"];
 /// One driver run, start to end (Python's imports alone take a second or two).
 const DRIVER_LIMIT: Duration = Duration::from_secs(60);
-/// `wrap` binds its HTTP face only after the server's first attempt.
-const LISTEN_LIMIT: Duration = Duration::from_secs(45);
 /// The newest protocol era, what `auto` must negotiate with the proxy.
 const MODERN: &str = "2026-07-28";
 
@@ -43,31 +41,6 @@ fn fault_config(dir: &Path) -> PathBuf {
         }}),
     );
     path
-}
-
-/// A config with server-everything (stdio) under the name `everything`.
-fn everything_config(dir: &Path) -> PathBuf {
-    let path = dir.join("everything.json");
-    let argv = everything_stdio();
-    write_config(
-        &path,
-        json!({ "everything": { "command": argv[0], "args": argv[1..] } }),
-    );
-    path
-}
-
-/// `mcp-supervisor ARGS --http 127.0.0.1:PORT`, listening.
-fn start_http_proxy(dir: &Path, what: &str, args: &[String]) -> (Proc, u16) {
-    let port = free_port();
-    // `wrap` takes the server's command after `--`: the face flag goes before it.
-    let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
-    let mut cmd = Command::new(supervisor_bin());
-    cmd.args(&args[..split])
-        .args(["--http", &format!("127.0.0.1:{port}")])
-        .args(&args[split..]);
-    let mut proxy = Proc::spawn(what, cmd, dir);
-    proxy.wait_listening(port, LISTEN_LIMIT);
-    (proxy, port)
 }
 
 fn strings(items: &[&str]) -> Vec<String> {

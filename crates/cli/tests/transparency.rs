@@ -188,20 +188,39 @@ impl Raw {
     }
 }
 
-/// `serve` over stdio in front of server-everything, and the folder of its config.
-fn serve_everything(tag: &str) -> (Raw, std::path::PathBuf) {
+/// `serve` over stdio in front of server-everything, its client introduced as `client` with
+/// `capabilities` and waiting until `tool` is listed; and the folder of its config.
+async fn serve_everything(
+    tag: &str,
+    client: &str,
+    capabilities: Value,
+    tool: &str,
+) -> (Raw, std::path::PathBuf) {
     let dir = temp_dir(tag);
     let config = dir.join("servers.json");
     write_config(
         &config,
         json!({ "everything": { "command": everything().display().to_string(), "args": ["stdio"] } }),
     );
-    let served = Raw::spawn(
+    let mut served = Raw::spawn(
         &supervisor_bin(),
         &["serve", "--config", config.to_str().unwrap_or_default()],
         accept_everything,
     );
+    served.handshake(capabilities, client).await;
+    served.wait_for_tool(tool).await;
     (served, dir)
+}
+
+/// `wrap` over stdio in front of server-everything, its client introduced as `client` with
+/// every capability and waiting until `tool` is listed.
+async fn wrap_everything(client: &str, tool: &str) -> Raw {
+    let args = wrapped_everything();
+    let args: Vec<&str> = args.iter().map(String::as_str).collect();
+    let mut wrapped = Raw::spawn(&supervisor_bin(), &args, accept_everything);
+    wrapped.handshake(full_capabilities(), client).await;
+    wrapped.wait_for_tool(tool).await;
+    wrapped
 }
 
 fn everything() -> std::path::PathBuf {
@@ -325,19 +344,17 @@ async fn servers_requests_reach_the_client(client: &mut Raw, prefix: &str) {
 
 #[tokio::test]
 async fn roots_sampling_and_elicitation_pass_through_wrap_and_serve() {
-    let args = wrapped_everything();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut wrapped = Raw::spawn(&supervisor_bin(), &args, accept_everything);
-    wrapped.handshake(full_capabilities(), "wrapped").await;
-    wrapped.wait_for_tool("trigger-elicitation-request").await;
+    let mut wrapped = wrap_everything("wrapped", "trigger-elicitation-request").await;
     servers_requests_reach_the_client(&mut wrapped, "").await;
     wrapped.close().await;
 
-    let (mut served, dir) = serve_everything("transparency-serve");
-    served.handshake(full_capabilities(), "served").await;
-    served
-        .wait_for_tool("everything__trigger-elicitation-request")
-        .await;
+    let (mut served, dir) = serve_everything(
+        "transparency-serve",
+        "served",
+        full_capabilities(),
+        "everything__trigger-elicitation-request",
+    )
+    .await;
     // The roots: serve tells the server they changed when a client with roots arrives.
     tokio::time::sleep(Duration::from_millis(500)).await;
     servers_requests_reach_the_client(&mut served, "everything__").await;
@@ -349,11 +366,13 @@ async fn roots_sampling_and_elicitation_pass_through_wrap_and_serve() {
 async fn a_client_without_the_capability_gets_the_server_a_clean_error() {
     // serve declares elicitation upstream; this client does not: the server must get an error
     // at once, and the call must end (not hang).
-    let (mut served, dir) = serve_everything("transparency-nocap");
-    served.handshake(json!({}), "bare").await;
-    served
-        .wait_for_tool("everything__trigger-elicitation-request")
-        .await;
+    let (mut served, dir) = serve_everything(
+        "transparency-nocap",
+        "bare",
+        json!({}),
+        "everything__trigger-elicitation-request",
+    )
+    .await;
     let answer = served
         .request(
             "tools/call",
@@ -432,19 +451,17 @@ async fn tasks_work(client: &mut Raw, name: &str) {
 
 #[tokio::test]
 async fn tasks_work_through_wrap_and_serve() {
-    let args = wrapped_everything();
-    let args: Vec<&str> = args.iter().map(String::as_str).collect();
-    let mut wrapped = Raw::spawn(&supervisor_bin(), &args, accept_everything);
-    wrapped.handshake(full_capabilities(), "tasks").await;
-    wrapped.wait_for_tool("simulate-research-query").await;
+    let mut wrapped = wrap_everything("tasks", "simulate-research-query").await;
     tasks_work(&mut wrapped, "simulate-research-query").await;
     wrapped.close().await;
 
-    let (mut served, dir) = serve_everything("transparency-tasks");
-    served.handshake(full_capabilities(), "tasks").await;
-    served
-        .wait_for_tool("everything__simulate-research-query")
-        .await;
+    let (mut served, dir) = serve_everything(
+        "transparency-tasks",
+        "tasks",
+        full_capabilities(),
+        "everything__simulate-research-query",
+    )
+    .await;
     tasks_work(&mut served, "everything__simulate-research-query").await;
     served.close().await;
     let _ = std::fs::remove_dir_all(dir);

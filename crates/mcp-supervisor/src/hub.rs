@@ -478,6 +478,47 @@ impl Hub {
         handle.send(&request, method, params).await
     }
 
+    /// Every page of one list (`prompts/list`, `resources/list`, …) from one server: the items
+    /// under `field`, as JSON values. A page that fails ends the list there (bounded: 1000 pages).
+    pub async fn list_all(
+        &self,
+        server: &str,
+        method: &str,
+        field: &str,
+        args: &CallArgs,
+    ) -> Vec<serde_json::Value> {
+        let mut items = Vec::new();
+        let mut cursor: Option<String> = None;
+        for _ in 0..1000 {
+            let params = match &cursor {
+                Some(c) => serde_json::json!({ "cursor": c }),
+                None => serde_json::json!({}),
+            };
+            let Ok(params) = serde_json::value::to_raw_value(&params) else {
+                break;
+            };
+            let Ok(result) = self.send(server, method, Some(&params), args.clone()).await else {
+                break;
+            };
+            let Ok(mut page) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+                break;
+            };
+            if let Some(serde_json::Value::Array(list)) =
+                page.get_mut(field).map(serde_json::Value::take)
+            {
+                items.extend(list);
+            }
+            cursor = page
+                .get("nextCursor")
+                .and_then(serde_json::Value::as_str)
+                .map(str::to_string);
+            if cursor.is_none() {
+                break;
+            }
+        }
+        items
+    }
+
     /// Send a notification to one server's current generation (`notifications/roots/list_changed`
     /// and the like); dropped when the server is not ready.
     pub fn notify(&self, server: &str, method: &str, params: Option<&RawValue>) {

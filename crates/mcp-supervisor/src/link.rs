@@ -75,6 +75,25 @@ impl RpcError {
         }
     }
 
+    /// A JSON-RPC error object as it came (`data` kept as text); `None` when it is not one.
+    pub fn from_json(error: &RawValue) -> Option<Self> {
+        #[derive(Deserialize)]
+        struct Object {
+            code: i64,
+            #[serde(default)]
+            message: String,
+            #[serde(default)]
+            data: Option<Box<RawValue>>,
+        }
+        serde_json::from_str::<Object>(error.get())
+            .ok()
+            .map(|o| Self {
+                code: o.code,
+                message: o.message,
+                data: o.data,
+            })
+    }
+
     /// The error object as JSON text.
     pub fn to_json(&self) -> String {
         #[derive(serde::Serialize)]

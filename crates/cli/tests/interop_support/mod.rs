@@ -19,6 +19,34 @@ use std::time::{Duration, Instant};
 
 use serde_json::Value;
 
+/// How long a proxy may take to listen.
+pub const LISTEN_LIMIT: Duration = Duration::from_secs(45);
+
+/// A config with server-everything over stdio under the name `everything`.
+pub fn everything_config(dir: &Path) -> PathBuf {
+    let path = dir.join("everything.json");
+    let argv = everything_stdio();
+    let config = serde_json::json!({
+        "mcpServers": { "everything": { "command": argv[0], "args": argv[1..] } }
+    });
+    std::fs::write(&path, config.to_string()).expect("write config");
+    path
+}
+
+/// `mcp-supervisor ARGS --http 127.0.0.1:PORT` on a free port, listening.
+pub fn start_http_proxy(dir: &Path, what: &str, args: &[String]) -> (Proc, u16) {
+    let port = mcp_supervisor_testkit::free_port();
+    // `wrap` takes the server's command after `--`: the face flag goes before it.
+    let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-supervisor"));
+    cmd.args(&args[..split])
+        .args(["--http", &format!("127.0.0.1:{port}")])
+        .args(&args[split..]);
+    let mut proxy = Proc::spawn(what, cmd, dir);
+    proxy.wait_listening(port, LISTEN_LIMIT);
+    (proxy, port)
+}
+
 /// The test venv's Python, able to import the pinned SDK.
 pub fn python() -> PathBuf {
     mcp_supervisor_testkit::python("from mcp import Client, StdioServerParameters")

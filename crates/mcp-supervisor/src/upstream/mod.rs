@@ -29,7 +29,7 @@ use rpc::Peer;
 use stdio::StdioWire;
 use wire::Wire;
 
-pub use rpc::{notification_text, request_text, response_text};
+pub use rpc::{Envelope, notification_text, request_text, response_text};
 
 /// How long the handshake may take at most when the caller sets no tighter bound.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);

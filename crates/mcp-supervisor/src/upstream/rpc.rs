@@ -223,26 +223,26 @@ impl Peer {
 
     /// One message from the server.
     fn receive(self: &Arc<Self>, text: String, related: Option<u64>) {
-        let Ok(peek) = peek(&text) else {
+        let Ok(envelope) = Envelope::read(&text) else {
             tracing::warn!(
                 "dropped a message from the server that is not a JSON-RPC message: {}",
                 clip(&text)
             );
             return;
         };
-        match (peek.method, peek.id) {
+        match (envelope.method, envelope.id) {
             (Some(method), Some(id)) => {
                 let method = method.to_string();
                 let id = id.to_owned();
-                let params = peek.params.map(ToOwned::to_owned);
+                let params = envelope.params.map(ToOwned::to_owned);
                 self.serve_request(method, id, params, related);
             }
             (Some(method), None) => {
-                let params = peek.params.map(ToOwned::to_owned);
+                let params = envelope.params.map(ToOwned::to_owned);
                 self.notification(&method, params);
             }
             (None, Some(id)) => {
-                let answer = match (peek.result, peek.error) {
+                let answer = match (envelope.result, envelope.error) {
                     (Some(result), None) => Ok(result.to_owned()),
                     (None, Some(error)) => Err(server_error(error)),
                     _ => Err(Failure::UnexpectedResponse),
@@ -261,7 +261,7 @@ impl Peer {
             (None, None) => {
                 // An id-less error (some servers answer a request they cannot parse so): it can
                 // only be about the request on whose stream it came.
-                if let (Some(error), Some(request)) = (peek.error, related)
+                if let (Some(error), Some(request)) = (envelope.error, related)
                     && let Some(waiter) = self.take(request)
                 {
                     let _ = waiter.tx.send(Err(server_error(error)));
@@ -463,59 +463,50 @@ async fn read(peer: std::sync::Weak<Peer>, mut incoming: mpsc::UnboundedReceiver
     }
 }
 
-/// What the peer reads of every message.
+/// A JSON-RPC message's envelope, borrowed from its text: what the peer, and the proxy's face,
+/// read of every message. Everything else stays text.
 #[derive(Deserialize)]
-struct Peek<'a> {
+pub struct Envelope<'a> {
     #[serde(borrow, default)]
-    id: Option<&'a RawValue>,
+    pub jsonrpc: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
-    method: Option<std::borrow::Cow<'a, str>>,
+    pub id: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    params: Option<&'a RawValue>,
+    pub method: Option<std::borrow::Cow<'a, str>>,
     #[serde(borrow, default)]
-    result: Option<&'a RawValue>,
+    pub params: Option<&'a RawValue>,
     #[serde(borrow, default)]
-    error: Option<&'a RawValue>,
+    pub result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    pub error: Option<&'a RawValue>,
 }
 
-impl Peek<'_> {
-    // `"id": null` counts as no id.
-    fn normalize(mut self) -> Self {
-        if self.id.is_some_and(|id| id.get() == "null") {
-            self.id = None;
+impl<'a> Envelope<'a> {
+    /// Read a message's envelope in one pass. Only an object is a message (serde would read an
+    /// array into the struct by position); `"id": null` counts as no id.
+    pub fn read(text: &'a str) -> Result<Self, serde_json::Error> {
+        if !text.trim_start().starts_with('{') {
+            return Err(serde::de::Error::custom(
+                "a JSON-RPC message is a JSON object",
+            ));
         }
-        self
+        let mut envelope: Self = serde_json::from_str(text)?;
+        if envelope.id.is_some_and(|id| id.get() == "null") {
+            envelope.id = None;
+        }
+        Ok(envelope)
     }
-}
-
-/// Deserialize a message's envelope; `"id": null` is no id.
-/// Only an object is a message (serde would read an array into the struct by position).
-fn peek(text: &str) -> Result<Peek<'_>, serde_json::Error> {
-    if !text.trim_start().starts_with('{') {
-        return Err(serde::de::Error::custom(
-            "a JSON-RPC message is a JSON object",
-        ));
-    }
-    serde_json::from_str::<Peek<'_>>(text).map(Peek::normalize)
 }
 
 /// A JSON-RPC error object as the normalized failure.
 fn server_error(error: &RawValue) -> Failure {
-    #[derive(Deserialize)]
-    struct Object<'a> {
-        code: i64,
-        #[serde(default)]
-        message: String,
-        #[serde(borrow, default)]
-        data: Option<&'a RawValue>,
-    }
-    match serde_json::from_str::<Object<'_>>(error.get()) {
-        Ok(object) => Failure::ServerError {
-            code: i32::try_from(object.code).unwrap_or(i32::MIN),
-            message: object.message,
-            data: object.data.map(|d| d.get().to_string()),
+    match RpcError::from_json(error) {
+        Some(error) => Failure::ServerError {
+            code: i32::try_from(error.code).unwrap_or(i32::MIN),
+            message: error.message,
+            data: error.data.map(|d| d.get().to_string()),
         },
-        Err(_) => Failure::UnexpectedResponse,
+        None => Failure::UnexpectedResponse,
     }
 }
 
@@ -719,12 +710,13 @@ mod tests {
     #[test]
     fn envelopes_are_read_without_the_model() {
         let p =
-            peek(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"m"}}"#).unwrap();
+            Envelope::read(r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"m"}}"#)
+                .unwrap();
         assert!(p.id.is_none() && p.error.is_some());
-        let p = peek(r#"{"jsonrpc":"2.0","id":"s-1","method":"roots/list"}"#).unwrap();
+        let p = Envelope::read(r#"{"jsonrpc":"2.0","id":"s-1","method":"roots/list"}"#).unwrap();
         assert_eq!(p.method.as_deref(), Some("roots/list"));
         assert_eq!(p.id.unwrap().get(), r#""s-1""#);
-        assert!(peek("[1]").is_err());
+        assert!(Envelope::read("[1]").is_err());
         assert_eq!(
             server_error(&raw(r#"{"code":-32601,"message":"nope","data":{"x":1}}"#)),
             Failure::ServerError {

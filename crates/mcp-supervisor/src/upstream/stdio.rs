@@ -66,7 +66,7 @@ impl Wire for StdioWire {
 
 /// A JSON text on one line. Outside strings (which cannot hold a raw line break) a line break is
 /// only whitespace, so it becomes a space: the message is the same, the framing stays whole.
-fn one_line(text: String) -> String {
+pub fn one_line(text: String) -> String {
     if text.contains(['\n', '\r']) {
         text.replace(['\n', '\r'], " ")
     } else {
