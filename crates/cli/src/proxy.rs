@@ -190,8 +190,8 @@ impl Proxy {
 
     /// The same for a client of protocol 2026-07-28, from the first message it sent: such a
     /// client tells who it is and what it can do in each request's `_meta`, and the server is
-    /// opened with that (in an `initialize` of the newest version with one), so it shows this
-    /// client what it would show it directly.
+    /// opened with that (in its own era where the server speaks it, else in an `initialize` of
+    /// the newest handshake version), so it shows this client what it would show it directly.
     /// Then it waits (bounded) for the server's first attempt, so that the bridge can show
     /// the server's own identity.
     pub async fn ensure_handshake_for(&self, first: &str) {
@@ -1072,10 +1072,18 @@ fn inline_identity(text: &str) -> Option<Arc<RawValue>> {
         .get("io.modelcontextprotocol/clientCapabilities")
         .cloned()
         .unwrap_or_else(|| json!({}));
+    // The client's own version: the server is asked for it (a server that does not speak it
+    // is opened with the newest handshake version instead).
+    let version = meta
+        .get("io.modelcontextprotocol/protocolVersion")
+        .and_then(Value::as_str)
+        .unwrap_or(SESSION_VERSIONS[0]);
+    // `_meta` marks the handshake as a stateless client's, so the server is opened in that era.
     let params = json!({
-        "protocolVersion": SESSION_VERSIONS[0],
+        "protocolVersion": version,
         "capabilities": capabilities,
         "clientInfo": info,
+        "_meta": { "io.modelcontextprotocol/protocolVersion": version },
     });
     serde_json::value::to_raw_value(&params).ok().map(Arc::from)
 }

@@ -738,7 +738,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion)",
             ],
         ),
         (

@@ -408,6 +408,7 @@ impl Hub {
             cancel: args.cancel,
             origin: args.origin,
             safety: tool.safety,
+            headers: tool.headers.clone(),
         };
         handle.send(&request, "tools/call", Some(params)).await
     }
@@ -474,6 +475,7 @@ impl Hub {
             cancel: args.cancel,
             origin: args.origin,
             safety,
+            headers: Arc::from([]),
         };
         handle.send(&request, method, params).await
     }

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::Failure;
+use mcp_supervisor_core::headers::ParamHeader;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
@@ -226,6 +227,8 @@ pub struct CallOptions {
     /// The client this request is for: a server's requests related to it, and its progress,
     /// go there.
     pub origin: Option<Arc<dyn Downstream>>,
+    /// The arguments a `tools/call` mirrors into `Mcp-Param-*` HTTP headers (SEP-2243).
+    pub headers: Arc<[ParamHeader]>,
 }
 
 impl CallOptions {
@@ -235,6 +238,7 @@ impl CallOptions {
             timeout,
             cancel: CancellationToken::new(),
             origin: None,
+            headers: Arc::from([]),
         }
     }
 }

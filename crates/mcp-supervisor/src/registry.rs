@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mcp_supervisor_core::classify::ToolSafety;
+use mcp_supervisor_core::headers::{self, ParamHeader};
 use mcp_supervisor_core::naming::{self, NamingConfig};
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -19,6 +20,8 @@ use tokio::sync::watch;
 pub struct UpstreamTool {
     pub name: String,
     pub safety: ToolSafety,
+    /// The arguments its calls mirror into `Mcp-Param-*` headers (SEP-2243).
+    pub headers: Arc<[ParamHeader]>,
     pub definition: Arc<RawValue>,
 }
 
@@ -29,7 +32,8 @@ impl PartialEq for UpstreamTool {
 }
 
 impl UpstreamTool {
-    /// Read a tool definition from `tools/list`; an error says what is wrong with it.
+    /// Read a tool definition from `tools/list`; an error says what is wrong with it. A tool
+    /// whose schema declares an invalid header (SEP-2243) is an error: it must not be offered.
     pub fn parse(definition: Box<RawValue>) -> Result<Self, String> {
         #[derive(Deserialize)]
         struct Hints {
@@ -47,8 +51,25 @@ impl UpstreamTool {
         let fields: Fields = serde_json::from_str(definition.get())
             .map_err(|e| format!("a tool definition is not valid ({e})"))?;
         let hints = fields.annotations;
+        // Only a schema that mentions the keyword is read whole.
+        let headers = if definition.get().contains(headers::DECLARATION) {
+            #[derive(Deserialize)]
+            struct Schema {
+                #[serde(rename = "inputSchema", default)]
+                input_schema: serde_json::Value,
+            }
+            let schema: Schema = serde_json::from_str(definition.get()).map_err(|e| {
+                format!("tool `{}`: its inputSchema is not valid ({e})", fields.name)
+            })?;
+            headers::param_headers(&schema.input_schema).map_err(|why| {
+                format!("tool `{}` declares an invalid header: {why}", fields.name)
+            })?
+        } else {
+            Vec::new()
+        };
         Ok(Self {
             name: fields.name,
+            headers: headers.into(),
             safety: ToolSafety {
                 read_only: hints.as_ref().and_then(|h| h.read_only).unwrap_or(false),
                 idempotent: hints.as_ref().and_then(|h| h.idempotent).unwrap_or(false),
@@ -77,6 +98,7 @@ pub struct PublishedTool {
     /// The definition clients see: the server's, whole, with the public name.
     pub definition: Arc<RawValue>,
     safety: ToolSafety,
+    headers: Arc<[ParamHeader]>,
 }
 
 /// Where a call to one public name goes.
@@ -86,6 +108,8 @@ pub struct Route {
     pub upstream_name: String,
     /// What the tool's annotations say about repeating it.
     pub safety: ToolSafety,
+    /// The arguments its calls mirror into headers.
+    pub headers: Arc<[ParamHeader]>,
 }
 
 impl PublishedTool {
@@ -199,6 +223,7 @@ impl Registry {
                     upstream_name: tool.name.clone(),
                     definition,
                     safety: tool.safety,
+                    headers: tool.headers.clone(),
                 });
             }
         }
@@ -247,6 +272,7 @@ impl Registry {
             server: tool.server.clone(),
             upstream_name: tool.upstream_name.clone(),
             safety: tool.safety,
+            headers: tool.headers.clone(),
         })
     }
 

@@ -65,6 +65,7 @@ fn build_server(
         connect_timeout: tuning.connect_timeout,
         retry_tools: raw.retry_tools.value().cloned().unwrap_or_default(),
         enabled: raw.enabled.value().copied().unwrap_or(true),
+        protocol_version: raw.protocol_version.value().cloned(),
     })
 }
 

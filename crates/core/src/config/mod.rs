@@ -52,6 +52,10 @@ pub struct ServerConfig {
     pub connect_timeout: Duration,
     pub retry_tools: Vec<String>,
     pub enabled: bool,
+    /// The protocol version asked of the server (`protocolVersion`); `None`: the client's.
+    /// `2026-07-28` speaks the stateless era, falling back to the handshake when the server
+    /// does not.
+    pub protocol_version: Option<String>,
 }
 
 /// How a server is reached. `env` and `headers` values are [`Secret`]s.
@@ -83,6 +87,7 @@ impl ServerConfig {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             retry_tools: Vec::new(),
             enabled: true,
+            protocol_version: None,
         }
     }
 

@@ -31,6 +31,15 @@ const SERVER_KEYS: &[&str] = &[
     "connectTimeoutMs",
     "retryTools",
     "enabled",
+    "protocolVersion",
+];
+/// The protocol versions a server can be asked for, newest first.
+pub const PROTOCOL_VERSIONS: &[&str] = &[
+    "2026-07-28",
+    "2025-11-25",
+    "2025-06-18",
+    "2025-03-26",
+    "2024-11-05",
 ];
 const RECONNECT_KEYS: &[&str] = &[
     "enabled",
@@ -130,6 +139,7 @@ pub(crate) struct RawServer {
     pub(crate) tuning: RawTuning,
     pub(crate) retry_tools: Given<Vec<String>>,
     pub(crate) enabled: Given<bool>,
+    pub(crate) protocol_version: Given<String>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -297,7 +307,30 @@ impl Walker<'_> {
         if let Some(v) = fields.get("enabled") {
             raw.enabled = self.boolean(&at("enabled"), v);
         }
+        if let Some(v) = fields.get("protocolVersion") {
+            raw.protocol_version = self.protocol_version(&at("protocolVersion"), v);
+        }
         raw
+    }
+
+    fn protocol_version(&mut self, path: &str, value: &Json) -> Given<String> {
+        match value {
+            Json::String(s) if PROTOCOL_VERSIONS.contains(&s.as_str()) => Given::Value(s.clone()),
+            other => {
+                self.problem(
+                    path,
+                    format!(
+                        "must be one of {} (got {}); leave it out to ask for the client's",
+                        PROTOCOL_VERSIONS.join(", "),
+                        match other {
+                            Json::String(s) => format!("{s:?}"),
+                            other => other.kind().to_string(),
+                        }
+                    ),
+                );
+                Given::Invalid
+            }
+        }
     }
 
     fn tuning(&mut self, path: &str, fields: &Fields<'_>) -> RawTuning {

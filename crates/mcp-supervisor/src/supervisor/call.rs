@@ -10,6 +10,7 @@ use std::sync::atomic::Ordering;
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::{self, AfterProbe, Failure, Recovery, ToolSafety, Verdict};
+use mcp_supervisor_core::headers::ParamHeader;
 use serde_json::value::RawValue;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -38,6 +39,8 @@ pub struct CallRequest {
     pub origin: Option<Arc<dyn Downstream>>,
     /// What the tool's annotations say; `retryTools` is added here.
     pub safety: ToolSafety,
+    /// The arguments a `tools/call` mirrors into HTTP headers (SEP-2243); empty for others.
+    pub headers: Arc<[ParamHeader]>,
 }
 
 impl std::fmt::Debug for CallRequest {
@@ -158,6 +161,7 @@ impl SupervisorHandle {
                 timeout: remaining,
                 cancel: cancel.clone(),
                 origin: request.origin.clone(),
+                headers: request.headers.clone(),
             };
             let outcome = {
                 let _busy = InFlight::enter(&self.shared.in_flight);

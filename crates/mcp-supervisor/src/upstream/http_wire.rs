@@ -52,6 +52,8 @@ const GET_REOPENS: u32 = 5;
 /// The first wait before reopening the standalone GET stream (doubled each time, up to 5 s).
 const GET_REOPEN_BASE: Duration = Duration::from_millis(200);
 const GET_REOPEN_MAX: Duration = Duration::from_secs(5);
+/// The longest wait a server's SSE `retry` field can ask for before a reconnection.
+const MAX_SERVER_RETRY: Duration = Duration::from_secs(30);
 
 const SESSION_ID: &str = "mcp-session-id";
 const PROTOCOL_VERSION: &str = "mcp-protocol-version";
@@ -150,6 +152,19 @@ impl HttpWire {
 
 impl Wire for HttpWire {
     fn send(&self, text: String, request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>> {
+        self.send_with(text, request, Vec::new())
+    }
+
+    fn takes_headers(&self) -> bool {
+        true
+    }
+
+    fn send_with(
+        &self,
+        text: String,
+        request: Option<u64>,
+        headers: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<(), Failure>> {
         Box::pin(async move {
             let inner = &self.inner;
             let Some(tx) = inner.sender() else {
@@ -164,19 +179,24 @@ impl Wire for HttpWire {
                     message: "the HTTP transport was closed while the POST was in flight".into(),
                     connection_closed: true,
                 }),
-                outcome = inner.post(text, request, tx) => outcome,
+                outcome = inner.post(text, request, headers, tx) => outcome,
             }
         })
     }
 
+    fn protocol(&self, version: Option<&str>) {
+        let value = version.and_then(|v| match HeaderValue::from_str(v) {
+            Ok(value) => Some(value),
+            Err(_) => {
+                tracing::debug!(v, "protocol version is not a valid header value; not sent");
+                None
+            }
+        });
+        *lock(&self.inner.protocol) = value;
+    }
+
     fn initialized(&self, protocol_version: &str) {
-        match HeaderValue::from_str(protocol_version) {
-            Ok(value) => *lock(&self.inner.protocol) = Some(value),
-            Err(_) => tracing::debug!(
-                protocol_version,
-                "protocol version is not a valid header value; not sent"
-            ),
-        }
+        self.protocol(Some(protocol_version));
         if self.inner.listening.swap(true, Ordering::SeqCst) {
             return;
         }
@@ -281,11 +301,25 @@ impl Inner {
         self: &Arc<Self>,
         text: String,
         request: Option<u64>,
+        mirrored: Vec<(String, String)>,
         tx: IncomingTx,
     ) -> Result<(), Failure> {
         let with_session = self.session().is_some();
         let mut headers = self.headers_with(Some(POST_ACCEPT));
         headers.insert(CONTENT_TYPE, HeaderValue::from_static(JSON));
+        for (name, value) in mirrored {
+            // Names are tokens by construction and values encoded to visible ASCII; anything
+            // else is left out rather than failing the message.
+            match (
+                HeaderName::from_bytes(name.as_bytes()),
+                HeaderValue::from_str(&value),
+            ) {
+                (Ok(name), Ok(value)) => {
+                    headers.insert(name, value);
+                }
+                _ => tracing::debug!(name, "a mirrored header is not valid HTTP; left out"),
+            }
+        }
         let sent = self
             .client
             .post(self.url.clone())
@@ -358,11 +392,12 @@ impl Inner {
     /// or reports the request lost.
     async fn follow(self: Arc<Self>, response: Response, request: Option<u64>, tx: IncomingTx) {
         let mut last_event_id = None;
+        let mut retry = None;
         let mut response = response;
         let mut tries = 0;
         loop {
             let (end, delivered) = self
-                .read_stream(response, request, &tx, &mut last_event_id)
+                .read_stream(response, request, &tx, &mut last_event_id, &mut retry)
                 .await;
             let why = match end {
                 StreamEnd::Answered | StreamEnd::Stopped => return,
@@ -377,7 +412,10 @@ impl Inner {
             if delivered {
                 tries = 0;
             }
-            match self.resume(&mut tries, last_event_id.as_deref()).await {
+            match self
+                .resume(&mut tries, last_event_id.as_deref(), retry)
+                .await
+            {
                 Some(resumed) => response = resumed,
                 None => {
                     if !self.ct.is_cancelled() {
@@ -392,14 +430,21 @@ impl Inner {
         }
     }
 
-    /// Reopens a request's stream after `last_event_id`, while tries are left.
-    async fn resume(&self, tries: &mut usize, last_event_id: Option<&str>) -> Option<Response> {
+    /// Reopens a request's stream after `last_event_id`, while tries are left. Each wait is the
+    /// server's `retry` where it sent one, else ours.
+    async fn resume(
+        &self,
+        tries: &mut usize,
+        last_event_id: Option<&str>,
+        retry: Option<Duration>,
+    ) -> Option<Response> {
         let last_event_id = last_event_id?;
         while let Some(wait) = RESUME_BACKOFF.get(*tries) {
             *tries += 1;
+            let wait = retry.unwrap_or(*wait);
             tokio::select! {
                 () = self.ct.cancelled() => return None,
-                () = tokio::time::sleep(*wait) => {}
+                () = tokio::time::sleep(wait) => {}
             }
             match self.open_stream(Some(last_event_id)).await {
                 Opened::Stream(response) => return Some(response),
@@ -418,12 +463,13 @@ impl Inner {
     /// a bounded number of times; its end never ends the generation.
     async fn listen(self: Arc<Self>, tx: IncomingTx) {
         let mut last_event_id: Option<String> = None;
+        let mut retry = None;
         let mut failures = 0u32;
         loop {
             match self.open_stream(last_event_id.as_deref()).await {
                 Opened::Stream(response) => {
                     let (end, delivered) = self
-                        .read_stream(response, None, &tx, &mut last_event_id)
+                        .read_stream(response, None, &tx, &mut last_event_id, &mut retry)
                         .await;
                     match end {
                         StreamEnd::Stopped => return,
@@ -448,9 +494,11 @@ impl Inner {
                 tracing::debug!("standalone stream: giving up after {GET_REOPENS} reopenings");
                 return;
             }
-            let wait = GET_REOPEN_BASE
-                .saturating_mul(1 << (failures - 1).min(8))
-                .min(GET_REOPEN_MAX);
+            let wait = retry.unwrap_or_else(|| {
+                GET_REOPEN_BASE
+                    .saturating_mul(1 << (failures - 1).min(8))
+                    .min(GET_REOPEN_MAX)
+            });
             tokio::select! {
                 () = self.ct.cancelled() => return,
                 () = tokio::time::sleep(wait) => {}
@@ -511,6 +559,7 @@ impl Inner {
         request: Option<u64>,
         tx: &IncomingTx,
         last_event_id: &mut Option<String>,
+        retry: &mut Option<Duration>,
     ) -> (StreamEnd, bool) {
         let pending = Arc::new(AtomicUsize::new(0));
         let mut events = Box::pin(sse_events(response, pending.clone()));
@@ -528,6 +577,10 @@ impl Inner {
             pending.store(0, Ordering::Relaxed);
             if let Some(id) = event.id {
                 *last_event_id = Some(id);
+            }
+            if let Some(ms) = event.retry {
+                // The server's wait before a reconnection, bounded by ours.
+                *retry = Some(Duration::from_millis(ms).min(MAX_SERVER_RETRY));
             }
             if !matches!(event.event.as_deref(), None | Some("message")) {
                 tracing::debug!(event = ?event.event, "event of another type ignored");

@@ -6,6 +6,7 @@
 //! builds the MCP model. It never retries, reconnects or decides anything about a failure; it
 //! reports what happened, normalized, and closes when told.
 
+pub mod era;
 pub mod http_wire;
 pub mod process;
 pub(crate) mod rpc;
@@ -105,6 +106,9 @@ impl Connector for ServerConnector {
                     stop: Some(spawned.stop),
                     pid: Some(spawned.pid),
                     stderr_tail: spawned.stderr_tail,
+                    protocol: self.server.protocol_version.clone(),
+                    stateless: std::sync::OnceLock::new(),
+                    fallback: self.fallback.clone(),
                 }))
             }
             TransportConfig::Http { url, headers } => {
@@ -131,6 +135,9 @@ impl Connector for ServerConnector {
                     stop: None,
                     pid: None,
                     stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
+                    protocol: self.server.protocol_version.clone(),
+                    stateless: std::sync::OnceLock::new(),
+                    fallback: self.fallback.clone(),
                 }))
             }
         }
@@ -149,6 +156,146 @@ struct WireLink {
     stop: Option<mpsc::UnboundedSender<process::Stop>>,
     pid: Option<u32>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,
+    /// The protocol version configured for this server, over the client's.
+    protocol: Option<String>,
+    /// Set once the server agreed to the stateless era: the `_meta` members every request
+    /// carries.
+    stateless: std::sync::OnceLock<Box<RawValue>>,
+    /// Who answers a server's input requests when no client's call is known.
+    fallback: Arc<dyn Downstream>,
+}
+
+/// How many rounds of input requests one call may take before it fails.
+const MAX_INPUT_ROUNDS: usize = 16;
+
+impl WireLink {
+    /// The stateless era's discovery: `server/discover` with the client's identity, retried
+    /// once if the server asks for another version. `Ok(Err(version))`: the server does not
+    /// speak this era; use the handshake with `version`.
+    async fn discover(
+        &self,
+        params: &RawValue,
+    ) -> Result<Result<Box<RawValue>, &'static str>, String> {
+        let identity = era::identity(params, era::STATELESS);
+        let discover_params = era::with_identity(None, &identity);
+        self.wire.protocol(Some(era::STATELESS));
+        for _ in 0..2 {
+            let outcome = self
+                .peer
+                .request_with(
+                    "server/discover",
+                    discover_params.as_deref(),
+                    CallOptions::new(HANDSHAKE_LIMIT),
+                    self.headers_for("server/discover", None, &[]),
+                )
+                .await;
+            match era::judge_discover(&outcome)? {
+                era::Discovered::Stateless => {
+                    let result = outcome.map_err(|f| describe(&f))?;
+                    let _ = self.stateless.set(identity);
+                    return era::as_initialize_result(&result)
+                        .ok_or_else(|| {
+                            "the server's server/discover answer is not an object".to_string()
+                        })
+                        .map(Ok);
+                }
+                era::Discovered::Retry => continue,
+                era::Discovered::Handshake(version) => {
+                    self.wire.protocol(None);
+                    return Ok(Err(version));
+                }
+            }
+        }
+        Err(format!(
+            "server/discover failed: the server rejected protocol version {} twice",
+            era::STATELESS
+        ))
+    }
+
+    /// The headers that mirror a request, for a wire that sends them.
+    fn headers_for(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        declared: &[mcp_supervisor_core::headers::ParamHeader],
+    ) -> Vec<(String, String)> {
+        if self.wire.takes_headers() {
+            era::mirrored_headers(method, params, declared)
+        } else {
+            Vec::new()
+        }
+    }
+
+    /// One stateless request: the identity in `_meta`, and each input-required round answered
+    /// by the call's client (or the fallback) and sent again, within the one deadline.
+    async fn stateless_request(
+        &self,
+        identity: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+        opts: CallOptions,
+    ) -> Result<Box<RawValue>, Failure> {
+        let deadline = tokio::time::Instant::now() + opts.timeout;
+        let mut round =
+            era::with_identity(params, identity).ok_or_else(|| Failure::ServerError {
+                code: -32602,
+                message: format!("the params of {method} are not a JSON object"),
+                data: None,
+            })?;
+        for _ in 0..MAX_INPUT_ROUNDS {
+            let remaining = deadline.saturating_duration_since(tokio::time::Instant::now());
+            if remaining.is_zero() {
+                return Err(Failure::DeadlinePassed);
+            }
+            let headers = self.headers_for(method, Some(&round), &opts.headers);
+            let this_round = CallOptions {
+                timeout: remaining,
+                cancel: opts.cancel.clone(),
+                origin: opts.origin.clone(),
+                headers: opts.headers.clone(),
+            };
+            let result = self
+                .peer
+                .request_with(method, Some(&round), this_round, headers)
+                .await?;
+            let Some(needed) = era::input_required(&result) else {
+                return Ok(result);
+            };
+            let client = opts.origin.clone().unwrap_or_else(|| self.fallback.clone());
+            let mut responses = Vec::with_capacity(needed.requests.len());
+            for (key, asked, asked_params) in needed.requests {
+                let answer = tokio::select! {
+                    biased;
+                    () = opts.cancel.cancelled() => return Err(Failure::CancelledByCaller),
+                    answer = tokio::time::timeout_at(deadline, client.request(&asked, asked_params)) => answer,
+                };
+                match answer {
+                    Err(_) => return Err(Failure::DeadlinePassed),
+                    Ok(Ok(value)) => responses.push((key, value)),
+                    Ok(Err(error)) => {
+                        return Err(Failure::ServerError {
+                            code: i32::try_from(error.code).unwrap_or(-32603),
+                            message: format!(
+                                "the server needs an answer to {asked} to go on, and the client \
+                                 could not give one: {}",
+                                error.message
+                            ),
+                            data: None,
+                        });
+                    }
+                }
+            }
+            round = era::next_round(Some(&round), &responses, needed.state.as_deref())
+                .ok_or(Failure::UnexpectedResponse)?;
+        }
+        Err(Failure::ServerError {
+            code: -32603,
+            message: format!(
+                "the server asked for input {MAX_INPUT_ROUNDS} times without finishing {method}"
+            ),
+            data: None,
+        })
+    }
 }
 
 impl Link for WireLink {
@@ -157,12 +304,33 @@ impl Link for WireLink {
         params: &'a RawValue,
     ) -> BoxFuture<'a, Result<Box<RawValue>, String>> {
         Box::pin(async move {
+            // The stateless era when the config asks for it, or the client is of that era;
+            // a client's `initialize` goes as it came (the server negotiates).
+            let mut version = self.protocol.clone();
+            let stateless = match &version {
+                Some(v) => v == era::STATELESS,
+                None => era::is_stateless(params),
+            };
+            if stateless {
+                match self.discover(params).await? {
+                    Ok(result) => return Ok(result),
+                    Err(stateful) => version = Some(stateful.to_string()),
+                }
+            }
+            let rewritten = match version {
+                Some(v) if Some(v.as_str()) != era::asked_version(params).as_deref() => {
+                    era::with_version(params, &v)
+                }
+                _ => None,
+            };
+            let params = rewritten.as_deref().unwrap_or(params);
             let result = self
                 .peer
-                .request(
+                .request_with(
                     "initialize",
                     Some(params),
                     CallOptions::new(HANDSHAKE_LIMIT),
+                    self.headers_for("initialize", None, &[]),
                 )
                 .await
                 .map_err(|f| format!("initialize failed: {}", describe(&f)))?;
@@ -176,7 +344,11 @@ impl Link for WireLink {
             })?;
             self.wire.initialized(&agreed.protocol_version);
             self.peer
-                .notify_now("notifications/initialized", None)
+                .notify_now_with(
+                    "notifications/initialized",
+                    None,
+                    self.headers_for("notifications/initialized", None, &[]),
+                )
                 .await
                 .map_err(|f| {
                     format!("sending notifications/initialized failed: {}", describe(&f))
@@ -191,11 +363,16 @@ impl Link for WireLink {
         params: Option<&'a RawValue>,
         opts: CallOptions,
     ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>> {
-        Box::pin(self.peer.request(method, params, opts))
+        if let Some(identity) = self.stateless.get() {
+            return Box::pin(self.stateless_request(identity, method, params, opts));
+        }
+        let headers = self.headers_for(method, params, &opts.headers);
+        Box::pin(self.peer.request_with(method, params, opts, headers))
     }
 
     fn notify(&self, method: &str, params: Option<&RawValue>) {
-        self.peer.notify(method, params);
+        let headers = self.headers_for(method, None, &[]);
+        self.peer.notify_with(method, params, headers);
     }
 
     fn close(&self, how: CloseHow) {

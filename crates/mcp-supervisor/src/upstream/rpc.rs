@@ -117,24 +117,27 @@ impl Peer {
     }
 
     /// Send a notification and wait until it went out, so that what follows comes after it.
-    pub(crate) async fn notify_now(
+    pub(crate) async fn notify_now_with(
         &self,
         method: &str,
         params: Option<&RawValue>,
+        headers: Vec<(String, String)>,
     ) -> Result<(), Failure> {
         self.wire
-            .send(notification_text(method, params), None)
+            .send_with(notification_text(method, params), None, headers)
             .await
     }
 
     /// Send `method` with `params` and wait for the answer's `result`, as JSON text. Ended by
     /// `opts.timeout` or `opts.cancel`, and by dropping the future: each sends
     /// `notifications/cancelled` upstream.
-    pub(crate) async fn request(
+    /// `headers` mirror it on a wire that sends them ([`Wire::send_with`]).
+    pub(crate) async fn request_with(
         self: &Arc<Self>,
         method: &str,
         params: Option<&RawValue>,
         opts: CallOptions,
+        headers: Vec<(String, String)>,
     ) -> Result<Box<RawValue>, Failure> {
         let id = self.next.fetch_add(1, Ordering::Relaxed);
         // A progress token of the client's is replaced by ours (the request's id), so two
@@ -178,7 +181,13 @@ impl Peer {
         let text = request_text(id, method, params);
         // One deadline for the send and the answer together.
         let deadline = tokio::time::Instant::now() + opts.timeout;
-        let sent = within(self.wire.send(text, Some(id)), deadline, &opts, &mut guard).await?;
+        let sent = within(
+            self.wire.send_with(text, Some(id), headers),
+            deadline,
+            &opts,
+            &mut guard,
+        )
+        .await?;
         if let Err(failure) = sent {
             guard.forget();
             return Err(failure);
@@ -193,11 +202,16 @@ impl Peer {
     }
 
     /// Send a notification, best effort.
-    pub(crate) fn notify(self: &Arc<Self>, method: &str, params: Option<&RawValue>) {
+    pub(crate) fn notify_with(
+        self: &Arc<Self>,
+        method: &str,
+        params: Option<&RawValue>,
+        headers: Vec<(String, String)>,
+    ) {
         let text = notification_text(method, params);
         let peer = self.clone();
         tokio::spawn(async move {
-            let _ = peer.wire.send(text, None).await;
+            let _ = peer.wire.send_with(text, None, headers).await;
         });
     }
 
@@ -434,7 +448,11 @@ impl Outstanding<'_> {
         }
         let params = serde_json::json!({ "requestId": self.id, "reason": reason });
         if let Ok(params) = serde_json::value::to_raw_value(&params) {
-            self.peer.notify("notifications/cancelled", Some(&params));
+            self.peer.notify_with(
+                "notifications/cancelled",
+                Some(&params),
+                vec![("Mcp-Method".into(), "notifications/cancelled".into())],
+            );
         }
     }
 

@@ -39,6 +39,26 @@ pub trait Wire: Send + Sync + 'static {
     /// with the failure that says whether it went out.
     fn send(&self, text: String, request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>>;
 
+    /// [`Wire::send`] with HTTP headers that mirror the message (`Mcp-Method`, `Mcp-Name`,
+    /// `Mcp-Param-*`); a wire that has no headers ignores them.
+    fn send_with(
+        &self,
+        text: String,
+        request: Option<u64>,
+        _headers: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<(), Failure>> {
+        self.send(text, request)
+    }
+
+    /// Whether [`Wire::send_with`] uses its headers (so they are worth working out).
+    fn takes_headers(&self) -> bool {
+        false
+    }
+
+    /// Send `MCP-Protocol-Version: version` on every message from now on (`None`: stop), without
+    /// the handshake being done (the stateless era has none). stdio ignores it.
+    fn protocol(&self, _version: Option<&str>) {}
+
     /// The handshake is done: `protocol_version` was agreed. HTTP sends it as
     /// `MCP-Protocol-Version` from now on and opens its standalone event stream; stdio ignores it.
     fn initialized(&self, _protocol_version: &str) {}
