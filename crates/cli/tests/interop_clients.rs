@@ -488,59 +488,6 @@ fn wrap_is_transparent_in_front_of_server_everything() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
-/// One conformance run's per-scenario outcome, from its summary: name → passed (no failed
-/// check), plus the total checks passed and failed.
-struct Conformance {
-    scenarios: Vec<(String, bool)>,
-    checks_passed: u64,
-    checks_failed: u64,
-}
-
-impl Conformance {
-    fn passed(&self) -> Vec<&str> {
-        self.scenarios
-            .iter()
-            .filter(|(_, ok)| *ok)
-            .map(|(name, _)| name.as_str())
-            .collect()
-    }
-}
-
-/// Parse lines like `✓ tools-list: 1 passed, 0 failed` and `Total: 13 passed, 19 failed`.
-fn parse_conformance(stdout: &str) -> Conformance {
-    let counts = |text: &str| -> Option<(u64, u64)> {
-        let (p, f) = text.trim().split_once(',')?;
-        let p = p.trim().strip_suffix("passed")?.trim().parse().ok()?;
-        let f = f.trim().strip_suffix("failed")?.trim().parse().ok()?;
-        Some((p, f))
-    };
-    let mut result = Conformance {
-        scenarios: Vec::new(),
-        checks_passed: 0,
-        checks_failed: 0,
-    };
-    let summary = stdout.split("=== SUMMARY ===").nth(1).unwrap_or_default();
-    for line in summary.lines() {
-        let line = line.trim();
-        if let Some(total) = line.strip_prefix("Total:") {
-            if let Some((p, f)) = counts(total) {
-                (result.checks_passed, result.checks_failed) = (p, f);
-            }
-            continue;
-        }
-        let Some(rest) = line.strip_prefix('✓').or_else(|| line.strip_prefix('✗')) else {
-            continue;
-        };
-        let Some((name, tally)) = rest.trim().split_once(": ") else {
-            continue;
-        };
-        if let Some((p, f)) = counts(tally) {
-            result.scenarios.push((name.to_string(), p > 0 && f == 0));
-        }
-    }
-    result
-}
-
 fn run_conformance(dir: &Path, what: &str, url: &str) -> Conformance {
     let node = tool("node");
     let conformance = tool("conformance");

@@ -42,6 +42,7 @@
 //! | `--no-ping` | answers `ping` with JSON-RPC error -32601 (method not found) |
 //! | `--stderr-lines N` | writes `fault-server stderr line k`, k = 1..N, to stderr at start |
 //! | `--pid-file PATH` | writes the process id to PATH at start |
+//! | `--conformance` | also serves the fixtures of the official conformance suite's server scenarios (`test_*` tools, `test://` resources, `test_*` prompts, completion, logging, subscriptions, `input_required` rounds); unknown resources then get -32602 with the URI in `data` (SEP-2164) |
 //!
 //! Order at start: pid file, stderr lines, fail-first check, startup delay, serve.
 //! At end of stdin (stdio mode), calls in `hang`, `garbage` and `sleep` end with an error reply and
@@ -49,6 +50,7 @@
 //! Exit codes: 0 after the client went away, 3 failed start (`--fail-first`), 5 `--exit-after-ms`,
 //! 7 `crash` / `crash_before_reply`, 1 any other error.
 
+mod conformance;
 mod server;
 
 use std::{
@@ -120,6 +122,9 @@ struct Cli {
     /// Write the process id to this file at start.
     #[arg(long, value_name = "PATH")]
     pid_file: Option<PathBuf>,
+    /// Also serve the fixtures of the official conformance suite's server scenarios.
+    #[arg(long)]
+    conformance: bool,
 }
 
 fn main() -> ExitCode {
@@ -211,6 +216,7 @@ async fn run(cli: Cli) -> ExitCode {
         extra_tools: cli.tools,
         no_ping: cli.no_ping,
         page_size: cli.page_size,
+        conformance: cli.conformance,
     };
     match cli.http {
         Some(addr) => serve_http(addr, options, cli.exit_after_ms).await,

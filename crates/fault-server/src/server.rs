@@ -18,14 +18,16 @@ use rmcp::{
         tool::parse_json_object,
     },
     model::{
-        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult, ContentBlock,
-        ElicitRequest, ElicitRequestParams, GetPromptRequestParams, GetPromptResponse,
-        GetPromptResult, Implementation, JsonObject, ListPromptsResult,
-        ListResourceTemplatesResult, ListResourcesResult, ListToolsResult, PaginatedRequestParams,
-        PingRequestMethod, ProgressNotificationParam, Prompt, PromptArgument, PromptMessage,
+        CallToolRequestParams, CallToolResponse, CallToolResult, ClientResult,
+        CompleteRequestMethod, CompleteRequestParams, CompleteResult, ContentBlock, ElicitRequest,
+        ElicitRequestParams, GetPromptRequestParams, GetPromptResponse, GetPromptResult,
+        Implementation, JsonObject, ListPromptsResult, ListResourceTemplatesResult,
+        ListResourcesResult, ListToolsResult, PaginatedRequestParams, PingRequestMethod,
+        ProgressNotificationParam, Prompt, PromptArgument, PromptMessage,
         ReadResourceRequestParams, ReadResourceResponse, ReadResourceResult, Resource,
         ResourceContents, ResourceTemplate, Role, ServerCapabilities, ServerConfig, ServerRequest,
-        SubscriptionFilter, Tool, ToolAnnotations,
+        SetLevelRequestMethod, SubscribeRequestMethod, SubscribeRequestParams, SubscriptionFilter,
+        Tool, ToolAnnotations, UnsubscribeRequestMethod, UnsubscribeRequestParams,
     },
     service::{NotificationContext, RequestContext, SubscriptionContext},
     transport::streamable_http_server::session::local::LocalSessionManager,
@@ -34,6 +36,8 @@ use schemars::JsonSchema;
 use serde::Deserialize;
 use tokio::sync::{mpsc, watch};
 use tokio_util::sync::CancellationToken;
+
+use crate::conformance::{self, Fixtures};
 
 /// Name announced in `serverInfo`.
 pub const SERVER_NAME: &str = "mcp-fault-server";
@@ -66,6 +70,8 @@ pub struct Options {
     pub extra_tools: usize,
     pub no_ping: bool,
     pub page_size: usize,
+    /// Serve the conformance suite's fixtures too (`--conformance`).
+    pub conformance: bool,
 }
 
 /// What a static tool does.
@@ -90,6 +96,8 @@ enum Kind {
     Elicit,
     /// One of the `--tools N` extras: echoes its arguments.
     Extra,
+    /// A fixture of the conformance suite (`--conformance`).
+    Conformance,
 }
 
 /// State shared by every handler instance (one per HTTP session, or the stdio one).
@@ -104,6 +112,8 @@ pub struct Shared {
     /// Peers that completed the legacy `initialize` handshake; they get `list_changed` directly.
     legacy_peers: Mutex<Vec<Peer<RoleServer>>>,
     started: Instant,
+    /// The conformance suite's fixtures, with `--conformance`.
+    fixtures: Option<Fixtures>,
 }
 
 fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
@@ -359,6 +369,13 @@ impl Shared {
                 ),
             ));
         }
+        if options.conformance {
+            for tool in conformance::tools() {
+                kinds.insert(tool.name.to_string(), Kind::Conformance);
+                static_tools.push(tool);
+            }
+        }
+        let fixtures = options.conformance.then(Fixtures::new);
         let (tools_version, _) = watch::channel(0);
         Arc::new(Self {
             mode,
@@ -369,6 +386,7 @@ impl Shared {
             tools_version,
             legacy_peers: Mutex::new(Vec::new()),
             started: Instant::now(),
+            fixtures,
         })
     }
 
@@ -629,16 +647,22 @@ fn echo_arguments(arguments: Option<JsonObject>) -> Result<CallToolResponse, Mcp
 
 impl ServerHandler for FaultServer {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(
-            ServerCapabilities::builder()
-                .enable_tools()
-                .enable_tool_list_changed()
-                .enable_resources()
-                .enable_prompts()
-                .build(),
-        )
-        .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
-        .with_instructions("A fault-injection MCP server for testing MCP clients and proxies.")
+        let mut capabilities = ServerCapabilities::builder()
+            .enable_tools()
+            .enable_tool_list_changed()
+            .enable_resources()
+            .enable_prompts()
+            .build();
+        if self.shared.fixtures.is_some() {
+            capabilities.logging = Some(JsonObject::new());
+            capabilities.completions = Some(JsonObject::new());
+            if let Some(resources) = capabilities.resources.as_mut() {
+                resources.subscribe = Some(true);
+            }
+        }
+        ServerConfig::new(capabilities)
+            .with_server_info(Implementation::new(SERVER_NAME, env!("CARGO_PKG_VERSION")))
+            .with_instructions("A fault-injection MCP server for testing MCP clients and proxies.")
     }
 
     async fn ping(&self, _context: RequestContext<RoleServer>) -> Result<(), McpError> {
@@ -717,6 +741,11 @@ impl ServerHandler for FaultServer {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
+        if let Some(fixtures) = &self.shared.fixtures
+            && conformance::is_tool(&request.name)
+        {
+            return fixtures.call_tool(request, &context).await;
+        }
         let name: Cow<'static, str> = request.name;
         let arguments = request.arguments;
         let Some(kind) = self.shared.kinds.get(name.as_ref()).copied() else {
@@ -809,6 +838,11 @@ impl ServerHandler for FaultServer {
             },
             Kind::Elicit => self.elicit(arguments, &context).await,
             Kind::Extra => echo_arguments(arguments),
+            // Handled above; reached only if the tables disagree.
+            Kind::Conformance => Err(McpError::internal_error(
+                format!("conformance fixture {name} without --conformance"),
+                None,
+            )),
         }
     }
 
@@ -817,11 +851,15 @@ impl ServerHandler for FaultServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourcesResult, McpError> {
-        Ok(ListResourcesResult::with_all_items(vec![
+        let mut resources = vec![
             Resource::new(STATUS_URI, "status")
                 .with_description("JSON status of this fault server")
                 .with_mime_type("application/json"),
-        ]))
+        ];
+        if self.shared.fixtures.is_some() {
+            resources.extend(conformance::resources());
+        }
+        Ok(ListResourcesResult::with_all_items(resources))
     }
 
     async fn list_resource_templates(
@@ -829,11 +867,15 @@ impl ServerHandler for FaultServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListResourceTemplatesResult, McpError> {
-        Ok(ListResourceTemplatesResult::with_all_items(vec![
+        let mut templates = vec![
             ResourceTemplate::new(format!("{LEDGER_URI_PREFIX}{{name}}"), "ledger")
                 .with_description("How many times id {name} appears in the ledger")
                 .with_mime_type("text/plain"),
-        ]))
+        ];
+        if self.shared.fixtures.is_some() {
+            templates.extend(conformance::resource_templates());
+        }
+        Ok(ListResourceTemplatesResult::with_all_items(templates))
     }
 
     async fn read_resource(
@@ -842,6 +884,11 @@ impl ServerHandler for FaultServer {
         _context: RequestContext<RoleServer>,
     ) -> Result<ReadResourceResponse, McpError> {
         let uri = request.uri;
+        if self.shared.fixtures.is_some()
+            && let Some(result) = conformance::read_resource(&uri)
+        {
+            return result.map(Into::into);
+        }
         let contents = if uri == STATUS_URI {
             ResourceContents::text(self.status_text(), uri).with_mime_type("application/json")
         } else if let Some(name) = uri.strip_prefix(LEDGER_URI_PREFIX)
@@ -849,6 +896,8 @@ impl ServerHandler for FaultServer {
         {
             let count = self.ledger_count(name)?;
             ResourceContents::text(count.to_string(), uri.clone()).with_mime_type("text/plain")
+        } else if self.shared.fixtures.is_some() {
+            return Err(conformance::resource_not_found(&uri));
         } else {
             return Err(McpError::resource_not_found(
                 format!("no such resource: {uri}"),
@@ -863,7 +912,7 @@ impl ServerHandler for FaultServer {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListPromptsResult, McpError> {
-        Ok(ListPromptsResult::with_all_items(vec![Prompt::new(
+        let mut prompts = vec![Prompt::new(
             "greet",
             Some("Greet someone by name"),
             Some(vec![
@@ -871,7 +920,11 @@ impl ServerHandler for FaultServer {
                     .with_description("Who to greet")
                     .with_required(true),
             ]),
-        )]))
+        )];
+        if self.shared.fixtures.is_some() {
+            prompts.extend(conformance::prompts());
+        }
+        Ok(ListPromptsResult::with_all_items(prompts))
     }
 
     async fn get_prompt(
@@ -879,6 +932,11 @@ impl ServerHandler for FaultServer {
         request: GetPromptRequestParams,
         _context: RequestContext<RoleServer>,
     ) -> Result<GetPromptResponse, McpError> {
+        if let Some(fixtures) = &self.shared.fixtures
+            && let Some(response) = fixtures.get_prompt(&request)
+        {
+            return response;
+        }
         if request.name != "greet" {
             return Err(McpError::invalid_params(
                 format!("prompt not found: {}", request.name),
@@ -897,5 +955,57 @@ impl ServerHandler for FaultServer {
         )])
         .with_description(format!("A greeting for {name}"))
         .into())
+    }
+
+    async fn complete(
+        &self,
+        request: CompleteRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<CompleteResult, McpError> {
+        if self.shared.fixtures.is_none() {
+            return Err(McpError::method_not_found::<CompleteRequestMethod>());
+        }
+        conformance::complete(&request)
+    }
+
+    // Logging is deprecated upstream (SEP-2577); the suite's 2025-11-25 scenarios still set it.
+    #[allow(deprecated)]
+    async fn set_level(
+        &self,
+        request: rmcp::model::SetLevelRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        if self.shared.fixtures.is_none() {
+            return Err(McpError::method_not_found::<SetLevelRequestMethod>());
+        }
+        tracing::debug!(level = ?request.level, "logging level set");
+        Ok(())
+    }
+
+    // resources/subscribe is the 2025-11-25 way; the conformance suite still calls it there.
+    #[allow(deprecated)]
+    async fn subscribe(
+        &self,
+        request: SubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let Some(fixtures) = &self.shared.fixtures else {
+            return Err(McpError::method_not_found::<SubscribeRequestMethod>());
+        };
+        fixtures.subscribe(&request.uri);
+        Ok(())
+    }
+
+    #[allow(deprecated)]
+    async fn unsubscribe(
+        &self,
+        request: UnsubscribeRequestParams,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        let Some(fixtures) = &self.shared.fixtures else {
+            return Err(McpError::method_not_found::<UnsubscribeRequestMethod>());
+        };
+        fixtures.unsubscribe(&request.uri);
+        Ok(())
     }
 }

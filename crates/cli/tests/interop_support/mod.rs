@@ -322,6 +322,69 @@ pub fn run_driver(
     summary
 }
 
+// === conformance suite summaries ===
+
+/// One conformance run's per-scenario outcome, from its summary: name → passed (no failed
+/// check), plus the total checks passed and failed.
+pub struct Conformance {
+    pub scenarios: Vec<(String, bool)>,
+    pub checks_passed: u64,
+    pub checks_failed: u64,
+    /// Scenarios the summary reports as `(extension)`: run, never scored.
+    pub extensions: Vec<String>,
+}
+
+impl Conformance {
+    pub fn passed(&self) -> Vec<&str> {
+        self.scenarios
+            .iter()
+            .filter(|(_, ok)| *ok)
+            .map(|(name, _)| name.as_str())
+            .collect()
+    }
+}
+
+/// Parse lines like `✓ tools-list: 1 passed, 0 failed` and `Total: 13 passed, 19 failed`.
+pub fn parse_conformance(stdout: &str) -> Conformance {
+    let counts = |text: &str| -> Option<(u64, u64)> {
+        let (p, f) = text.trim().split_once(',')?;
+        let p = p.trim().strip_suffix("passed")?.trim().parse().ok()?;
+        let f = f.trim().strip_suffix("failed")?.trim().parse().ok()?;
+        Some((p, f))
+    };
+    let mut result = Conformance {
+        scenarios: Vec::new(),
+        checks_passed: 0,
+        checks_failed: 0,
+        extensions: Vec::new(),
+    };
+    let summary = stdout.split("=== SUMMARY ===").nth(1).unwrap_or_default();
+    for line in summary.lines() {
+        let line = line.trim();
+        if let Some(name) = line.strip_suffix("(extension)") {
+            let name = name.trim_start_matches(['✓', '✗']).trim();
+            result.extensions.push(name.to_string());
+            continue;
+        }
+        if let Some(total) = line.strip_prefix("Total:") {
+            if let Some((p, f)) = counts(total) {
+                (result.checks_passed, result.checks_failed) = (p, f);
+            }
+            continue;
+        }
+        let Some(rest) = line.strip_prefix('✓').or_else(|| line.strip_prefix('✗')) else {
+            continue;
+        };
+        let Some((name, tally)) = rest.trim().split_once(": ") else {
+            continue;
+        };
+        if let Some((p, f)) = counts(tally) {
+            result.scenarios.push((name.to_string(), p > 0 && f == 0));
+        }
+    }
+    result
+}
+
 // === small HTTP and metrics helpers ===
 
 /// A plain HTTP/1.0 GET of `path` on 127.0.0.1:`port` (bounded); the body, or `None`.
