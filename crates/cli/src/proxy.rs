@@ -201,7 +201,9 @@ impl Proxy {
                 Some(params) => {
                     self.hub.set_handshake(params);
                 }
-                None => self.ensure_handshake(),
+                // A request without the client's identity does not decide it (the bridge
+                // refuses it); the next one that has it does.
+                None => return,
             }
         }
         if self.mode == Mode::Transparent {
@@ -1067,7 +1069,14 @@ async fn forward_events(
 fn inline_identity(text: &str) -> Option<Arc<RawValue>> {
     let message: Value = serde_json::from_str(text).ok()?;
     let meta = message.pointer("/params/_meta")?;
-    let info = meta.get("io.modelcontextprotocol/clientInfo")?;
+    // clientInfo is only recommended in this era: a client that leaves it out is named as the
+    // proxy would name itself.
+    let info = meta
+        .get("io.modelcontextprotocol/clientInfo")
+        .cloned()
+        .unwrap_or_else(
+            || json!({ "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") }),
+        );
     let capabilities = meta
         .get("io.modelcontextprotocol/clientCapabilities")
         .cloned()

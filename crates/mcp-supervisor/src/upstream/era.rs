@@ -93,7 +93,9 @@ pub fn identity(params: &RawValue, version: &str) -> Box<RawValue> {
 }
 
 /// `params` with the identity's members in its `_meta` (created if missing); members the
-/// request already has are kept as they are (a client's own `_meta` wins).
+/// request already has are kept as they are (a client's own `_meta` wins). A request whose
+/// `_meta` already names a protocol version is a stateless client's own: it goes as it came,
+/// so the server judges what that client sent.
 pub fn with_identity(params: Option<&RawValue>, identity: &RawValue) -> Option<Box<RawValue>> {
     let empty = crate::link::empty_object();
     let params = params.unwrap_or(&empty);
@@ -102,6 +104,9 @@ pub fn with_identity(params: Option<&RawValue>, identity: &RawValue) -> Option<B
     match top.iter_mut().find(|(k, _)| k == META) {
         Some(meta) => {
             let mut inner = serde_json::from_str::<Members<'_>>(meta.1.get()).ok()?.0;
+            if inner.iter().any(|(k, _)| k == META_VERSION) {
+                return Some(params.to_owned());
+            }
             let ours = serde_json::from_str::<Members<'_>>(identity.get()).ok()?.0;
             for (key, value) in ours {
                 if !inner.iter().any(|(k, _)| *k == key) {
@@ -424,6 +429,9 @@ mod tests {
         assert_eq!(kept[META][META_VERSION], STATELESS);
         assert_eq!(kept["arguments"], serde_json::json!({}));
         assert!(with_identity(Some(&raw("[1]")), &id).is_none());
+        // A stateless client's own request is left as it came, even with a member missing.
+        let own = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#;
+        assert_eq!(with_identity(Some(&raw(own)), &id).unwrap().get(), own);
     }
 
     #[test]
