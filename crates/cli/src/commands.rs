@@ -17,6 +17,7 @@ const USAGE: u8 = 2;
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Check { config } => check(&config),
+        Command::Adopt(args) => Ok(crate::adopt::run(args)),
         Command::Status {
             url,
             json,
@@ -43,11 +44,12 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Wrap {
             name,
             url,
+            header,
             policy,
             faces,
             command,
         } => {
-            let config = match wrap_config(name, url, &policy, command) {
+            let config = match wrap_config(name, url, header, &policy, command) {
                 Ok(config) => config,
                 Err(message) => {
                     eprintln!("mcp-supervisor wrap: {message}");
@@ -241,13 +243,27 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
 fn wrap_config(
     name: Option<String>,
     url: Option<String>,
+    header: Vec<String>,
     policy: &crate::cli::PolicyArgs,
     command: Vec<String>,
 ) -> Result<Config, String> {
     use mcp_supervisor::core::config::{Secret, TransportConfig};
     use mcp_supervisor::core::naming::{NamingConfig, NamingMode};
+    let mut headers = Vec::new();
+    for line in header {
+        match line.split_once(':') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                headers.push((name.trim().to_owned(), Secret::new(value.trim_start())));
+            }
+            _ => {
+                return Err(format!(
+                    "--header {line:?} is not `NAME: VALUE` (e.g. `--header 'Authorization: Bearer TOKEN'`)"
+                ));
+            }
+        }
+    }
     let transport = match (url, command.split_first()) {
-        (Some(url), None) => TransportConfig::Http { url, headers: Vec::<(String, Secret)>::new() },
+        (Some(url), None) => TransportConfig::Http { url, headers },
         (None, Some((program, args))) => TransportConfig::Stdio {
             command: program.clone(),
             args: args.to_vec(),
