@@ -124,7 +124,7 @@ pub enum Command {
         #[arg(long, conflicts_with = "command")]
         url: Option<String>,
         /// An HTTP header sent to the --url server, as `NAME: VALUE` (repeatable).
-        #[arg(long, value_name = "NAME: VALUE", requires = "url")]
+        #[arg(long, value_name = "NAME: VALUE")]
         header: Vec<String>,
         #[command(flatten)]
         policy: PolicyArgs,

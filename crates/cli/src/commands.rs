@@ -262,6 +262,9 @@ fn wrap_config(
             }
         }
     }
+    if !headers.is_empty() && url.is_none() {
+        return Err("--header goes with --url: a command's server takes no HTTP headers".into());
+    }
     let transport = match (url, command.split_first()) {
         (Some(url), None) => TransportConfig::Http { url, headers },
         (None, Some((program, args))) => TransportConfig::Stdio {
