@@ -611,3 +611,53 @@ fn wrap_takes_headers_as_name_colon_value() {
         "--header goes with --url only"
     );
 }
+
+#[test]
+fn a_wrapped_url_server_gets_its_headers() {
+    use std::io::Read;
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
+    let port = listener.local_addr().expect("its address").port();
+    listener.set_nonblocking(true).expect("non-blocking accept");
+    let mut child = Command::new(supervisor_bin())
+        .args(["wrap", "--url", &format!("http://127.0.0.1:{port}/mcp")])
+        .args([
+            "--header",
+            "X-Team: core",
+            "--header",
+            "Authorization: Bearer t0k",
+        ])
+        .args(["--max-attempts", "1", "--stdio"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start wrap");
+    // The transparent face connects upstream when its client initializes.
+    let mut stdin = child.stdin.take().expect("wrap's stdin");
+    std::io::Write::write_all(
+        &mut stdin,
+        b"{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"initialize\",\"params\":{\"protocolVersion\":\"2025-06-18\",\"capabilities\":{},\"clientInfo\":{\"name\":\"t\",\"version\":\"1\"}}}\n",
+    )
+    .expect("send initialize");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let mut head = String::new();
+    while std::time::Instant::now() < deadline && !head.contains("\r\n\r\n") {
+        match listener.accept() {
+            Ok((mut stream, _)) => {
+                stream
+                    .set_read_timeout(Some(std::time::Duration::from_secs(5)))
+                    .expect("read timeout");
+                let mut buf = [0u8; 8192];
+                let n = stream.read(&mut buf).unwrap_or(0);
+                head = String::from_utf8_lossy(&buf[..n]).to_lowercase();
+            }
+            Err(_) => std::thread::sleep(std::time::Duration::from_millis(50)),
+        }
+    }
+    drop(stdin);
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(head.starts_with("post /mcp"), "{head}");
+    assert!(head.contains("\r\nx-team: core\r\n"), "{head}");
+    assert!(head.contains("\r\nauthorization: bearer t0k\r\n"), "{head}");
+}
