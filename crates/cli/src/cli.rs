@@ -126,6 +126,10 @@ pub enum Command {
         /// An HTTP header sent to the --url server, as `NAME: VALUE` (repeatable).
         #[arg(long, value_name = "NAME: VALUE")]
         header: Vec<String>,
+        /// An HTTP header sent to the --url server, its value read from the environment variable
+        /// VAR, so that it never shows on a command line (repeatable).
+        #[arg(long, value_name = "NAME=VAR")]
+        header_from_env: Vec<String>,
         #[command(flatten)]
         policy: PolicyArgs,
         #[command(flatten)]

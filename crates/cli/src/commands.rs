@@ -45,11 +45,12 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             name,
             url,
             header,
+            header_from_env,
             policy,
             faces,
             command,
         } => {
-            let config = match wrap_config(name, url, header, &policy, command) {
+            let config = match wrap_config(name, url, (header, header_from_env), &policy, command) {
                 Ok(config) => config,
                 Err(message) => {
                     eprintln!("mcp-supervisor wrap: {message}");
@@ -243,7 +244,7 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
 fn wrap_config(
     name: Option<String>,
     url: Option<String>,
-    header: Vec<String>,
+    (header, header_from_env): (Vec<String>, Vec<String>),
     policy: &crate::cli::PolicyArgs,
     command: Vec<String>,
 ) -> Result<Config, String> {
@@ -262,8 +263,24 @@ fn wrap_config(
             }
         }
     }
+    for pair in header_from_env {
+        let Some((name, var)) = pair
+            .split_once('=')
+            .filter(|(name, _)| !name.trim().is_empty())
+        else {
+            return Err(format!(
+                "--header-from-env {pair:?} is not `NAME=VAR` (e.g. `--header-from-env Authorization=API_AUTH`)"
+            ));
+        };
+        let Ok(value) = std::env::var(var) else {
+            return Err(format!(
+                "--header-from-env {pair:?}: the environment variable {var} is not set; set it in the server's env"
+            ));
+        };
+        headers.push((name.trim().to_owned(), Secret::new(value)));
+    }
     if !headers.is_empty() && url.is_none() {
-        return Err("--header goes with --url: a command's server takes no HTTP headers".into());
+        return Err("--header and --header-from-env go with --url: a command's server takes no HTTP headers".into());
     }
     let transport = match (url, command.split_first()) {
         (Some(url), None) => TransportConfig::Http { url, headers },

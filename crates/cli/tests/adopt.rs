@@ -298,30 +298,45 @@ fn unknown_keys_comments_and_servers_left_alone_are_kept() {
     }
 }
 
+/// Codex after adopt, to the byte: comments, blank lines, key order and the server adopt cannot
+/// wrap stay; only the lines of command, args, url and http_headers change, and the header's value
+/// moves to env.
+const CODEX_ADOPTED: &str = r#"# Codex settings, hand-written.
+model = "o4-mini"
+
+# The servers Codex starts.
+[mcp_servers.docs]
+command = "/opt/test/bin/mcp-supervisor" # the launcher
+args = ["wrap", "--", "npx", "-y", "@upstash/context7-mcp"]
+startup_timeout_sec = 20
+
+[mcp_servers.docs.env]
+# keep this token out of git
+API_KEY = "k-123"
+
+[mcp_servers.search]
+command = "/opt/test/bin/mcp-supervisor"
+args = ["wrap", "--url", "http://127.0.0.1:3003/mcp", "--header-from-env", "X-Region=MCP_HEADER_X_REGION"]
+tool_timeout_sec = 30
+env = { MCP_HEADER_X_REGION = "eu" }
+
+[mcp_servers.private]
+url = "https://private.example.invalid/mcp"
+bearer_token_env_var = "PRIVATE_TOKEN"
+
+[profiles.fast]
+model = "gpt-5-mini"
+"#;
+
 #[test]
-fn codex_changes_only_the_lines_of_the_server_keys() {
+fn codex_keeps_its_comments_and_layout() {
     let fixture = FIXTURES
         .iter()
         .find(|f| f.dir == "codex")
         .expect("the codex fixture");
     let (_dir, path) = place(fixture);
     assert_ok(&adopt(&path, &["--binary", BIN, "--write"]), "codex");
-    let before = original(fixture);
-    let after = read(&path);
-    assert_eq!(before.lines().count(), after.lines().count(), "{after}");
-    let mut changed = 0;
-    for (old, new) in before.lines().zip(after.lines()) {
-        if old != new {
-            changed += 1;
-            let key = |line: &str| line.split(" = ").next().unwrap_or("").to_owned();
-            assert!(
-                ["command", "args", "url", "http_headers"].contains(&key(old).as_str()),
-                "changed line {old:?} -> {new:?}"
-            );
-            assert!(["command", "args"].contains(&key(new).as_str()), "{new:?}");
-        }
-    }
-    assert_eq!(changed, 4, "{after}");
+    assert_eq!(read(&path), CODEX_ADOPTED);
 }
 
 #[test]
@@ -442,12 +457,18 @@ fn url_servers_become_wrap_url_with_their_headers() {
     let (_dir, path) = place(cursor);
     assert_ok(&adopt(&path, &["--binary", BIN, "--write"]), "cursor");
     let text = read(&path);
+    let expected = r#"    "remote-docs": {
+      "command": "/opt/test/bin/mcp-supervisor",
+      "args": ["wrap", "--url", "http://127.0.0.1:3001/mcp", "--header-from-env", "Authorization=MCP_HEADER_AUTHORIZATION", "--header-from-env", "X-Team=MCP_HEADER_X_TEAM"],
+      "cursorUnknownFlag": true,
+      "env": {
+        "MCP_HEADER_AUTHORIZATION": "Bearer ${env:DOCS_TOKEN}",
+        "MCP_HEADER_X_TEAM": "core"
+      }
+    }"#;
     assert!(
-        text.contains(
-            "[\"wrap\", \"--url\", \"http://127.0.0.1:3001/mcp\", \"--header\", \
-         \"Authorization: Bearer ${env:DOCS_TOKEN}\", \"--header\", \"X-Team: core\"]"
-        ),
-        "{text}"
+        text.contains(expected),
+        "header values move to env, off the command line:\n{text}"
     );
     assert!(!text.contains("\"headers\""), "{text}");
 
@@ -613,19 +634,16 @@ fn wrap_takes_headers_as_name_colon_value() {
 }
 
 #[test]
-fn a_wrapped_url_server_gets_its_headers() {
+fn wrap_sends_headers_given_inline_or_from_the_environment() {
     use std::io::Read;
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a loopback port");
     let port = listener.local_addr().expect("its address").port();
     listener.set_nonblocking(true).expect("non-blocking accept");
     let mut child = Command::new(supervisor_bin())
         .args(["wrap", "--url", &format!("http://127.0.0.1:{port}/mcp")])
-        .args([
-            "--header",
-            "X-Team: core",
-            "--header",
-            "Authorization: Bearer t0k",
-        ])
+        .args(["--header", "X-Team: core"])
+        .args(["--header-from-env", "Authorization=ADOPT_TEST_AUTH"])
+        .env("ADOPT_TEST_AUTH", "Bearer t0k")
         .args(["--max-attempts", "1", "--stdio"])
         .stdin(std::process::Stdio::piped())
         .stdout(std::process::Stdio::null())
@@ -660,4 +678,26 @@ fn a_wrapped_url_server_gets_its_headers() {
     assert!(head.starts_with("post /mcp"), "{head}");
     assert!(head.contains("\r\nx-team: core\r\n"), "{head}");
     assert!(head.contains("\r\nauthorization: bearer t0k\r\n"), "{head}");
+}
+
+#[test]
+fn a_comment_between_a_changed_entrys_keys_is_reported_and_the_rest_kept() {
+    let dir = temp_dir("adopt-zed-comment");
+    let path = dir.join("settings.json");
+    let text = "{\n  // top comment\n  \"context_servers\": {\n    \"git\": {\n      // why git\n      \"command\": \"uvx\",\n      \"args\": [\"mcp-server-git\"]\n    }\n  }\n}\n";
+    std::fs::write(&path, text).expect("write");
+    let output = adopt(&path, &["--binary", BIN, "--write"]);
+    assert_ok(&output, "zed");
+    assert!(
+        stdout(&output).contains("note: comments between this entry's keys are not kept"),
+        "{}",
+        stdout(&output)
+    );
+    let after = read(&path);
+    assert!(after.contains("// top comment"), "{after}");
+    assert!(!after.contains("// why git"), "{after}");
+    assert!(
+        after.contains("[\"wrap\", \"--\", \"uvx\", \"mcp-server-git\"]"),
+        "{after}"
+    );
 }

@@ -3,9 +3,10 @@
 //! writes files, and never drops a key it does not name.
 //!
 //! Undo needs no backup and no marker key: a wrapped entry's `args` are exactly
-//! `wrap -- CMD ARGS...` or `wrap --url URL [--header "NAME: VALUE"]...`, so the original command,
-//! arguments, URL and headers are read back from them. Every other key (env, cwd, unknown ones)
-//! is never touched by adopt, so it needs no restoring.
+//! `wrap -- CMD ARGS...` or `wrap --url URL [--header-from-env NAME=VAR]...`, so the original
+//! command, arguments and URL are read back from them, and each header's value from the entry's
+//! `env` (where adopt moved it, so that a token never shows on a command line). Every other key
+//! (cwd, unknown ones, the rest of env) is never touched by adopt, so it needs no restoring.
 
 /// A value adopt writes into an entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -22,7 +23,7 @@ pub struct Keys {
     pub command: &'static str,
     /// The HTTP headers of a URL server: `headers`, or Codex's `http_headers`.
     pub headers: &'static str,
-    /// Keys that hold headers adopt cannot carry into `wrap`'s arguments (Codex reads them from
+    /// Keys that hold headers adopt cannot carry into `wrap` (Codex reads them from
     /// its own environment): an entry with one of them is left alone.
     pub env_headers: &'static [&'static str],
 }
@@ -77,14 +78,39 @@ impl Binary<'_> {
 /// The server an entry starts or reaches, or a `wrap` argument list fronts.
 #[derive(Debug, PartialEq)]
 enum Server {
-    Stdio {
-        command: String,
-        args: Vec<String>,
-    },
-    Url {
-        url: String,
-        headers: Vec<(String, String)>,
-    },
+    Stdio { command: String, args: Vec<String> },
+    Url { url: String, headers: Vec<Header> },
+}
+
+/// One HTTP header of a URL server.
+#[derive(Debug, PartialEq)]
+enum Header {
+    /// `NAME: VALUE`, as in the host's headers (or a hand-written `--header`).
+    Value(String, String),
+    /// `--header-from-env NAME=VAR`: the value is the entry's `env.VAR`.
+    FromEnv(String, String),
+}
+
+/// Where adopt puts header values: `MCP_HEADER_` and the name in capitals, `_` for the rest.
+fn header_var(name: &str, env: &[(String, String)]) -> String {
+    let base: String = name
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() {
+                c.to_ascii_uppercase()
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    let base = format!("MCP_HEADER_{base}");
+    let mut var = base.clone();
+    let mut n = 2;
+    while env.iter().any(|(k, _)| *k == var) {
+        var = format!("{base}_{n}");
+        n += 1;
+    }
+    var
 }
 
 /// What an entry is, read once.
@@ -113,6 +139,10 @@ fn kind(map: &dyn EntryMap, keys: &Keys, binary: &Binary) -> Result<Kind, String
             ));
         }
         let headers = map.get_map(keys.headers)?.unwrap_or_default();
+        let headers = headers
+            .into_iter()
+            .map(|(name, value)| Header::Value(name, value))
+            .collect();
         return Ok(Kind::Plain(Server::Url { url, headers }));
     }
     Err(format!("it has neither `{}` nor `url`", keys.command))
@@ -132,9 +162,22 @@ pub fn adopt(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
         }
         Ok(Kind::Plain(Server::Url { url, headers })) => {
             let mut wrapped = vec!["wrap".to_owned(), "--url".to_owned(), url];
-            for (name, value) in headers {
-                wrapped.push("--header".to_owned());
-                wrapped.push(format!("{name}: {value}"));
+            let mut env = match map.get_map("env") {
+                Ok(env) => env.unwrap_or_default(),
+                Err(reason) => return Outcome::Skipped(reason),
+            };
+            let moved = !headers.is_empty();
+            for header in headers {
+                let (name, var) = match header {
+                    Header::Value(name, value) => {
+                        let var = header_var(&name, &env);
+                        env.push((var.clone(), value));
+                        (name, var)
+                    }
+                    Header::FromEnv(name, var) => (name, var),
+                };
+                wrapped.push("--header-from-env".to_owned());
+                wrapped.push(format!("{name}={var}"));
             }
             map.replace(
                 &["url", keys.headers],
@@ -146,6 +189,9 @@ pub fn adopt(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
                     ("args".to_owned(), NewValue::List(wrapped)),
                 ],
             );
+            if moved {
+                map.set("env", NewValue::Map(env));
+            }
             if map.contains("type") {
                 map.set("type", NewValue::Str("stdio".to_owned()));
             }
@@ -172,11 +218,36 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
             Outcome::Changed("restored")
         }
         Ok(Server::Url { url, headers }) => {
+            let mut env = match map.get_map("env") {
+                Ok(env) => env.unwrap_or_default(),
+                Err(reason) => return Outcome::Skipped(reason),
+            };
+            let mut values = Vec::new();
+            let moved = headers.iter().any(|h| matches!(h, Header::FromEnv(..)));
+            for header in headers {
+                match header {
+                    Header::Value(name, value) => values.push((name, value)),
+                    Header::FromEnv(name, var) => {
+                        let Some(at) = env.iter().position(|(k, _)| *k == var) else {
+                            return Outcome::Skipped(format!(
+                                "its header {name} comes from env.{var}, which it does not have; \
+                                 restore it by hand"
+                            ));
+                        };
+                        values.push((name, env.remove(at).1));
+                    }
+                }
+            }
             let mut insert = vec![("url".to_owned(), NewValue::Str(url))];
-            if !headers.is_empty() {
-                insert.push((keys.headers.to_owned(), NewValue::Map(headers)));
+            if !values.is_empty() {
+                insert.push((keys.headers.to_owned(), NewValue::Map(values)));
             }
             map.replace(&[keys.command, "args"], insert);
+            if moved && env.is_empty() {
+                map.replace(&["env"], Vec::new());
+            } else if moved {
+                map.set("env", NewValue::Map(env));
+            }
             if map.contains("type") {
                 map.set("type", NewValue::Str("http".to_owned()));
             }
@@ -185,7 +256,7 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
     }
 }
 
-/// `wrap` flags that take a value; any of them other than `--url` and `--header` (added by hand)
+/// `wrap` flags that take a value; any of them other than `--url` and the headers (added by hand)
 /// is dropped on undo, since the original entry had no such thing.
 const VALUE_FLAGS: &[&str] = &[
     "--name",
@@ -226,7 +297,9 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
         if BOOL_FLAGS.contains(&flag) {
             continue;
         }
-        if flag != "--url" && flag != "--header" && !VALUE_FLAGS.contains(&flag) {
+        if !["--url", "--header", "--header-from-env"].contains(&flag)
+            && !VALUE_FLAGS.contains(&flag)
+        {
             return Err(format!(
                 "its wrap arguments hold `{arg}`, which adopt does not know; restore it by hand"
             ));
@@ -244,7 +317,17 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
                     "its header `{value}` is not `NAME: VALUE`; restore it by hand"
                 ));
             };
-            headers.push((name.trim().to_owned(), value.trim_start().to_owned()));
+            headers.push(Header::Value(
+                name.trim().to_owned(),
+                value.trim_start().to_owned(),
+            ));
+        } else if flag == "--header-from-env" {
+            let Some((name, var)) = value.split_once('=') else {
+                return Err(format!(
+                    "its header `{value}` is not `NAME=VAR`; restore it by hand"
+                ));
+            };
+            headers.push(Header::FromEnv(name.to_owned(), var.to_owned()));
         }
     }
     match url {
@@ -281,7 +364,7 @@ mod tests {
             ])),
             Ok(Server::Url {
                 url: "http://h/mcp".into(),
-                headers: vec![("Authorization".into(), "Bearer a:b".into())],
+                headers: vec![Header::Value("Authorization".into(), "Bearer a:b".into())],
             })
         );
         assert!(unwrap_args(&strings(&["wrap", "--weird", "--", "x"])).is_err());

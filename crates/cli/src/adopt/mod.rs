@@ -20,6 +20,14 @@ use crate::cli::AdoptArgs;
 use entry::{Binary, EntryMap, Keys, Outcome};
 use formats::Syntax;
 
+/// A line on stdout; a closed stdout (`adopt | head`) is not an error worth a panic.
+macro_rules! say {
+    ($($arg:tt)*) => {{
+        use std::io::Write as _;
+        let _ = writeln!(std::io::stdout().lock(), $($arg)*);
+    }};
+}
+
 /// Exit code for bad usage or a config that does not parse.
 const USAGE: u8 = 2;
 
@@ -149,28 +157,28 @@ pub fn run(args: AdoptArgs) -> ExitCode {
     }
     let mut pending = false;
     for (path, format, snapshot, plan) in planned {
-        println!("{} ({}):", path.display(), format.title());
+        say!("{} ({}):", path.display(), format.title());
         for line in &plan.lines {
             let what = match &line.outcome {
                 Outcome::Changed(what) | Outcome::Unchanged(what) => (*what).to_owned(),
                 Outcome::Skipped(reason) => format!("left as is: {reason}"),
             };
-            println!("  {}: {what}", line.label);
+            say!("  {}: {what}", line.label);
             if let Some(note) = &line.note {
-                println!("    note: {note}");
+                say!("    note: {note}");
             }
         }
         if plan.text == snapshot.text {
-            println!("  nothing to change");
+            say!("  nothing to change");
             continue;
         }
         if !args.write {
-            print!("{}", diff(&path, &snapshot.text, &plan.text));
+            say!("{}", diff(&path, &snapshot.text, &plan.text).trim_end());
             pending = true;
             continue;
         }
         match write::replace(&snapshot, &plan.text) {
-            Ok(backup) => println!("  wrote {} (backup: {})", path.display(), backup.display()),
+            Ok(backup) => say!("  wrote {} (backup: {})", path.display(), backup.display()),
             Err(message) => {
                 eprintln!("mcp-supervisor adopt: {message}");
                 code = code.max(1);
@@ -178,7 +186,7 @@ pub fn run(args: AdoptArgs) -> ExitCode {
         }
     }
     if pending {
-        println!(
+        say!(
             "Nothing written: run again with --write to save (a backup is kept beside each file)."
         );
     }
