@@ -112,6 +112,12 @@ pub fn plan(text: &str, layout: Layout, op: &Op) -> Result<Plan, String> {
     for (range, replacement) in edits {
         out.replace_range(range, &replacement);
     }
+    // Never hand on a text that would not parse: that would be a bug here, not the user's.
+    if let Err(error) = serde_json::from_str::<serde_json::Value>(&strip_comments(&out)) {
+        return Err(format!(
+            "adopt made invalid JSON of it ({error}), a bug: please report it with the file"
+        ));
+    }
     Ok(Plan { text: out, lines })
 }
 

@@ -51,10 +51,15 @@ pub fn plan(text: &str, op: &Op) -> Result<Plan, String> {
             });
         }
     }
-    Ok(Plan {
-        text: doc.to_string(),
-        lines,
-    })
+    let text = doc.to_string();
+    // Never hand on a text that would not parse: that would be a bug here, not the user's.
+    if let Err(error) = text.parse::<DocumentMut>() {
+        return Err(format!(
+            "adopt made invalid TOML of it ({}), a bug: please report it with the file",
+            error.message().trim_end()
+        ));
+    }
+    Ok(Plan { text, lines })
 }
 
 /// One `[mcp_servers.NAME]` table.
