@@ -257,9 +257,8 @@ fn wrap_config(
                 headers.push((name.trim().to_owned(), Secret::new(value.trim_start())));
             }
             _ => {
-                return Err(format!(
-                    "--header {line:?} is not `NAME: VALUE` (e.g. `--header 'Authorization: Bearer TOKEN'`)"
-                ));
+                // The value may be a secret: name the flag, not what was given.
+                return Err("a --header is not `NAME: VALUE` (e.g. `--header 'Authorization: Bearer TOKEN'`)".into());
             }
         }
     }

@@ -313,9 +313,9 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
             url = Some(value);
         } else if flag == "--header" {
             let Some((name, value)) = value.split_once(':') else {
-                return Err(format!(
-                    "its header `{value}` is not `NAME: VALUE`; restore it by hand"
-                ));
+                return Err(
+                    "one of its --header values is not `NAME: VALUE`; restore it by hand".into(),
+                );
             };
             headers.push(Header::Value(
                 name.trim().to_owned(),
@@ -324,7 +324,7 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
         } else if flag == "--header-from-env" {
             let Some((name, var)) = value.split_once('=') else {
                 return Err(format!(
-                    "its header `{value}` is not `NAME=VAR`; restore it by hand"
+                    "its --header-from-env `{value}` is not `NAME=VAR`; restore it by hand"
                 ));
             };
             headers.push(Header::FromEnv(name.to_owned(), var.to_owned()));
