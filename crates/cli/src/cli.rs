@@ -6,9 +6,18 @@ use clap::{Parser, Subcommand};
 
 use crate::logging::LogArgs;
 
+/// `--version`: the crate version and the git commit it was built from ("unknown" outside a
+/// git checkout), set by build.rs.
+const VERSION: &str = concat!(
+    env!("CARGO_PKG_VERSION"),
+    " (commit ",
+    env!("MCP_SUPERVISOR_GIT_COMMIT"),
+    ")"
+);
+
 /// Keep MCP servers usable when they crash, hang or lose their HTTP session.
 #[derive(Debug, Parser)]
-#[command(name = "mcp-supervisor", version, about, long_about = None)]
+#[command(name = "mcp-supervisor", version = VERSION, about, long_about = None)]
 pub struct Cli {
     #[command(flatten)]
     pub log: LogArgs,
@@ -68,6 +77,29 @@ pub struct PolicyArgs {
     pub retry_tool: Vec<String>,
 }
 
+/// The flags of `adopt`.
+#[derive(Debug, clap::Args)]
+pub struct AdoptArgs {
+    /// The config file to rewrite (default: every usual host config that exists).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Which host the file belongs to, when its name does not say.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub format: Option<crate::adopt::Format>,
+    /// Save the change (default: print the diff only).
+    #[arg(long)]
+    pub write: bool,
+    /// Restore the original entries from the wrapped ones.
+    #[arg(long)]
+    pub undo: bool,
+    /// Only these servers (comma-separated names).
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// The command written into each entry (default: this program's absolute path).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+}
+
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Supervise every server of a config and serve their tools as one MCP server.
@@ -91,6 +123,13 @@ pub enum Command {
         /// Front a streamable-HTTP server instead of a command.
         #[arg(long, conflicts_with = "command")]
         url: Option<String>,
+        /// An HTTP header sent to the --url server, as `NAME: VALUE` (repeatable).
+        #[arg(long, value_name = "NAME: VALUE")]
+        header: Vec<String>,
+        /// An HTTP header sent to the --url server, its value read from the environment variable
+        /// VAR, so that it never shows on a command line (repeatable).
+        #[arg(long, value_name = "NAME=VAR")]
+        header_from_env: Vec<String>,
         #[command(flatten)]
         policy: PolicyArgs,
         #[command(flatten)]
@@ -99,6 +138,11 @@ pub enum Command {
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
     },
+    /// Rewrite a host's MCP config so every server runs through `wrap` (or back, with --undo).
+    #[command(
+        after_help = "Examples:\n  mcp-supervisor adopt                      # show the diff for every host config found\n  mcp-supervisor adopt --write              # save it (a timestamped backup is kept beside each file)\n  mcp-supervisor adopt --undo --write       # restore the original entries\n  mcp-supervisor adopt --file .mcp.json --only github,fs --write\n\nHosts: Claude Desktop, Cursor, Claude Code (.mcp.json, ~/.claude.json), VS Code (mcp.json), Codex (~/.codex/config.toml), Zed (settings.json).\nExit code 0 when done, 2 for bad usage or a config that does not parse, 1 when a file could not be written."
+    )]
+    Adopt(AdoptArgs),
     /// Validate a config and print every problem.
     #[command(
         after_help = "Example:\n  mcp-supervisor check --config examples/servers.json\n\nExit code 0 when valid, 2 with every problem listed otherwise."

@@ -17,6 +17,7 @@ const USAGE: u8 = 2;
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
         Command::Check { config } => check(&config),
+        Command::Adopt(args) => Ok(crate::adopt::run(args)),
         Command::Status {
             url,
             json,
@@ -43,11 +44,13 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Wrap {
             name,
             url,
+            header,
+            header_from_env,
             policy,
             faces,
             command,
         } => {
-            let config = match wrap_config(name, url, &policy, command) {
+            let config = match wrap_config(name, url, (header, header_from_env), &policy, command) {
                 Ok(config) => config,
                 Err(message) => {
                     eprintln!("mcp-supervisor wrap: {message}");
@@ -241,13 +244,45 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
 fn wrap_config(
     name: Option<String>,
     url: Option<String>,
+    (header, header_from_env): (Vec<String>, Vec<String>),
     policy: &crate::cli::PolicyArgs,
     command: Vec<String>,
 ) -> Result<Config, String> {
     use mcp_supervisor::core::config::{Secret, TransportConfig};
     use mcp_supervisor::core::naming::{NamingConfig, NamingMode};
+    let mut headers = Vec::new();
+    for line in header {
+        match line.split_once(':') {
+            Some((name, value)) if !name.trim().is_empty() => {
+                headers.push((name.trim().to_owned(), Secret::new(value.trim_start())));
+            }
+            _ => {
+                // The value may be a secret: name the flag, not what was given.
+                return Err("a --header is not `NAME: VALUE` (e.g. `--header 'Authorization: Bearer TOKEN'`)".into());
+            }
+        }
+    }
+    for pair in header_from_env {
+        let Some((name, var)) = pair
+            .split_once('=')
+            .filter(|(name, _)| !name.trim().is_empty())
+        else {
+            return Err(format!(
+                "--header-from-env {pair:?} is not `NAME=VAR` (e.g. `--header-from-env Authorization=API_AUTH`)"
+            ));
+        };
+        let Ok(value) = std::env::var(var) else {
+            return Err(format!(
+                "--header-from-env {pair:?}: the environment variable {var} is not set; set it in the server's env"
+            ));
+        };
+        headers.push((name.trim().to_owned(), Secret::new(value)));
+    }
+    if !headers.is_empty() && url.is_none() {
+        return Err("--header and --header-from-env go with --url: a command's server takes no HTTP headers".into());
+    }
     let transport = match (url, command.split_first()) {
-        (Some(url), None) => TransportConfig::Http { url, headers: Vec::<(String, Secret)>::new() },
+        (Some(url), None) => TransportConfig::Http { url, headers },
         (None, Some((program, args))) => TransportConfig::Stdio {
             command: program.clone(),
             args: args.to_vec(),
