@@ -39,6 +39,10 @@ pub struct CallArgs {
     /// The client the call is for: the server's requests caused by the call (roots, sampling,
     /// elicitation) and its progress go there. `None`: the hub's [`HubOptions::client`].
     pub origin: Option<Arc<dyn Downstream>>,
+    /// The caller takes a stateless server's input-required results itself (it is a client of
+    /// that era): they come back as the call's result, whole, instead of being answered through
+    /// `origin` round by round.
+    pub relays_input: bool,
 }
 
 impl std::fmt::Debug for CallArgs {
@@ -48,6 +52,7 @@ impl std::fmt::Debug for CallArgs {
             .field("timeout", &self.timeout)
             .field("progress", &self.progress.is_some())
             .field("origin", &self.origin.is_some())
+            .field("relays_input", &self.relays_input)
             .finish()
     }
 }
@@ -409,6 +414,7 @@ impl Hub {
             origin: args.origin,
             safety: tool.safety,
             headers: tool.headers.clone(),
+            relays_input: args.relays_input,
         };
         handle.send(&request, "tools/call", Some(params)).await
     }
@@ -476,6 +482,7 @@ impl Hub {
             origin: args.origin,
             safety,
             headers: Arc::from([]),
+            relays_input: args.relays_input,
         };
         handle.send(&request, method, params).await
     }

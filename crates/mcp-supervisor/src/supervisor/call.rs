@@ -41,6 +41,8 @@ pub struct CallRequest {
     pub safety: ToolSafety,
     /// The arguments a `tools/call` mirrors into HTTP headers (SEP-2243); empty for others.
     pub headers: Arc<[ParamHeader]>,
+    /// Input-required results come back whole (the caller is a client of that era).
+    pub relays_input: bool,
 }
 
 impl std::fmt::Debug for CallRequest {
@@ -162,6 +164,7 @@ impl SupervisorHandle {
                 cancel: cancel.clone(),
                 origin: request.origin.clone(),
                 headers: request.headers.clone(),
+                relays_input: request.relays_input,
             };
             let outcome = {
                 let _busy = InFlight::enter(&self.shared.in_flight);

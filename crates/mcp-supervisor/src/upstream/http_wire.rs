@@ -334,9 +334,22 @@ impl Inner {
             if status == StatusCode::NOT_FOUND && with_session {
                 return Err(Failure::SessionExpired);
             }
+            let body = error_body(response).await;
+            // A server of protocol 2026-07-28 sends some JSON-RPC errors with a 4xx status
+            // (a missing client capability is 400): that is its answer to the request, not a
+            // broken transport.
+            if let Some(id) = request
+                && status.is_client_error()
+                && answers(&body, id)
+            {
+                return match deliver(&tx, body, request) {
+                    Ok(_) => Ok(()),
+                    Err(PeerGone) => Err(Failure::TransportClosedBeforeSend),
+                };
+            }
             return Err(Failure::HttpStatus {
                 status: status.as_u16(),
-                body: error_body(response).await,
+                body,
             });
         }
         if let Some(session) = response.headers().get(SESSION_ID) {

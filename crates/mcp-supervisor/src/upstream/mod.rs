@@ -253,11 +253,15 @@ impl WireLink {
                 cancel: opts.cancel.clone(),
                 origin: opts.origin.clone(),
                 headers: opts.headers.clone(),
+                relays_input: opts.relays_input,
             };
             let result = self
                 .peer
                 .request_with(method, Some(&round), this_round, headers)
                 .await?;
+            if opts.relays_input {
+                return Ok(result);
+            }
             let Some(needed) = era::input_required(&result) else {
                 return Ok(result);
             };
