@@ -49,6 +49,7 @@ pub async fn run(
             Mode::Transparent => None,
             Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
         },
+        trace: crate::telemetry::context(),
     };
     let hub = Arc::new(Hub::start_with_options(config, options));
     let proxy = Proxy::new(hub.clone(), mode);

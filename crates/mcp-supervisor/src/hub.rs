@@ -15,6 +15,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::error::{CallError, Error};
 use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
@@ -66,6 +67,9 @@ pub struct HubOptions {
     /// The `initialize` params every server is opened with. `None`: the servers' processes start
     /// at once, but their handshakes wait until [`Hub::set_handshake`] gives the client's own.
     pub handshake: Option<Arc<RawValue>>,
+    /// Links each request's span (`mcp.call`, see [`crate::trace`]) to a trace and gives the
+    /// `traceparent` carried upstream in the request's `_meta`. `None`: none is sent.
+    pub trace: Option<Arc<dyn crate::trace::TraceContext>>,
 }
 
 impl HubOptions {
@@ -76,6 +80,7 @@ impl HubOptions {
         Self {
             client,
             handshake: Some(default_handshake(capabilities)),
+            trace: None,
         }
     }
 }
@@ -85,6 +90,7 @@ impl Default for HubOptions {
         Self {
             client: Arc::new(Refuse),
             handshake: Some(default_handshake(&serde_json::json!({}))),
+            trace: None,
         }
     }
 }
@@ -157,6 +163,7 @@ pub struct Hub {
     notifications: broadcast::Sender<ServerEvent>,
     factory: ConnectorFactory,
     handshake: watch::Sender<Option<Arc<RawValue>>>,
+    trace: Option<Arc<dyn crate::trace::TraceContext>>,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -173,15 +180,20 @@ impl Hub {
         let factory: ConnectorFactory = Arc::new(move |server: &ServerConfig| {
             Arc::new(ServerConnector::new(server.clone(), client.clone())) as Arc<dyn Connector>
         });
-        Self::build(config, factory, options.handshake)
+        Self::build(config, factory, options.handshake, options.trace)
     }
 
     /// Start with a connector of the caller's (tests use a scripted fake).
     pub fn start_with(config: Config, factory: ConnectorFactory) -> Self {
-        Self::build(config, factory, HubOptions::default().handshake)
+        Self::build(config, factory, HubOptions::default().handshake, None)
     }
 
-    fn build(config: Config, factory: ConnectorFactory, handshake: Option<Arc<RawValue>>) -> Self {
+    fn build(
+        config: Config,
+        factory: ConnectorFactory,
+        handshake: Option<Arc<RawValue>>,
+        trace: Option<Arc<dyn crate::trace::TraceContext>>,
+    ) -> Self {
         let (handshake, _) = watch::channel(handshake);
         let names = config.servers.iter().map(|s| s.name.clone()).collect();
         let registry = Arc::new(Registry::new(config.naming.clone(), names));
@@ -225,6 +237,7 @@ impl Hub {
             notifications,
             factory,
             handshake,
+            trace,
             background,
         };
         for server in config.servers {
@@ -416,7 +429,48 @@ impl Hub {
             headers: tool.headers.clone(),
             relays_input: args.relays_input,
         };
-        handle.send(&request, "tools/call", Some(params)).await
+        self.traced_send(&handle, &request, "tools/call", Some(params))
+            .await
+    }
+
+    /// One request under its `mcp.call` span, with the trace context carried upstream.
+    async fn traced_send(
+        &self,
+        handle: &SupervisorHandle,
+        request: &CallRequest,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, CallError> {
+        let span = crate::trace::call_span(handle.name(), &request.tool, method);
+        let traced;
+        let params = match &self.trace {
+            Some(trace) if !span.is_disabled() => {
+                let incoming = crate::trace::incoming(params);
+                match trace
+                    .link(&span, incoming.as_deref())
+                    .and_then(|context| crate::trace::with_traceparent(params, &context))
+                {
+                    Some(with_context) => {
+                        traced = with_context;
+                        Some(&*traced)
+                    }
+                    None => params,
+                }
+            }
+            _ => params,
+        };
+        let outcome = handle
+            .send(request, method, params)
+            .instrument(span.clone())
+            .await;
+        span.record(
+            "outcome",
+            match &outcome {
+                Ok(_) => "ok",
+                Err(error) => error.kind(),
+            },
+        );
+        outcome
     }
 
     /// Where a public name goes, and its server's supervisor.
@@ -484,7 +538,7 @@ impl Hub {
             headers: Arc::from([]),
             relays_input: args.relays_input,
         };
-        handle.send(&request, method, params).await
+        self.traced_send(&handle, &request, method, params).await
     }
 
     /// Every page of one list (`prompts/list`, `resources/list`, …) from one server: the items

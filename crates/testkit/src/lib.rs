@@ -63,10 +63,8 @@ pub fn temp_dir(tag: &str) -> PathBuf {
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "{TEMP_PREFIX}{tag}-{}-{nanos}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("{TEMP_PREFIX}{tag}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create a temporary directory");
     dir
 }

@@ -55,6 +55,20 @@ impl std::fmt::Debug for CallRequest {
     }
 }
 
+/// What a call's trace span records when the call ends, however it ends.
+struct Tally {
+    span: tracing::Span,
+    attempts: i64,
+    replayed: bool,
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.span.record("attempts", self.attempts);
+        self.span.record("replayed", self.replayed);
+    }
+}
+
 /// Why waiting for a ready generation ended without one.
 struct NotReady {
     state: ServerState,
@@ -132,6 +146,12 @@ impl SupervisorHandle {
         let mut resent = false;
         // The failure that made us reconnect, to report with a failed reconnect.
         let mut first_failure: Option<String> = None;
+        // How many times it went out, for the call's trace span (recorded once, at the end).
+        let mut tally = Tally {
+            span: tracing::Span::current(),
+            attempts: 0,
+            replayed: false,
+        };
         loop {
             let (generation, link) =
                 match self.wait_ready(deadline, after_generation, &cancel).await {
@@ -166,6 +186,8 @@ impl SupervisorHandle {
                 headers: request.headers.clone(),
                 relays_input: request.relays_input,
             };
+            tally.attempts += 1;
+            tally.replayed = resent;
             let outcome = {
                 let _busy = InFlight::enter(&self.shared.in_flight);
                 // The link ends the call at its deadline; this outer bound only guards against
