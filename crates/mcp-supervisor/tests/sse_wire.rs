@@ -5,6 +5,8 @@
 //!
 //! Every wait is bounded; the one timing case runs on tokio's paused clock.
 
+mod real;
+
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -16,6 +18,7 @@ use axum::response::{IntoResponse, Response};
 use mcp_supervisor::core::classify::{Failure, Verdict, classify};
 use mcp_supervisor::upstream::sse_wire::{ENDPOINT_LIMIT, SseWire};
 use mcp_supervisor::upstream::wire::{Incoming, Wire};
+use mcp_supervisor::{Hub, ServerState};
 use serde_json::Value;
 use tokio::sync::{mpsc, oneshot};
 
@@ -38,7 +41,7 @@ const INIT_ANSWER: &str = r#"{"result":{"protocolVersion":"2024-11-05", "capabil
 /// What the GET stream sends first.
 #[derive(Clone)]
 enum Opening {
-    /// An `endpoint` event with this data.
+    /// An `endpoint` event with this data (`{n}` replaced by the stream's number, from 1).
     Endpoint(String),
     /// These bytes as they are.
     Raw(&'static [u8]),
@@ -79,6 +82,8 @@ struct Fake {
     seen: mpsc::UnboundedSender<Seen>,
     /// The open streams: dropping a sender ends its stream.
     streams: Mutex<Vec<mpsc::UnboundedSender<Bytes>>>,
+    /// How many streams were opened.
+    opened: std::sync::atomic::AtomicUsize,
 }
 
 impl Fake {
@@ -101,7 +106,14 @@ async fn get_sse(
         body: String::new(),
     });
     let first = match &fake.opening {
-        Opening::Endpoint(data) => Bytes::from(format!("event: endpoint\ndata: {data}\n\n")),
+        Opening::Endpoint(data) => {
+            let n = fake
+                .opened
+                .fetch_add(1, std::sync::atomic::Ordering::SeqCst)
+                + 1;
+            let data = data.replace("{n}", &n.to_string());
+            Bytes::from(format!("event: endpoint\ndata: {data}\n\n"))
+        }
         Opening::Raw(bytes) => Bytes::from_static(bytes),
         Opening::Json => {
             return ([(header::CONTENT_TYPE, "application/json")], "{}").into_response();
@@ -173,6 +185,7 @@ impl Server {
             post: Mutex::new(post),
             seen: tx,
             streams: Mutex::new(Vec::new()),
+            opened: std::sync::atomic::AtomicUsize::new(0),
         });
         let router = axum::Router::new()
             .route("/sse", axum::routing::get(get_sse))
@@ -514,4 +527,81 @@ async fn a_stream_that_never_names_its_endpoint_fails_after_the_bound() {
         "failed at the bound, not before or long after: {waited:?}"
     );
     peer.wire.close();
+}
+
+// === behind a hub: what the supervisor makes of it ===
+
+fn hub_on(url: &str) -> Hub {
+    Hub::start(real::config(serde_json::json!({
+        "legacy": {
+            "type": "sse",
+            "url": url,
+            "reconnect": { "initialDelayMs": 10, "maxDelayMs": 20, "maxAttempts": 2, "jitter": 0 },
+            "health": { "intervalMs": 0 }
+        }
+    })))
+}
+
+#[tokio::test]
+async fn a_lost_stream_is_replaced_by_a_new_stream_a_new_endpoint_and_the_same_handshake() {
+    let mut server = Server::start(
+        Opening::Endpoint("/messages/?session_id={n}".into()),
+        Post::Answer,
+    )
+    .await;
+    let hub = hub_on(&server.stream_url());
+    let first = real::wait_ready(&hub, "legacy", 0).await;
+    server.end_streams();
+    let second = real::wait_ready(&hub, "legacy", first.generation).await;
+    assert_eq!(second.generation, first.generation + 1, "{second:?}");
+    assert_eq!(second.restarts, 1, "{second:?}");
+    let mut seen = Vec::new();
+    while let Ok(request) = server.seen.try_recv() {
+        let method: Value = serde_json::from_str(&request.body).unwrap_or_default();
+        seen.push(format!(
+            "{} {} {}",
+            request.method,
+            request.query.unwrap_or_default(),
+            method["method"].as_str().unwrap_or_default()
+        ));
+    }
+    let initializes: Vec<&String> = seen.iter().filter(|s| s.ends_with(" initialize")).collect();
+    assert_eq!(
+        initializes,
+        [
+            "POST session_id=1 initialize",
+            "POST session_id=2 initialize"
+        ],
+        "each stream's handshake goes to its own endpoint: {seen:?}"
+    );
+    assert_eq!(
+        seen.iter().filter(|s| s.starts_with("GET")).count(),
+        2,
+        "{seen:?}"
+    );
+    within("the hub stops", hub.stop()).await;
+}
+
+#[tokio::test]
+async fn bad_streams_are_failed_attempts_whose_error_says_what_was_wrong() {
+    for (opening, expected) in [
+        (
+            Opening::Endpoint("http://127.0.0.2:9/messages/".into()),
+            "another origin (http://127.0.0.2:9)",
+        ),
+        (
+            Opening::Raw(b"data: garbage\n\n"),
+            "sent a message before its `endpoint` event",
+        ),
+    ] {
+        let server = Server::start(opening, Post::Answer).await;
+        let hub = hub_on(&server.stream_url());
+        let gave_up =
+            real::wait_for(&hub, "legacy", LIMIT, |s| s.state == ServerState::GaveUp).await;
+        let error = gave_up.last_error.clone().unwrap_or_default();
+        assert!(error.contains(expected), "{error}");
+        assert!(error.starts_with("initialize failed: "), "{error}");
+        assert_eq!(gave_up.attempt, 2, "every attempt failed: {gave_up:?}");
+        within("the hub stops", hub.stop()).await;
+    }
 }

@@ -1,7 +1,8 @@
 """A 2024-11-05 HTTP+SSE MCP server on the official Python SDK, for mcp-supervisor's SSE tests.
 
-Usage: python sse_server.py PORT RUNS  (event stream at http://127.0.0.1:PORT/sse, messages POSTed
-to the endpoint it names). `echo` is read-only; `append` is neither read-only nor idempotent: each
+Usage: python sse_server.py PORT RUNS [TRANSPORT]  (TRANSPORT `sse`, the default: event stream at
+http://127.0.0.1:PORT/sse, messages POSTed to the endpoint it names; `streamable-http`: the same
+tools at http://127.0.0.1:PORT/mcp, for a comparison). `echo` is read-only; `append` is neither read-only nor idempotent: each
 run appends its token to the file RUNS, one line, then holds for `hold` seconds (a call in flight
 when the process is killed). A restarted process knows none of the sessions of the one before.
 """
@@ -33,4 +34,5 @@ async def append(token: str, hold: float = 0) -> str:
 
 
 if __name__ == "__main__":
-    server.run("sse", host="127.0.0.1", port=int(sys.argv[1]))
+    transport = sys.argv[3] if len(sys.argv) > 3 else "sse"
+    server.run(transport, host="127.0.0.1", port=int(sys.argv[1]))
