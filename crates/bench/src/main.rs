@@ -110,6 +110,9 @@ enum Bench {
         /// The server script (its tools: echo, append).
         #[arg(long, default_value = "crates/cli/tests/py/sse_server.py")]
         script: PathBuf,
+        /// `reconnect.initialDelayMs` of the server (500 is the default policy's).
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        initial_delay_ms: u64,
     },
     /// Latency and throughput of echo through our proxy (HTTP and stdio), peer proxies and bare relays.
     Peers {
@@ -270,7 +273,8 @@ async fn main() -> ExitCode {
             restarts,
             python,
             script,
-        } => sse_heal::run(&python, &script, restarts).await,
+            initial_delay_ms,
+        } => sse_heal::run(&python, &script, restarts, initial_delay_ms).await,
         Bench::Peers {
             calls,
             concurrency,

@@ -42,12 +42,27 @@ impl Transport {
         }
     }
 
-    fn server_config(self, port: u16) -> Value {
+    /// Its key in the JSON line.
+    fn key(self) -> &'static str {
         match self {
-            Transport::Sse => {
-                json!({ "type": "sse", "url": format!("http://127.0.0.1:{port}/sse") })
-            }
-            Transport::Http => json!({ "url": format!("http://127.0.0.1:{port}/mcp") }),
+            Transport::Sse => "sse",
+            Transport::Http => "http",
+        }
+    }
+
+    /// The server's config: the default policy but for `initialDelayMs`.
+    fn server_config(self, port: u16, initial_delay_ms: u64) -> Value {
+        let reconnect = json!({ "initialDelayMs": initial_delay_ms });
+        match self {
+            Transport::Sse => json!({
+                "type": "sse",
+                "url": format!("http://127.0.0.1:{port}/sse"),
+                "reconnect": reconnect,
+            }),
+            Transport::Http => json!({
+                "url": format!("http://127.0.0.1:{port}/mcp"),
+                "reconnect": reconnect,
+            }),
         }
     }
 }
@@ -128,14 +143,19 @@ struct Heals {
     failures: Vec<String>,
 }
 
-pub async fn run(python: &Path, script: &Path, restarts: u32) -> Result<Value> {
+pub async fn run(
+    python: &Path,
+    script: &Path,
+    restarts: u32,
+    initial_delay_ms: u64,
+) -> Result<Value> {
     let python = resolve(python)?;
     let script = resolve(script)?;
     let mut rows = Vec::new();
     let mut report = serde_json::Map::new();
     let mut failure_lines = Vec::new();
     for transport in TRANSPORTS {
-        let heals = measure(&python, &script, transport, restarts).await?;
+        let heals = measure(&python, &script, transport, restarts, initial_delay_ms).await?;
         let until = Stats::of(&heals.until_success)?;
         if !heals.first.is_empty() {
             let first = Stats::of(&heals.first)?;
@@ -143,18 +163,18 @@ pub async fn run(python: &Path, script: &Path, restarts: u32) -> Result<Value> {
                 &format!("{}: first call, when it succeeded", transport.name()),
                 &first,
             ));
-            report.insert(format!("{}_heal_ms", transport.name()), first.json());
+            report.insert(format!("{}_heal_ms", transport.key()), first.json());
         }
         rows.push(stats_row(
             &format!("{}: until a call succeeded", transport.name()),
             &until,
         ));
         report.insert(
-            format!("{}_until_success_ms", transport.name()),
+            format!("{}_until_success_ms", transport.key()),
             until.json(),
         );
         report.insert(
-            format!("{}_failures", transport.name()),
+            format!("{}_failures", transport.key()),
             json!(heals.failures.len()),
         );
         failure_lines.push(format!(
@@ -169,7 +189,7 @@ pub async fn run(python: &Path, script: &Path, restarts: u32) -> Result<Value> {
         ));
     }
     println!(
-        "sse-heal: {restarts} restarts of the Python SDK server ({}) behind a hub (default policy), per transport",
+        "sse-heal: {restarts} restarts of the Python SDK server ({}) behind a hub (default policy, initialDelayMs {initial_delay_ms}), per transport",
         script.display()
     );
     util::print_table(
@@ -181,7 +201,11 @@ pub async fn run(python: &Path, script: &Path, restarts: u32) -> Result<Value> {
     for line in failure_lines {
         println!("{line}");
     }
-    let mut out = json!({ "bench": "sse-heal", "restarts": restarts });
+    let mut out = json!({
+        "bench": "sse-heal",
+        "restarts": restarts,
+        "initial_delay_ms": initial_delay_ms,
+    });
     if let Value::Object(map) = &mut out {
         map.extend(report);
     }
@@ -204,10 +228,12 @@ async fn measure(
     script: &Path,
     transport: Transport,
     restarts: u32,
+    initial_delay_ms: u64,
 ) -> Result<Heals> {
     let port = util::free_port()?;
     let mut server = PyServer::start(python, script, port, transport).await?;
-    let config = util::hub_config(json!({ SERVER: transport.server_config(port) }))?;
+    let config =
+        util::hub_config(json!({ SERVER: transport.server_config(port, initial_delay_ms) }))?;
     let hub = Hub::start(config);
     let outcome = util::with_hub(hub, async |hub: &Hub| {
         let mut ready = util::ready_after(hub, SERVER, 0, LISTEN_LIMIT).await?;
