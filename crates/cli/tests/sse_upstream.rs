@@ -4,6 +4,8 @@
 //! "may have run" and is never run twice, and the next call heals on a new stream, a new
 //! endpoint and the same handshake.
 //!
+//! `serve` and `call` take the same server from a config (`"type": "sse"`).
+//!
 //! Every wait is bounded; the Python server counts its own runs in a file.
 
 mod interop_support;
@@ -15,7 +17,9 @@ use std::time::Duration;
 
 use interop_support::{Proc, python};
 use serde_json::{Value, json};
-use support::{free_port, kill9, supervisor_bin, temp_dir};
+use support::{
+    free_port, kill9, serve_config, state_is, status_until, supervisor_bin, temp_dir, write_config,
+};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{Child, ChildStdin, ChildStdout};
 
@@ -256,5 +260,49 @@ async fn wrap_sse_heals_after_the_python_server_restarts_and_never_runs_a_call_t
         logs()
     );
     drop(second);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+#[tokio::test]
+async fn serve_and_call_take_an_sse_server_from_the_config() {
+    let dir = temp_dir("sse-config");
+    let port = free_port();
+    let runs_file = dir.join("runs.txt");
+    let server = sse_server(port, &runs_file, &dir, "python sse server");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "legacy": { "type": "sse", "url": format!("http://127.0.0.1:{port}/sse") } }),
+    );
+
+    let serve = serve_config(&config, "--admin").await;
+    let status = status_until(&serve, LISTEN_LIMIT, |s| state_is(s, "legacy", "ready")).await;
+    assert_eq!(
+        status["servers"][0]["tools"],
+        json!(2),
+        "serve publishes the SSE server's two tools: {status}"
+    );
+    drop(serve);
+
+    let call = tokio::time::timeout(
+        ANSWER_LIMIT,
+        tokio::process::Command::new(supervisor_bin())
+            .args(["call", "--config"])
+            .arg(&config)
+            .args(["legacy__append", "--args", r#"{"token":"from-call"}"#])
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("call returns within the bound")
+    .expect("run mcp-supervisor call");
+    assert!(
+        call.status.success(),
+        "call succeeds: {}",
+        String::from_utf8_lossy(&call.stderr)
+    );
+    assert!(String::from_utf8_lossy(&call.stdout).contains("from-call"));
+    assert_eq!(runs(&runs_file), ["from-call"], "the tool ran once");
+    drop(server);
     let _ = std::fs::remove_dir_all(&dir);
 }
