@@ -10,7 +10,7 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, bail};
-use mcp_supervisor::{CallArgs, Hub};
+use mcp_supervisor::Hub;
 use serde_json::{Value, json};
 use tokio::process::{Child, Command};
 use tokio::time::Instant;
@@ -250,40 +250,16 @@ async fn measure(
             }
             server.kill().await;
             server = PyServer::start(python, script, port, transport).await?;
-            let message = format!("heal {round}");
-            let arguments = Some(util::object(json!({ "message": message }))?);
-            let call = async || -> Result<()> {
-                let args = CallArgs {
-                    arguments: arguments.clone(),
-                    timeout: Some(CALL_LIMIT),
-                    ..Default::default()
-                };
-                let result = hub.call(TOOL, args).await?;
-                util::check_echo(&result, &message)
-            };
-            let start = Instant::now();
-            match call().await {
-                Ok(()) => {
-                    heals.first.push(start.elapsed());
-                    heals.until_success.push(start.elapsed());
-                }
-                Err(e) => {
-                    heals.failures.push(format!("restart {}: {e:#}", round + 1));
-                    loop {
-                        match call().await {
-                            Ok(()) => {
-                                heals.until_success.push(start.elapsed());
-                                break;
-                            }
-                            Err(e) if start.elapsed() >= RETRY_LIMIT => bail!(
-                                "{} restart {}: no call succeeded within {RETRY_LIMIT:?}: {e:#}",
-                                transport.name(),
-                                round + 1
-                            ),
-                            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
-                        }
-                    }
-                }
+            let heal =
+                util::time_heal(hub, TOOL, &format!("heal {round}"), CALL_LIMIT, RETRY_LIMIT)
+                    .await
+                    .with_context(|| format!("{} restart {}", transport.name(), round + 1))?;
+            heals.first.extend(heal.first);
+            heals.until_success.push(heal.until_success);
+            if let Some(failure) = heal.failure {
+                heals
+                    .failures
+                    .push(format!("restart {}: {failure}", round + 1));
             }
             ready = util::ready_after(hub, SERVER, 0, LISTEN_LIMIT).await?;
         }
