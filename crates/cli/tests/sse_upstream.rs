@@ -205,11 +205,12 @@ async fn wrap_sse_heals_after_the_python_server_restarts_and_never_runs_a_call_t
     let once = proxy.call("append", json!({ "token": "first" })).await;
     assert_eq!(text_of(&once), "first", "{once}");
 
-    // A non-idempotent call in flight when the server is killed.
+    // A non-idempotent call in flight when the server is killed. It holds for 8 s, so that a
+    // replay (which must not happen) would answer, and fail the assertions below, in time.
     let in_flight = proxy
         .start(
             "tools/call",
-            json!({ "name": "append", "arguments": { "token": "in-flight", "hold": 120 } }),
+            json!({ "name": "append", "arguments": { "token": "in-flight", "hold": 8 } }),
         )
         .await;
     until_run(&runs_file, "in-flight").await;
