@@ -207,4 +207,21 @@ pub enum Command {
         #[arg(long)]
         timeout_ms: Option<u64>,
     },
+    /// Sign in to a protected HTTP server (OAuth) and store its tokens for serve and wrap.
+    #[command(
+        after_help = "Example:\n  mcp-supervisor login github --config servers.json\n\nOpens the authorization URL in a browser where one exists and always prints it. Tokens go to\n$MCP_SUPERVISOR_TOKEN_FILE, else $XDG_STATE_HOME/mcp-supervisor/tokens.json, else\n~/.local/state/mcp-supervisor/tokens.json (mode 0600). A running proxy whose server waits in\nneeds_auth picks them up by itself."
+    )]
+    Login {
+        /// The server's name in the config.
+        server: String,
+        #[arg(long, short)]
+        config: PathBuf,
+        /// Print only the authorization URL, on stdout, and open no browser (for signing in from
+        /// another machine, or a script that follows the URL).
+        #[arg(long)]
+        no_browser: bool,
+        /// How long to wait for the browser to come back to the loopback redirect.
+        #[arg(long, default_value_t = 300_000)]
+        wait_ms: u64,
+    },
 }

@@ -76,11 +76,17 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             args,
             timeout_ms,
         } => call(&config, &tool, &args, timeout_ms).await,
+        Command::Login {
+            server,
+            config,
+            no_browser,
+            wait_ms,
+        } => crate::login::run(&config, &server, no_browser, wait_ms).await,
     }
 }
 
 /// Read and validate a config file, printing every problem on failure.
-fn load(path: &Path) -> Result<Config, ExitCode> {
+pub(crate) fn load(path: &Path) -> Result<Config, ExitCode> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) => {

@@ -24,6 +24,12 @@ pub trait Connector: Send + Sync + 'static {
     /// Start generation `generation`: spawn the process or prepare the HTTP client. It does not
     /// wait for the server; [`Link::initialize`] does. Events of the generation go to `events`.
     fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String>;
+
+    /// For a server with OAuth: `Some(why)` while it needs `mcp-supervisor login`, `None` once
+    /// it has a usable token again. `None` here: the server has no OAuth.
+    fn auth_status(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        None
+    }
 }
 
 /// One generation: a fresh transport and a fresh JSON-RPC peer. Messages are JSON text: a link
@@ -308,5 +314,6 @@ pub fn describe(failure: &Failure) -> String {
         Failure::DeadlinePassed => "the deadline passed".into(),
         Failure::CancelledByCaller => "cancelled by the caller".into(),
         Failure::UnexpectedResponse => "the reply was of the wrong type".into(),
+        Failure::Unauthorized { message } => format!("not authorized: {message}"),
     }
 }
