@@ -30,6 +30,12 @@ pub trait Connector: Send + Sync + 'static {
     fn auth_status(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
         None
     }
+
+    /// After a failed connection attempt: whether the server refused it for authorization, in
+    /// which case it now needs a login ([`Connector::auth_status`] says why).
+    fn auth_refused_attempt(&self) -> bool {
+        false
+    }
 }
 
 /// One generation: a fresh transport and a fresh JSON-RPC peer. Messages are JSON text: a link

@@ -112,30 +112,41 @@ pub struct Client {
     pub method: AuthMethod,
 }
 
-/// Sends an unauthenticated `initialize` to the MCP server to read its challenge. `None`: the
-/// server did not ask for authorization on this request.
+/// Asks the MCP server, without a token, what it requires: an `initialize`, then (when that
+/// went through, as servers that let anyone connect do) a `tools/list` on the session it gave.
+/// `None`: neither request was refused for authorization.
 pub async fn probe(http: &reqwest::Client, server: &Url) -> Result<Option<Challenge>, String> {
-    let body = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcp-supervisor","version":"login"}}}"#;
-    let response = http
-        .post(server.clone())
-        .header(CONTENT_TYPE, "application/json")
-        .header(ACCEPT, "application/json, text/event-stream")
-        .body(body)
-        .send()
-        .await
-        .map_err(|e| {
-            format!("cannot reach the MCP server at {server}: {e}; check the URL and that the server is up")
+    const VERSION: &str = "2025-11-25";
+    let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcp-supervisor","version":"login"}}}"#;
+    let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
+    let mut session: Option<reqwest::header::HeaderValue> = None;
+    for body in [initialize, list] {
+        let mut request = http
+            .post(server.clone())
+            .header(CONTENT_TYPE, "application/json")
+            .header(ACCEPT, "application/json, text/event-stream")
+            .header("mcp-protocol-version", VERSION)
+            .body(body);
+        if let Some(session) = &session {
+            request = request.header("mcp-session-id", session.clone());
+        }
+        let response = request.send().await.map_err(|e| {
+            format!(
+                "cannot reach the MCP server at {server}: {e}; check the URL and that the server is up"
+            )
         })?;
-    let status = response.status();
-    if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
-        let challenge = response
-            .headers()
-            .get_all(WWW_AUTHENTICATE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .find_map(discovery::parse_challenge)
-            .unwrap_or_default();
-        return Ok(Some(challenge));
+        let status = response.status();
+        if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
+            let challenge = response
+                .headers()
+                .get_all(WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find_map(discovery::parse_challenge)
+                .unwrap_or_default();
+            return Ok(Some(challenge));
+        }
+        session = response.headers().get("mcp-session-id").cloned();
     }
     Ok(None)
 }

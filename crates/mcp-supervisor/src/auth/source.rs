@@ -66,6 +66,8 @@ pub struct TokenSource {
     status: watch::Sender<Option<String>>,
     /// Requests made to token endpoints (refresh, client credentials): the refresh-storm figure.
     token_requests: AtomicU64,
+    /// The last refusal since the current connection attempt began (see [`TokenSource::escalate`]).
+    refused: std::sync::Mutex<Option<String>>,
 }
 
 impl TokenSource {
@@ -91,6 +93,7 @@ impl TokenSource {
             }),
             status,
             token_requests: AtomicU64::new(0),
+            refused: std::sync::Mutex::new(None),
         }))
     }
 
@@ -108,10 +111,44 @@ impl TokenSource {
         format!("run `mcp-supervisor login {}`", self.server)
     }
 
+    /// A new connection attempt begins: refusals before it no longer count.
+    pub fn attempt_started(&self) {
+        if let Ok(mut refused) = self.refused.lock() {
+            *refused = None;
+        }
+    }
+
+    /// A connection attempt failed: if the server refused it for authorization, the server
+    /// cannot be used until someone signs in (or an operator changes its grants), so it needs a
+    /// login; retrying alone would only repeat the refusal. Whether it does.
+    pub fn escalate(self: &Arc<Self>) -> bool {
+        let refused = self.refused.lock().ok().and_then(|mut r| r.take());
+        match refused {
+            Some(why) => {
+                self.set_needs_login(why);
+                true
+            }
+            None => self.status.borrow().is_some(),
+        }
+    }
+
+    /// A refusal to hand to the wire, noted for [`TokenSource::escalate`].
+    fn refusal(&self, message: String) -> Failure {
+        if let Ok(mut refused) = self.refused.lock() {
+            *refused = Some(message.clone());
+        }
+        Failure::Unauthorized { message }
+    }
+
     /// Marks the server as needing a login (once), and watches the token file until a usable
     /// token appears.
     fn needs_login(self: &Arc<Self>, why: String) -> Failure {
         let message = format!("{why}; {}", self.login_hint());
+        self.set_needs_login(message.clone());
+        Failure::Unauthorized { message }
+    }
+
+    fn set_needs_login(self: &Arc<Self>, message: String) {
         let was = self.status.send_replace(Some(message.clone()));
         if was.is_none() {
             tracing::warn!(server = %self.server, "needs a login: {message}");
@@ -119,7 +156,6 @@ impl TokenSource {
                 runtime.spawn(self.clone().watch_file());
             }
         }
-        Failure::Unauthorized { message }
     }
 
     /// While a login is needed: look at the token file every second; a new usable entry ends it.
@@ -362,20 +398,15 @@ impl TokenSource {
                 .clone()
                 .filter(|_| challenge.insufficient_scope())
             else {
-                return Err(Failure::Unauthorized {
-                    message: "the server refused the request (HTTP 403)".to_string(),
-                });
+                return Err(self.refusal("the server refused the request (HTTP 403)".to_string()));
             };
             let granted = state.entry.as_ref().and_then(|e| e.scope.clone());
             if discovery::scopes_include(granted.as_deref(), &needed) {
                 // Asking again would bring the same answer: no loop.
-                return Err(Failure::Unauthorized {
-                    message: format!(
-                        "the server refused the request for lack of scope \"{needed}\", which the \
-                         token already has; signing in again would not help: ask the server's \
-                         operator"
-                    ),
-                });
+                return Err(self.refusal(format!(
+                    "the server refused the request for lack of scope \"{needed}\", which the \
+                     token already has; signing in again would not help: ask the server's operator"
+                )));
             }
             state.challenge = Some(challenge.clone());
             if self.config.grant == Grant::ClientCredentials {
@@ -387,12 +418,10 @@ impl TokenSource {
                     discovery::union_scopes(entry.wanted_scope.as_deref(), Some(&needed));
             }
             self.save(&mut state);
-            return Err(Failure::Unauthorized {
-                message: format!(
-                    "this request needs scope \"{needed}\", which the token lacks; {} to grant it",
-                    self.login_hint()
-                ),
-            });
+            return Err(self.refusal(format!(
+                "this request needs scope \"{needed}\", which the token lacks; {} to grant it",
+                self.login_hint()
+            )));
         }
         // 401: someone else already renewed while we waited for the lock.
         if current.is_some() && current.as_deref() != used {

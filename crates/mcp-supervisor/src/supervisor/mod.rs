@@ -469,7 +469,8 @@ impl Supervisor {
                     // Only the very first attempt is `connecting`; later ones are retries.
                     first = false;
                     // needs_auth → (token appears | reconnect) attempt | stop
-                    if let Some(why) = self.auth_needed() {
+                    let refused = self.connector.auth_refused_attempt();
+                    if let Some(why) = self.auth_needed().or(refused.then(|| cause.clone())) {
                         if let Next::Stop = self.needs_auth(why).await {
                             break;
                         }

@@ -83,8 +83,15 @@ impl Connector for ServerConnector {
         self.auth.as_ref().map(|a| a.status())
     }
 
+    fn auth_refused_attempt(&self) -> bool {
+        self.auth.as_ref().is_some_and(|a| a.escalate())
+    }
+
     fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
         let name = self.server.name.as_str();
+        if let Some(auth) = &self.auth {
+            auth.attempt_started();
+        }
         let (closed_tx, closed_rx) = watch::channel(false);
         let client_timeout = self.server.tool_call_timeout;
         match &self.server.transport {
