@@ -126,7 +126,9 @@ fn check(path: &Path) -> anyhow::Result<ExitCode> {
 async fn start(path: &Path, wait_ms: u64) -> Result<Hub, ExitCode> {
     let config = load(path)?;
     let hub = Hub::start(config);
-    let pending = hub.wait_ready(Duration::from_millis(wait_ms)).await;
+    let pending = hub
+        .wait_ready_or_needs_auth(Duration::from_millis(wait_ms))
+        .await;
     for name in pending {
         let status = hub.status().into_iter().find(|s| s.name == name);
         if let Some(status) = status {

@@ -1116,12 +1116,16 @@ fn a_wrong_oauth_block_says_what_to_write() {
         r#"{ "url": "https://h/mcp", "oauth": { "grant": "client_credentials" } }"#,
     ));
     assert!(
-        machine.join("\n").contains("needs \"clientId\" and \"clientSecretEnv\""),
+        machine
+            .join("\n")
+            .contains("needs \"clientId\" and \"clientSecretEnv\""),
         "{machine:?}"
     );
     let stdio = problems(&one(r#"{ "command": "x", "oauth": {} }"#));
     assert!(
-        stdio.join("\n").contains("mcpServers.s.oauth applies only to \"url\" servers"),
+        stdio
+            .join("\n")
+            .contains("mcpServers.s.oauth applies only to \"url\" servers"),
         "{stdio:?}"
     );
     assert!(

@@ -306,6 +306,7 @@ pub async fn register(
     metadata: &AsMetadata,
     redirect_uri: Option<&str>,
     method: AuthMethod,
+    scope: Option<&str>,
 ) -> Result<Client, String> {
     let Some(endpoint) = &metadata.registration_endpoint else {
         return Err(format!(
@@ -324,6 +325,10 @@ pub async fn register(
     });
     if let Some(uri) = redirect_uri {
         body["redirect_uris"] = serde_json::json!([uri]);
+    }
+    if let Some(scope) = scope {
+        // Some servers only grant what the client registered for.
+        body["scope"] = serde_json::json!(scope);
     }
     let response = http
         .post(endpoint)
@@ -397,6 +402,9 @@ pub async fn token(
                 base64::engine::general_purpose::STANDARD.encode(pair)
             );
             request = request.header(AUTHORIZATION, value);
+            // Also in the body: RFC 6749 allows it, and some servers (the official Python
+            // SDK's among them) look the client up by it.
+            pairs.push(("client_id", &client.id));
         }
         (AuthMethod::Post, Some(secret)) => {
             pairs.push(("client_id", &client.id));

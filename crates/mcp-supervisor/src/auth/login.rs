@@ -164,8 +164,23 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
 
-    // The client: configured, or kept from a login with the same authorization server, or a
-    // metadata document, or registered now.
+    let wanted = previous
+        .as_ref()
+        .filter(|p| p.issuer == found.issuer)
+        .and_then(|p| discovery::union_scopes(p.scope.as_deref(), p.wanted_scope.as_deref()));
+    let scope = discovery::union_scopes(
+        wanted.as_deref(),
+        discovery::choose_scope(
+            login.config.scopes.as_deref(),
+            challenge.as_ref().and_then(|c| c.scope.as_deref()),
+            found.resource_scopes.as_deref(),
+            metadata.scopes_supported.as_deref(),
+        )
+        .as_deref(),
+    );
+    // The client: configured, or a metadata document, or registered now. A registered client
+    // is not reused by the next login: its redirect URI named this login's port, and servers
+    // may hold clients to it exactly.
     let client = if let Some(id) = &login.config.client_id {
         let secret =
             match &login.config.client_secret_env {
@@ -184,15 +199,6 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
             secret,
             method,
         }
-    } else if let Some(prev) = previous
-        .as_ref()
-        .filter(|p| p.issuer == found.issuer && !p.client_id.is_empty())
-    {
-        flow::Client {
-            id: prev.client_id.clone(),
-            secret: prev.client_secret.clone(),
-            method: prev.auth_method.unwrap_or(AuthMethod::None),
-        }
     } else if let (Some(url), Some(true)) = (
         &login.config.client_metadata_url,
         metadata.client_id_metadata_document_supported,
@@ -206,23 +212,16 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
         let method = discovery::registration_method(
             metadata.token_endpoint_auth_methods_supported.as_deref(),
         );
-        flow::register(&http, metadata, Some(&redirect_uri), method).await?
+        flow::register(
+            &http,
+            metadata,
+            Some(&redirect_uri),
+            method,
+            scope.as_deref(),
+        )
+        .await?
     };
 
-    let wanted = previous
-        .as_ref()
-        .filter(|p| p.issuer == found.issuer)
-        .and_then(|p| discovery::union_scopes(p.scope.as_deref(), p.wanted_scope.as_deref()));
-    let scope = discovery::union_scopes(
-        wanted.as_deref(),
-        discovery::choose_scope(
-            login.config.scopes.as_deref(),
-            challenge.as_ref().and_then(|c| c.scope.as_deref()),
-            found.resource_scopes.as_deref(),
-            metadata.scopes_supported.as_deref(),
-        )
-        .as_deref(),
-    );
     let pkce = Pkce::new()?;
     let state = random_token(16)?;
     let mut url = Url::parse(&authorize).map_err(|_| {
@@ -330,7 +329,7 @@ async fn callback(listener: &TcpListener) -> Result<String, String> {
                 .await;
             continue;
         }
-        let page = "<!doctype html><title>mcp-supervisor</title><p>Signed in: you can close this tab and return to the terminal.</p>";
+        let page = "<!doctype html><title>mcp-supervisor</title><p>mcp-supervisor has the answer: close this tab and see the terminal.</p>";
         let response = format!(
             "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
             page.len()

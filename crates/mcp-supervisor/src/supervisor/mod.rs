@@ -602,15 +602,11 @@ impl Supervisor {
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(until) => return Next::Attempt,
-                command = self.commands.recv() => match command {
-                    None => return Next::Stop,
-                    Some(Command::Stop(reply)) => {
-                        self.stop_reply.push(reply);
-                        return Next::Stop;
+                command = self.commands.recv() => {
+                    if let Some(next) = self.while_waiting(command) {
+                        return next;
                     }
-                    Some(Command::Reconnect) => return Next::FreshBudget,
-                    Some(_) => {} // signals about a generation that is already gone
-                },
+                }
             }
         }
     }
@@ -630,6 +626,21 @@ impl Supervisor {
                 }
                 Some(_) => {}
             }
+        }
+    }
+
+    /// A command while waiting (a backoff, or needs_auth): a stop ends the wait, an explicit
+    /// reconnect ends it with a fresh budget; signals about a generation that is already gone
+    /// are ignored (`None`).
+    fn while_waiting(&mut self, command: Option<Command>) -> Option<Next> {
+        match command {
+            None => Some(Next::Stop),
+            Some(Command::Stop(reply)) => {
+                self.stop_reply.push(reply);
+                Some(Next::Stop)
+            }
+            Some(Command::Reconnect) => Some(Next::FreshBudget),
+            Some(_) => None,
         }
     }
 
@@ -662,15 +673,11 @@ impl Supervisor {
                     tracing::info!(server = %self.name, "a token is available: connecting");
                     return Next::FreshBudget;
                 }
-                command = self.commands.recv() => match command {
-                    None => return Next::Stop,
-                    Some(Command::Stop(reply)) => {
-                        self.stop_reply.push(reply);
-                        return Next::Stop;
+                command = self.commands.recv() => {
+                    if let Some(next) = self.while_waiting(command) {
+                        return next;
                     }
-                    Some(Command::Reconnect) => return Next::FreshBudget,
-                    Some(_) => {}
-                },
+                }
             }
         }
     }
