@@ -77,9 +77,6 @@ pub fn parse_challenge(header: &str) -> Option<Challenge> {
         }
         if chars.peek().map(|(_, c)| *c) != Some('=') {
             // A new scheme (`Basic realm=…`) or a token68: the Bearer params are over.
-            if key.is_empty() {
-                break;
-            }
             break;
         }
         chars.next();
@@ -270,9 +267,10 @@ pub fn scopes_include(have: Option<&str>, needed: &str) -> bool {
 }
 
 /// How long before its expiry a token is refreshed: a tenth of its lifetime, between 5 s and
-/// 60 s.
+/// 60 s, and never more than half of it (else a short-lived token would be due the moment it
+/// came, and every request would refresh).
 pub fn refresh_margin(lifetime_s: u64) -> u64 {
-    (lifetime_s / 10).clamp(5, 60)
+    (lifetime_s / 10).clamp(5, 60).min(lifetime_s / 2)
 }
 
 /// When a token given `expires_in` seconds at `now` (Unix seconds) expires.
@@ -476,6 +474,10 @@ mod tests {
     fn refresh_is_due_within_a_tenth_of_the_lifetime_bounded() {
         assert_eq!(refresh_margin(3600), 60);
         assert_eq!(refresh_margin(20), 5);
+        // A short-lived token is not due the moment it comes.
+        assert_eq!(refresh_margin(4), 2);
+        assert!(!refresh_due(expires_at(100, Some(4)), Some(4), 100));
+        assert!(refresh_due(expires_at(100, Some(4)), Some(4), 102));
         assert!(!refresh_due(Some(1000), Some(3600), 939));
         assert!(refresh_due(Some(1000), Some(3600), 940));
         assert!(!refresh_due(None, None, u64::MAX));
