@@ -12,6 +12,14 @@ Two ways in, both through the real binary (MCP_SUPERVISOR_BIN):
   client with callbacks (elicitation) or methods the CLI does not offer (prompts, resources):
   the supervisor relays, the Python client answers.
 
+For `auth/*` scenarios the config gets an `oauth` block as a user would write it (the
+scenario's pre-registered client, or the machine grant, and a client metadata URL), the token
+file goes to the scenario's folder, and `mcp-supervisor login --no-browser` runs first: a browser
+stand-in here follows the URL it prints (the suite's authorization server approves at once and
+redirects to the loopback address `login` listens on). A step that answers "run
+`mcp-supervisor login`" (step-up scope, a new authorization server) gets a new login and one
+more try, at most twice in all.
+
 It asserts nothing: the suite judges what reached its server. Each step is bounded; a failing
 step is reported on stderr and the script goes on, so the suite sees everything that was sent.
 """
