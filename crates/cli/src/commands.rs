@@ -46,12 +46,18 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             url,
             header,
             header_from_env,
+            oauth,
             policy,
             faces,
             command,
         } => {
             let config = match wrap_config(name, url, (header, header_from_env), &policy, command) {
-                Ok(config) => config,
+                Ok(mut config) => {
+                    if oauth && let Some(server) = config.servers.first_mut() {
+                        server.oauth = Some(Default::default());
+                    }
+                    config
+                }
                 Err(message) => {
                     eprintln!("mcp-supervisor wrap: {message}");
                     return Ok(ExitCode::from(USAGE));
@@ -79,9 +85,20 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Login {
             server,
             config,
+            url,
             no_browser,
             wait_ms,
-        } => crate::login::run(&config, &server, no_browser, wait_ms).await,
+        } => {
+            let target = match (config, url) {
+                (_, Some(url)) => crate::login::Target::Url(url),
+                (Some(config), None) => crate::login::Target::Config(config),
+                (None, None) => {
+                    eprintln!("mcp-supervisor login: give --config FILE or --url URL");
+                    return Ok(ExitCode::from(USAGE));
+                }
+            };
+            crate::login::run(target, &server, no_browser, wait_ms).await
+        }
     }
 }
 

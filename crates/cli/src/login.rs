@@ -6,7 +6,7 @@
 //! token, and never needs a browser (`--no-browser` prints the URL alone on stdout, for a
 //! person on another machine or a script that follows it).
 
-use std::path::Path;
+use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
@@ -16,15 +16,36 @@ use mcp_supervisor::core::config::{Grant, OAuthConfig, TransportConfig};
 /// Exit code for bad usage or an invalid config.
 const USAGE: u8 = 2;
 
+/// Which server to sign in to.
+pub enum Target {
+    /// A server of this config, by name.
+    Config(PathBuf),
+    /// This URL, under the given name (as `wrap --name NAME --url URL --oauth` uses it).
+    Url(String),
+}
+
 pub async fn run(
-    config: &Path,
+    target: Target,
     server: &str,
     no_browser: bool,
     wait_ms: u64,
 ) -> anyhow::Result<ExitCode> {
-    let config = match crate::commands::load(config) {
-        Ok(config) => config,
-        Err(code) => return Ok(code),
+    let config = match target {
+        Target::Config(path) => match crate::commands::load(&path) {
+            Ok(config) => config,
+            Err(code) => return Ok(code),
+        },
+        Target::Url(url) => {
+            let text = serde_json::json!({ "mcpServers": { server: { "url": url, "oauth": {} } } })
+                .to_string();
+            match mcp_supervisor::core::config::parse_config(&text, &|_| None) {
+                Ok(config) => config,
+                Err(errors) => {
+                    eprintln!("mcp-supervisor login: {errors}");
+                    return Ok(ExitCode::from(USAGE));
+                }
+            }
+        }
     };
     let Some(entry) = config.server(server) else {
         eprintln!(
