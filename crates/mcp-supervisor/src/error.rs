@@ -106,6 +106,15 @@ pub enum CallError {
         tool: String,
         detail: String,
     },
+
+    #[error(
+        "server \"{server}\" refused \"{tool}\" for want of authorization: {message} (the call did not run)"
+    )]
+    NotAuthorized {
+        server: String,
+        tool: String,
+        message: String,
+    },
 }
 
 impl CallError {
@@ -122,6 +131,7 @@ impl CallError {
             CallError::ReconnectFailed { .. } => "reconnect_failed",
             CallError::Cancelled { .. } => "cancelled",
             CallError::Malformed { .. } => "malformed",
+            CallError::NotAuthorized { .. } => "not_authorized",
         }
     }
 }
@@ -135,6 +145,7 @@ fn hint(state: &str) -> &'static str {
             "; reconnect is disabled for it: reconnect it explicitly or enable reconnect in its config"
         }
         "stopped" => "; it has been stopped",
+        "needs_auth" => "; it needs authorization: its last error says how to sign in",
         _ => "",
     }
 }

@@ -668,6 +668,21 @@ impl Hub {
             .await
     }
 
+    /// As [`Hub::wait_ready`], but a server that needs a login (`needs_auth`) is not waited
+    /// for: only a person can end that state. It is among the names returned.
+    pub async fn wait_ready_or_needs_auth(&self, timeout: Duration) -> Vec<String> {
+        let _ = self
+            .wait_all(timeout, |s| {
+                matches!(s.state, ServerState::Ready | ServerState::NeedsAuth)
+            })
+            .await;
+        self.status()
+            .into_iter()
+            .filter(|s| s.enabled && s.state != ServerState::Ready)
+            .map(|s| s.name)
+            .collect()
+    }
+
     /// Wait until no server is still on its very first attempt (bounded by `timeout`), so that a
     /// client's first tools/list sees every server that can come up.
     pub async fn wait_started(&self, timeout: Duration) {

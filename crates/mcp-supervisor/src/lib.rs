@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod auth;
 pub mod error;
 pub mod hub;
 pub mod link;

@@ -24,6 +24,18 @@ pub trait Connector: Send + Sync + 'static {
     /// Start generation `generation`: spawn the process or prepare the HTTP client. It does not
     /// wait for the server; [`Link::initialize`] does. Events of the generation go to `events`.
     fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String>;
+
+    /// For a server with OAuth: `Some(why)` while it needs `mcp-supervisor login`, `None` once
+    /// it has a usable token again. `None` here: the server has no OAuth.
+    fn auth_status(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        None
+    }
+
+    /// After a failed connection attempt: whether the server refused it for authorization, in
+    /// which case it now needs a login ([`Connector::auth_status`] says why).
+    fn auth_refused_attempt(&self) -> bool {
+        false
+    }
 }
 
 /// One generation: a fresh transport and a fresh JSON-RPC peer. Messages are JSON text: a link
@@ -312,5 +324,6 @@ pub fn describe(failure: &Failure) -> String {
         Failure::DeadlinePassed => "the deadline passed".into(),
         Failure::CancelledByCaller => "cancelled by the caller".into(),
         Failure::UnexpectedResponse => "the reply was of the wrong type".into(),
+        Failure::Unauthorized { message } => format!("not authorized: {message}"),
     }
 }

@@ -66,6 +66,7 @@ fn build_server(
         retry_tools: raw.retry_tools.value().cloned().unwrap_or_default(),
         enabled: raw.enabled.value().copied().unwrap_or(true),
         protocol_version: raw.protocol_version.value().cloned(),
+        oauth: raw.oauth.value().cloned(),
     })
 }
 
@@ -258,6 +259,11 @@ fn transport(
     };
     match kind {
         Kind::Stdio => {
+            misplaced(
+                !raw.oauth.is_absent(),
+                "oauth",
+                "applies only to \"url\" servers (streamable HTTP); this server has \"command\"",
+            );
             misplaced(
                 !raw.headers.is_absent(),
                 "headers",

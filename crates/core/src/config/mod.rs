@@ -6,6 +6,7 @@
 mod build;
 mod expand;
 mod json;
+mod oauth;
 mod raw;
 mod secret;
 
@@ -16,6 +17,7 @@ use std::time::Duration;
 use crate::naming::NamingConfig;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
+pub use oauth::{Grant, OAuthConfig};
 pub use raw::{MAX_MS, is_valid_server_name};
 pub use secret::Secret;
 
@@ -56,6 +58,8 @@ pub struct ServerConfig {
     /// `2026-07-28` speaks the stateless era, falling back to the handshake when the server
     /// does not.
     pub protocol_version: Option<String>,
+    /// How tokens are obtained for a protected HTTP server (`oauth`); `None`: no OAuth.
+    pub oauth: Option<OAuthConfig>,
 }
 
 /// How a server is reached. `env` and `headers` values are [`Secret`]s.
@@ -94,6 +98,7 @@ impl ServerConfig {
             retry_tools: Vec::new(),
             enabled: true,
             protocol_version: None,
+            oauth: None,
         }
     }
 

@@ -32,6 +32,7 @@ const SERVER_KEYS: &[&str] = &[
     "retryTools",
     "enabled",
     "protocolVersion",
+    "oauth",
 ];
 /// The protocol versions a server can be asked for, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &[
@@ -142,6 +143,8 @@ pub(crate) struct RawServer {
     pub(crate) retry_tools: Given<Vec<String>>,
     pub(crate) enabled: Given<bool>,
     pub(crate) protocol_version: Given<String>,
+    /// The `oauth` block, read whole (`Invalid` when it had a problem).
+    pub(crate) oauth: Given<super::OAuthConfig>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -311,6 +314,12 @@ impl Walker<'_> {
         }
         if let Some(v) = fields.get("protocolVersion") {
             raw.protocol_version = self.protocol_version(&at("protocolVersion"), v);
+        }
+        if let Some(v) = fields.get("oauth") {
+            raw.oauth = match super::oauth::walk(&at("oauth"), v, self.problems) {
+                Some(oauth) => Given::Value(oauth),
+                None => Given::Invalid,
+            };
         }
         raw
     }

@@ -317,6 +317,11 @@ impl SupervisorHandle {
                 message,
                 data,
             },
+            (_, Failure::Unauthorized { message }) => CallError::NotAuthorized {
+                server,
+                tool,
+                message,
+            },
             (_, other) => CallError::Malformed {
                 server,
                 tool,
@@ -418,7 +423,8 @@ fn is_stale_session(failure: &Failure) -> bool {
         | Failure::TransportError { .. }
         | Failure::DeadlinePassed
         | Failure::CancelledByCaller
-        | Failure::UnexpectedResponse => false,
+        | Failure::UnexpectedResponse
+        | Failure::Unauthorized { .. } => false,
     }
 }
 

@@ -48,6 +48,10 @@ pub enum ServerState {
     Down,
     /// Stopped for good.
     Stopped,
+    /// The server needs authorization and no token can be had without a person
+    /// (`mcp-supervisor login NAME`); its tools stay listed, calls fail at once, nothing is
+    /// retried; it resumes by itself when a token appears.
+    NeedsAuth,
 }
 
 impl ServerState {
@@ -55,7 +59,7 @@ impl ServerState {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            ServerState::GaveUp | ServerState::Down | ServerState::Stopped
+            ServerState::GaveUp | ServerState::Down | ServerState::Stopped | ServerState::NeedsAuth
         )
     }
 
@@ -68,6 +72,7 @@ impl ServerState {
             ServerState::GaveUp => "gave_up",
             ServerState::Down => "down",
             ServerState::Stopped => "stopped",
+            ServerState::NeedsAuth => "needs_auth",
         }
     }
 }
@@ -271,7 +276,9 @@ impl SupervisorHandle {
             in_flight: AtomicUsize::new(0),
             misses: AtomicU32::new(0),
         });
+        let auth = connector.auth_status();
         let supervisor = Supervisor {
+            auth,
             name: name.clone(),
             config,
             connector,
@@ -371,6 +378,8 @@ enum ReadyEnd {
     Stop,
     /// The generation did not close within the barrier.
     Stuck(String),
+    /// The server needs a login (why).
+    NeedsAuth(String),
 }
 
 /// How an attempt ended.
@@ -425,6 +434,8 @@ struct Supervisor {
     shared: Arc<Shared>,
     generation: u64,
     stop_reply: Vec<oneshot::Sender<()>>,
+    /// For a server with OAuth: `Some(why)` while it needs a login.
+    auth: Option<watch::Receiver<Option<String>>>,
 }
 
 impl Supervisor {
@@ -459,6 +470,15 @@ impl Supervisor {
                 AttemptEnd::Failed(cause) => {
                     // Only the very first attempt is `connecting`; later ones are retries.
                     first = false;
+                    // needs_auth → (token appears | reconnect) attempt | stop
+                    let refused = self.connector.auth_refused_attempt();
+                    if let Some(why) = self.auth_needed().or(refused.then(|| cause.clone())) {
+                        if let Next::Stop = self.needs_auth(why).await {
+                            break;
+                        }
+                        budget = Budget::new(policy);
+                        continue;
+                    }
                     Judged {
                         decision: budget.on_failure(None, (self.jitter)()),
                         cause,
@@ -489,6 +509,13 @@ impl Supervisor {
                                 break;
                             }
                             (budget, first, lost_established) = (Budget::new(policy), true, false);
+                            continue;
+                        }
+                        ReadyEnd::NeedsAuth(why) => {
+                            if let Next::Stop = self.needs_auth(why).await {
+                                break;
+                            }
+                            (budget, lost_established) = (Budget::new(policy), true);
                             continue;
                         }
                         ReadyEnd::Lost {
@@ -598,15 +625,11 @@ impl Supervisor {
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(until) => return Next::Attempt,
-                command = self.commands.recv() => match command {
-                    None => return Next::Stop,
-                    Some(Command::Stop(reply)) => {
-                        self.stop_reply.push(reply);
-                        return Next::Stop;
+                command = self.commands.recv() => {
+                    if let Some(next) = self.while_waiting(command) {
+                        return next;
                     }
-                    Some(Command::Reconnect) => return Next::FreshBudget,
-                    Some(_) => {} // signals about a generation that is already gone
-                },
+                }
             }
         }
     }
@@ -625,6 +648,59 @@ impl Supervisor {
                     return Next::FreshBudget;
                 }
                 Some(_) => {}
+            }
+        }
+    }
+
+    /// A command while waiting (a backoff, or needs_auth): a stop ends the wait, an explicit
+    /// reconnect ends it with a fresh budget; signals about a generation that is already gone
+    /// are ignored (`None`).
+    fn while_waiting(&mut self, command: Option<Command>) -> Option<Next> {
+        match command {
+            None => Some(Next::Stop),
+            Some(Command::Stop(reply)) => {
+                self.stop_reply.push(reply);
+                Some(Next::Stop)
+            }
+            Some(Command::Reconnect) => Some(Next::FreshBudget),
+            Some(_) => None,
+        }
+    }
+
+    /// Why the server needs a login, if it does.
+    fn auth_needed(&self) -> Option<String> {
+        self.auth.as_ref().and_then(|a| a.borrow().clone())
+    }
+
+    /// Wait in `needs_auth`: tools stay listed, calls fail at once, nothing is retried. A token
+    /// appearing (a login), an explicit reconnect, or a stop ends it.
+    async fn needs_auth(&mut self, why: String) -> Next {
+        tracing::warn!(
+            server = %self.name,
+            "needs authorization: {why}; its tools stay listed and calls fail until then; it resumes by itself after the login"
+        );
+        self.snapshot.send_modify(|s| {
+            s.last_error = Some(why);
+            s.attempt = 0;
+        });
+        self.publish_state(ServerState::NeedsAuth, Phase::Parked);
+        let Some(mut auth) = self.auth.clone() else {
+            return self.park().await;
+        };
+        loop {
+            tokio::select! {
+                resumed = async { auth.wait_for(Option::is_none).await.is_ok() } => {
+                    if !resumed {
+                        return self.park().await;
+                    }
+                    tracing::info!(server = %self.name, "a token is available: connecting");
+                    return Next::FreshBudget;
+                }
+                command = self.commands.recv() => {
+                    if let Some(next) = self.while_waiting(command) {
+                        return next;
+                    }
+                }
             }
         }
     }
@@ -779,7 +855,23 @@ impl Supervisor {
         let health = self.config.health;
         let mut prober = health::Prober::new(health);
         let mut next_idle_probe = health.interval.map(|i| Instant::now() + i);
+        let mut auth = self.auth.clone();
         let end = loop {
+            let needs_auth = async {
+                match auth.as_mut() {
+                    Some(rx) => {
+                        let why = rx
+                            .wait_for(Option::is_some)
+                            .await
+                            .map(|why| why.clone().unwrap_or_default());
+                        match why {
+                            Ok(why) => why,
+                            Err(_) => std::future::pending().await,
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             let idle_tick = async {
                 match next_idle_probe {
                     Some(at) => tokio::time::sleep_until(at).await,
@@ -879,6 +971,10 @@ impl Supervisor {
                             }
                         }
                     }
+                }
+                why = needs_auth => {
+                    link.close(CloseHow::Graceful);
+                    break ReadyEnd::NeedsAuth(why);
                 }
                 () = idle_tick => {
                     if let Some(interval) = health.interval {

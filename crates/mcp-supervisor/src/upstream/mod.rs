@@ -42,17 +42,58 @@ pub struct ServerConnector {
     server: ServerConfig,
     /// Where a server's requests go when no client's call caused them.
     fallback: Arc<dyn Downstream>,
+    /// The server's tokens, when it has an `oauth` block; shared by all its generations.
+    auth: Option<Arc<crate::auth::TokenSource>>,
 }
 
 impl ServerConnector {
     pub fn new(server: ServerConfig, fallback: Arc<dyn Downstream>) -> Self {
-        Self { server, fallback }
+        let auth = match (&server.oauth, &server.transport) {
+            (Some(oauth), TransportConfig::Http { url, .. }) => {
+                match crate::auth::TokenStore::default_path() {
+                    Some(path) => crate::auth::TokenSource::new(
+                        &server.name,
+                        url,
+                        oauth.clone(),
+                        crate::auth::TokenStore::new(path),
+                    )
+                    .map_err(|e| tracing::warn!(server = %server.name, "OAuth is off: {e}"))
+                    .ok(),
+                    None => {
+                        tracing::warn!(server = %server.name, "OAuth is off: no token file (set HOME, XDG_STATE_HOME or MCP_SUPERVISOR_TOKEN_FILE)");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        Self {
+            server,
+            fallback,
+            auth,
+        }
+    }
+
+    /// The server's token source, when it has OAuth.
+    pub fn token_source(&self) -> Option<&Arc<crate::auth::TokenSource>> {
+        self.auth.as_ref()
     }
 }
 
 impl Connector for ServerConnector {
+    fn auth_status(&self) -> Option<watch::Receiver<Option<String>>> {
+        self.auth.as_ref().map(|a| a.status())
+    }
+
+    fn auth_refused_attempt(&self) -> bool {
+        self.auth.as_ref().is_some_and(|a| a.escalate())
+    }
+
     fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
         let name = self.server.name.as_str();
+        if let Some(auth) = &self.auth {
+            auth.attempt_started();
+        }
         let (closed_tx, closed_rx) = watch::channel(false);
         let client_timeout = self.server.tool_call_timeout;
         match &self.server.transport {
@@ -119,8 +160,16 @@ impl Connector for ServerConnector {
                     .map(|(k, v)| (k.clone(), v.expose().to_string()))
                     .collect();
                 let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
-                let wire: Arc<dyn Wire> =
-                    Arc::new(http_wire::HttpWire::new(url, &headers, incoming_tx)?);
+                let auth = self
+                    .auth
+                    .clone()
+                    .map(|a| Arc::new(a) as Arc<dyn crate::auth::Credentials>);
+                let wire: Arc<dyn Wire> = Arc::new(http_wire::HttpWire::with_auth(
+                    url,
+                    &headers,
+                    incoming_tx,
+                    auth,
+                )?);
                 let peer = Peer::start(
                     wire.clone(),
                     Some(incoming_rx),
