@@ -35,6 +35,8 @@ pub struct CallArgs {
     pub timeout: Option<Duration>,
     /// Where the call's progress goes ([`Hub::call`] only: it asks the server for progress).
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+    /// Cancel the call: it ends with [`CallError::Cancelled`] and `notifications/cancelled`
+    /// goes upstream (the tool may have run).
     pub cancel: Option<CancellationToken>,
     /// The client the call is for: the server's requests caused by the call (roots, sampling,
     /// elicitation) and its progress go there. `None`: the hub's [`HubOptions::client`].
@@ -108,16 +110,27 @@ pub fn default_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerStatus {
+    /// The server's name in the config.
     pub name: String,
+    /// What it is doing now.
     pub state: ServerState,
+    /// The connection most recently started (0 before the first); a recovery makes a new one.
     pub generation: u64,
+    /// The attempt number within the current outage (0 when ready).
     pub attempts: u32,
+    /// The outage budget: attempts before it gives up.
     pub max_attempts: u32,
+    /// How many times a lost or failed connection was replaced by a ready one.
     pub restarts: u64,
+    /// Why the last connection or attempt failed, if one did.
     pub last_error: Option<String>,
+    /// How many tools it publishes now (0 while it is not ready).
     pub tools: usize,
+    /// How long the current connection has been ready.
     pub uptime_ms: Option<u64>,
+    /// The process id of a ready stdio server (the leader of its process group).
     pub pid: Option<u32>,
+    /// Whether the config enables it (a disabled server is listed, `stopped`).
     pub enabled: bool,
 }
 
@@ -126,8 +139,11 @@ pub struct ServerStatus {
 pub enum HubEvent {
     /// A server's state or generation changed.
     State {
+        /// The server's name.
         server: String,
+        /// Its new state.
         state: ServerState,
+        /// Its current generation.
         generation: u64,
     },
     /// The aggregate tool list changed.
@@ -747,9 +763,13 @@ impl Drop for Hub {
 pub struct ReloadSummary {
     /// The naming mode or separator changed: every public name was assigned again.
     pub naming_changed: bool,
+    /// Servers new in the config (started, when enabled), sorted.
     pub added: Vec<String>,
+    /// Servers no longer in the config (stopped, their tools withdrawn), sorted.
     pub removed: Vec<String>,
+    /// Servers whose config changed (restarted), sorted.
     pub changed: Vec<String>,
+    /// Servers left running as they were, sorted.
     pub unchanged: Vec<String>,
 }
 

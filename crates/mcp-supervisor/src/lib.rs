@@ -7,6 +7,7 @@
 //! `mcp-supervisor-core` and are re-exported here as [`core`].
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
 pub mod error;
 pub mod hub;

@@ -1,14 +1,14 @@
 //! One generation of a real server: a stdio child in its own process group, or a
-//! streamable-HTTP endpoint, each as a [`wire`] under one JSON-RPC [`rpc`] peer. It implements
+//! streamable-HTTP endpoint, each as a [`wire`] under one JSON-RPC `rpc` peer. It implements
 //! [`Link`] and [`Connector`] for the supervisor.
 //!
 //! This is the only part that knows an upstream transport. Messages stay JSON text: it never
 //! builds the MCP model. It never retries, reconnects or decides anything about a failure; it
 //! reports what happened, normalized, and closes when told.
 
-pub mod era;
+pub(crate) mod era;
 pub mod http_wire;
-pub mod process;
+pub(crate) mod process;
 pub(crate) mod rpc;
 pub mod stdio;
 pub mod wire;
@@ -36,7 +36,7 @@ pub use rpc::{Envelope, notification_text, request_text, response_text};
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Opens generations of one configured server.
-pub struct ServerConnector {
+pub(crate) struct ServerConnector {
     server: ServerConfig,
     /// Where a server's requests go when no client's call caused them.
     fallback: Arc<dyn Downstream>,
