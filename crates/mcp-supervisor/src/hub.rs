@@ -74,6 +74,48 @@ impl HubOptions {
     /// Servers' requests answered by `client`, which can do what `capabilities` declares (an
     /// MCP `ClientCapabilities` object, e.g. `{"roots": {"listChanged": true}}`); the servers
     /// are opened in the hub's own name with those capabilities.
+    ///
+    /// A host that tells its servers which folders the user works in:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use mcp_supervisor::core::config::Config;
+    /// use mcp_supervisor::link::BoxFuture;
+    /// use mcp_supervisor::{Downstream, Hub, HubOptions, Refuse, RpcError};
+    /// use serde_json::value::RawValue;
+    ///
+    /// struct Host;
+    ///
+    /// impl Downstream for Host {
+    ///     fn request(
+    ///         &self,
+    ///         method: &str,
+    ///         params: Option<Box<RawValue>>,
+    ///     ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+    ///         match method {
+    ///             "roots/list" => Box::pin(async {
+    ///                 let roots = serde_json::json!({ "roots": [{ "uri": "file:///home/me/project" }] });
+    ///                 serde_json::value::to_raw_value(&roots)
+    ///                     .map_err(|e| RpcError::new(-32603, e.to_string()))
+    ///             }),
+    ///             // No sampling, no elicitation here: refused with a clean JSON-RPC error.
+    ///             _ => Refuse.request(method, params),
+    ///         }
+    ///     }
+    ///
+    ///     fn notify(&self, _method: &str, _params: Option<Box<RawValue>>) {}
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let capabilities = serde_json::json!({ "roots": { "listChanged": true } });
+    /// let options = HubOptions::answering(Arc::new(Host), &capabilities);
+    /// let hub = Hub::start_with_options(Config::default(), options);
+    /// assert!(hub.has_handshake());
+    /// hub.stop().await;
+    /// # }
+    /// ```
     pub fn answering(client: Arc<dyn Downstream>, capabilities: &serde_json::Value) -> Self {
         Self {
             client,
@@ -179,6 +221,34 @@ pub struct Hub {
 impl Hub {
     /// Start supervising every enabled server of `config`, in the hub's own name, refusing the
     /// servers' requests to a client.
+    ///
+    /// It returns at once: each server connects in the background (see [`Hub::wait_ready`],
+    /// [`Hub::status`], [`Hub::subscribe`]), and a server that cannot start is retried under its
+    /// reconnect policy, never reported as an error here. Call it inside a tokio runtime (it
+    /// spawns tasks); call [`Hub::stop`] before dropping the hub, or its server processes live on
+    /// until the runtime ends.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use mcp_supervisor::core::config::parse_config;
+    /// use mcp_supervisor::{Hub, ServerState};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = parse_config(
+    ///     r#"{ "mcpServers": { "gone": { "command": "/nonexistent/mcp-server" } } }"#,
+    ///     &|name| std::env::var(name).ok(),
+    /// )?;
+    /// let hub = Hub::start(config);
+    /// hub.wait_started(Duration::from_secs(5)).await;
+    /// let status = &hub.status()[0];
+    /// assert_eq!(status.state, ServerState::Retrying);
+    /// assert!(status.last_error.as_deref().unwrap_or_default().contains("could not start"));
+    /// hub.stop().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn start(config: Config) -> Self {
         Self::start_with_options(config, HubOptions::default())
     }
@@ -348,6 +418,36 @@ impl Hub {
 
     /// Call a tool by its public name, with rmcp's types: a convenience for Rust hosts, decoded
     /// at this edge from [`Hub::call_json`] (fields rmcp does not know are dropped here only).
+    ///
+    /// It waits for the server to be ready (an attempt under way or due within the deadline),
+    /// sends the call, and on a failure recovers under SPEC §5: a call that did not reach the
+    /// server, or one to a tool that is safe to repeat, is sent once more (on a fresh connection
+    /// when the old one is gone); any other failure is returned, saying whether the tool may
+    /// have run. The deadline
+    /// (`args.timeout`, capped by the server's `toolCallTimeoutMs`) bounds all of it. A tool's
+    /// own error (`isError: true`) is an `Ok` result, as MCP has it.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use mcp_supervisor::{CallArgs, CallError, Hub};
+    ///
+    /// # async fn example(hub: &Hub) -> Result<(), CallError> {
+    /// let args = CallArgs {
+    ///     arguments: serde_json::json!({ "message": "hello" }).as_object().cloned(),
+    ///     timeout: Some(Duration::from_secs(5)),
+    ///     ..CallArgs::default()
+    /// };
+    /// match hub.call("everything__echo", args).await {
+    ///     Ok(result) if result.is_error == Some(true) => eprintln!("the tool failed: {result:?}"),
+    ///     Ok(result) => println!("{:?}", result.content),
+    ///     // Not sent: safe to try again later.
+    ///     Err(CallError::NotReady { state, .. }) => eprintln!("the server is {state}"),
+    ///     Err(error) => return Err(error),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn call(
         &self,
         public_name: &str,
