@@ -74,12 +74,16 @@ pub trait Link: Send + Sync + 'static {
 /// A JSON-RPC error object, as a client or server sent it.
 #[derive(Clone, Debug)]
 pub struct RpcError {
+    /// The JSON-RPC error code (`-32601` method not found, `-32603` internal error, …).
     pub code: i64,
+    /// A short description, for a person.
     pub message: String,
+    /// More about the error, as JSON text, when there is any.
     pub data: Option<Box<RawValue>>,
 }
 
 impl RpcError {
+    /// An error with `code` and `message` and no `data`.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -180,7 +184,10 @@ fn unreachable_raw() -> Box<RawValue> {
 
 /// Every tool of a generation, as JSON text each: `tools/list`, every page, each page bounded
 /// by `timeout`.
-pub async fn list_tools(link: &dyn Link, timeout: Duration) -> Result<Vec<Box<RawValue>>, Failure> {
+pub(crate) async fn list_tools(
+    link: &dyn Link,
+    timeout: Duration,
+) -> Result<Vec<Box<RawValue>>, Failure> {
     #[derive(Deserialize)]
     struct Page {
         #[serde(default)]
@@ -216,7 +223,7 @@ pub async fn list_tools(link: &dyn Link, timeout: Duration) -> Result<Vec<Box<Ra
 }
 
 /// `ping`, bounded by `timeout`.
-pub async fn ping(link: &dyn Link, timeout: Duration) -> Result<(), Failure> {
+pub(crate) async fn ping(link: &dyn Link, timeout: Duration) -> Result<(), Failure> {
     link.request("ping", None, CallOptions::new(timeout))
         .await
         .map(|_| ())
@@ -234,7 +241,11 @@ pub enum CloseHow {
 /// Per-request options.
 #[derive(Clone)]
 pub struct CallOptions {
+    /// How long the request may take; past it the link sends `notifications/cancelled` and
+    /// fails with [`Failure::DeadlinePassed`].
     pub timeout: Duration,
+    /// Cancelled by the caller: the link sends `notifications/cancelled` and fails with
+    /// [`Failure::CancelledByCaller`].
     pub cancel: CancellationToken,
     /// The client this request is for: a server's requests related to it, and its progress,
     /// go there.
@@ -277,7 +288,9 @@ pub enum LinkEvent {
     SignOfLife,
     /// A notification to pass downstream (resources, prompts, logging, tasks), as it came.
     Notification {
+        /// The notification's method.
         method: String,
+        /// Its params, as JSON text.
         params: Option<Box<RawValue>>,
     },
 }
@@ -291,10 +304,11 @@ pub struct LinkEvents {
 }
 
 impl LinkEvents {
-    pub fn new(generation: u64, tx: mpsc::UnboundedSender<(u64, LinkEvent)>) -> Self {
+    pub(crate) fn new(generation: u64, tx: mpsc::UnboundedSender<(u64, LinkEvent)>) -> Self {
         Self { generation, tx }
     }
 
+    /// The generation these events belong to.
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -306,7 +320,7 @@ impl LinkEvents {
 }
 
 /// A failure in words, for logs and errors.
-pub fn describe(failure: &Failure) -> String {
+pub(crate) fn describe(failure: &Failure) -> String {
     match failure {
         Failure::NoLiveGeneration => "there is no live connection".into(),
         Failure::ConnectRefused => "the connection was refused".into(),

@@ -17,6 +17,7 @@ pub struct Challenge {
 }
 
 impl Challenge {
+    /// Whether the challenge says the token lacks a scope (`error="insufficient_scope"`).
     pub fn insufficient_scope(&self) -> bool {
         self.error.as_deref() == Some("insufficient_scope")
     }
@@ -330,6 +331,7 @@ pub enum AuthMethod {
 }
 
 impl AuthMethod {
+    /// The method's name as OAuth metadata and registration spell it.
     pub fn as_str(self) -> &'static str {
         match self {
             AuthMethod::Basic => "client_secret_basic",

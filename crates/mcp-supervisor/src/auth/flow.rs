@@ -32,21 +32,30 @@ pub fn client() -> Result<reqwest::Client, String> {
 /// Authorization-server metadata (RFC 8414), the fields used.
 #[derive(Clone, Debug, Deserialize)]
 pub struct AsMetadata {
+    /// The authorization server's issuer identifier (compared exactly).
     pub issuer: String,
     #[serde(default)]
+    /// Where a person signs in (authorization code grant).
     pub authorization_endpoint: Option<String>,
+    /// Where codes, refresh tokens and client credentials are exchanged for tokens.
     pub token_endpoint: String,
     #[serde(default)]
+    /// Dynamic client registration (RFC 7591), when offered.
     pub registration_endpoint: Option<String>,
     #[serde(default)]
+    /// The scopes it supports, when it lists them.
     pub scopes_supported: Option<Vec<String>>,
     #[serde(default)]
+    /// How a client may authenticate at the token endpoint.
     pub token_endpoint_auth_methods_supported: Option<Vec<String>>,
     #[serde(default)]
+    /// The PKCE methods it accepts (`S256` is required).
     pub code_challenge_methods_supported: Option<Vec<String>>,
     #[serde(default)]
+    /// Whether its redirects carry `iss` (RFC 9207), which is then checked.
     pub authorization_response_iss_parameter_supported: Option<bool>,
     #[serde(default)]
+    /// Whether a client ID may be the URL of its metadata document (CIMD).
     pub client_id_metadata_document_supported: Option<bool>,
 }
 
@@ -54,10 +63,13 @@ pub struct AsMetadata {
 #[derive(Clone, Debug, Deserialize)]
 pub struct PrMetadata {
     #[serde(default)]
+    /// The protected resource's identifier, sent as it is published (RFC 8707).
     pub resource: Option<String>,
     #[serde(default)]
+    /// The authorization servers that issue tokens for it.
     pub authorization_servers: Option<Vec<String>>,
     #[serde(default)]
+    /// The scopes it supports, when it lists them.
     pub scopes_supported: Option<Vec<String>>,
 }
 
@@ -67,23 +79,30 @@ pub struct Discovered {
     /// The resource indicator to send (RFC 8707): as the metadata published it, else the
     /// server's URL.
     pub resource: String,
+    /// The scopes the protected resource lists.
     pub resource_scopes: Option<Vec<String>>,
     /// The issuer the metadata was fetched for (validated against the metadata's `issuer`).
     pub issuer: String,
+    /// The authorization server's metadata.
     pub metadata: AsMetadata,
 }
 
 /// One token endpoint answer.
 #[derive(Clone, Deserialize)]
 pub struct TokenResponse {
+    /// The access token (a secret: never logged).
     pub access_token: String,
     #[serde(default)]
+    /// Its type (`Bearer`).
     pub token_type: Option<String>,
     #[serde(default)]
+    /// Seconds until it expires, when the server says.
     pub expires_in: Option<u64>,
     #[serde(default)]
+    /// A refresh token, when granted (a secret: never logged).
     pub refresh_token: Option<String>,
     #[serde(default)]
+    /// The scopes granted, space-separated.
     pub scope: Option<String>,
 }
 
@@ -97,6 +116,7 @@ pub enum TokenError {
 }
 
 impl TokenError {
+    /// What went wrong and what to do, for the user.
     pub fn message(&self) -> &str {
         match self {
             TokenError::Refused(m) | TokenError::Other(m) => m,
@@ -107,8 +127,11 @@ impl TokenError {
 /// A client as registered with an authorization server.
 #[derive(Clone, Debug)]
 pub struct Client {
+    /// The client ID.
     pub id: String,
+    /// The client secret, for a confidential client (a secret: never logged).
     pub secret: Option<String>,
+    /// How the client authenticates at the token endpoint.
     pub method: AuthMethod,
 }
 

@@ -26,9 +26,13 @@ pub const DEFAULT_WAIT: Duration = Duration::from_secs(300);
 
 /// What one login needs.
 pub struct Login<'a> {
+    /// The server's name in the config.
     pub server: &'a str,
+    /// The server's MCP endpoint.
     pub url: &'a str,
+    /// The server's `oauth` block.
     pub config: &'a OAuthConfig,
+    /// Where the tokens are saved.
     pub store: &'a TokenStore,
     /// How long to wait for the redirect.
     pub wait: Duration,
@@ -36,7 +40,9 @@ pub struct Login<'a> {
 
 /// A PKCE verifier and its S256 challenge (RFC 7636).
 pub struct Pkce {
+    /// The PKCE code verifier (kept until the code is exchanged).
     pub verifier: String,
+    /// Its S256 challenge, sent with the authorization request.
     pub challenge: String,
 }
 
@@ -48,6 +54,7 @@ pub fn random_token(len: usize) -> Result<String, String> {
 }
 
 impl Pkce {
+    /// A fresh random verifier and its challenge; an error when no randomness is available.
     pub fn new() -> Result<Self, String> {
         let verifier = random_token(32)?;
         Ok(Self {

@@ -71,6 +71,8 @@ pub struct TokenSource {
 }
 
 impl TokenSource {
+    /// A token source for server `server` at `url`, with its `oauth` config and the store its
+    /// tokens are kept in; an error names what is wrong with the URL or the HTTP client.
     pub fn new(
         server: &str,
         url: &str,

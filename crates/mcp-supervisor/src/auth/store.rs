@@ -23,13 +23,19 @@ pub struct Entry {
     pub resource: Option<String>,
     /// The authorization server's issuer, and its token endpoint.
     pub issuer: String,
+    /// Where the tokens are refreshed.
     pub token_endpoint: String,
+    /// The client the tokens were issued to.
     pub client_id: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Its secret, for a confidential client (a secret).
     pub client_secret: Option<String>,
+    /// How the client authenticates when refreshing.
     pub auth_method: Option<AuthMethod>,
+    /// The access token (a secret).
     pub access_token: String,
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// The refresh token, if any (a secret).
     pub refresh_token: Option<String>,
     /// Unix seconds.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -71,6 +77,7 @@ pub struct TokenStore {
 }
 
 impl TokenStore {
+    /// The store in the file at `path` (created with mode 0600 when first written).
     pub fn new(path: PathBuf) -> Self {
         Self { path }
     }
@@ -93,6 +100,7 @@ impl TokenStore {
         Some(state.join("mcp-supervisor/tokens.json"))
     }
 
+    /// The token file's path.
     pub fn path(&self) -> &Path {
         &self.path
     }

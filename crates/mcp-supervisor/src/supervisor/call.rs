@@ -27,7 +27,7 @@ const UNCLEAR_PROBE: Duration = Duration::from_secs(5);
 
 /// One request as the caller asks for it: a tool call, or any other request to the server.
 #[derive(Clone, Default)]
-pub struct CallRequest {
+pub(crate) struct CallRequest {
     /// What errors name: the tool's upstream name, or the method of another request.
     pub tool: String,
     /// A deadline shorter than the server's `toolCallTimeoutMs`.

@@ -2,7 +2,7 @@
 //! machine, the backoff timer and outage budget, the serialized tool-sync queue, the health
 //! probes, and the server's tools in the registry.
 //!
-//! Nothing else touches those. Other parts talk to it through [`SupervisorHandle`]: commands in,
+//! Nothing else touches those. Other parts talk to it through `SupervisorHandle`: commands in,
 //! a watch of its [`Snapshot`] out. It must never run two generations of one server at once.
 
 mod call;
@@ -21,10 +21,10 @@ use tokio::time::Instant;
 use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
 use crate::registry::{Registry, UpstreamTool};
 
-pub use call::CallRequest;
+pub(crate) use call::CallRequest;
 
 /// How long a generation may take to close before reconnecting stops (SPEC §3).
-pub const CLOSE_BARRIER: Duration = Duration::from_secs(5);
+pub(crate) const CLOSE_BARRIER: Duration = Duration::from_secs(5);
 
 /// The cause of a connect whose generation closed before it was ready.
 const CLOSED_WHILE_CONNECTING: &str =
@@ -63,6 +63,7 @@ impl ServerState {
         )
     }
 
+    /// The state's name as status, metrics and errors show it (`ready`, `gave_up`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             ServerState::Connecting => "connecting",
@@ -89,8 +90,11 @@ impl std::fmt::Display for ServerState {
 pub enum Phase {
     /// Serving on the current generation.
     Ready {
+        /// The live connection.
         link: Arc<dyn Link>,
+        /// When it became ready.
         since: Instant,
+        /// The process id of a stdio server.
         pid: Option<u32>,
         /// What the server answered to `initialize`, as it came.
         server_info: Arc<RawValue>,
@@ -102,7 +106,10 @@ pub enum Phase {
     /// attempt and failed at once, though the next attempt was due within its deadline.)
     Closing,
     /// Waiting for the next attempt, due `at`.
-    Backoff { at: Instant },
+    Backoff {
+        /// When the next attempt is due.
+        at: Instant,
+    },
     /// No attempt is coming until an explicit reconnect or a reload (gave up, down, stopped).
     Parked,
 }
@@ -110,15 +117,19 @@ pub enum Phase {
 /// What a supervisor shows of itself.
 #[derive(Clone)]
 pub struct Snapshot {
+    /// The state people see.
     pub state: ServerState,
     /// The generation most recently started (0 before the first).
     pub generation: u64,
     /// The attempt number within the current outage (0 when ready).
     pub attempt: u32,
+    /// The outage budget: attempts before it gives up.
     pub max_attempts: u32,
     /// How many times a lost or failed connection was replaced by a ready one.
     pub restarts: u64,
+    /// Why the last connection or attempt failed, if one did.
     pub last_error: Option<String>,
+    /// What it is doing, with that phase's data.
     pub phase: Phase,
 }
 
@@ -218,15 +229,18 @@ enum Command {
 /// A notification from a server, for whoever fronts the hub, as it came.
 #[derive(Clone, Debug)]
 pub struct ServerEvent {
+    /// The server that sent it.
     pub server: Arc<str>,
+    /// The notification's method (`notifications/resources/updated`, …).
     pub method: String,
+    /// Its params, as JSON text.
     pub params: Option<Box<RawValue>>,
 }
 
 /// The `initialize` params a server's generations are opened with: the client's identity.
 /// `None` until known (`wrap` waits for its client's); every generation uses the same, so a
 /// server never sees a different client after a recovery.
-pub type Handshake = watch::Receiver<Option<Arc<RawValue>>>;
+pub(crate) type Handshake = watch::Receiver<Option<Arc<RawValue>>>;
 
 /// State shared between a supervisor and the call paths of its handle.
 struct Shared {
@@ -239,7 +253,7 @@ struct Shared {
 
 /// The way to talk to one supervisor.
 #[derive(Clone)]
-pub struct SupervisorHandle {
+pub(crate) struct SupervisorHandle {
     name: Arc<str>,
     commands: mpsc::UnboundedSender<Command>,
     snapshot: watch::Receiver<Snapshot>,
@@ -309,12 +323,9 @@ impl SupervisorHandle {
         (handle, join)
     }
 
+    /// The server's name.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    pub fn config(&self) -> &ServerConfig {
-        &self.shared.config
     }
 
     /// The current snapshot.

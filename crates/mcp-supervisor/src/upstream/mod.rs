@@ -1,15 +1,15 @@
 //! One generation of a real server: a stdio child in its own process group, a streamable-HTTP
-//! endpoint, or a 2024-11-05 SSE stream, each as a [`wire`] under one JSON-RPC [`rpc`] peer. It
+//! endpoint, or a 2024-11-05 SSE stream, each as a [`wire`] under one JSON-RPC `rpc` peer. It
 //! implements [`Link`] and [`Connector`] for the supervisor.
 //!
 //! This is the only part that knows an upstream transport. Messages stay JSON text: it never
 //! builds the MCP model. It never retries, reconnects or decides anything about a failure; it
 //! reports what happened, normalized, and closes when told.
 
-pub mod era;
+pub(crate) mod era;
 mod http_common;
 pub mod http_wire;
-pub mod process;
+pub(crate) mod process;
 pub(crate) mod rpc;
 pub mod sse_wire;
 pub mod stdio;
@@ -38,7 +38,7 @@ pub use rpc::{Envelope, notification_text, request_text, response_text};
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Opens generations of one configured server.
-pub struct ServerConnector {
+pub(crate) struct ServerConnector {
     server: ServerConfig,
     /// Where a server's requests go when no client's call caused them.
     fallback: Arc<dyn Downstream>,
@@ -72,11 +72,6 @@ impl ServerConnector {
             fallback,
             auth,
         }
-    }
-
-    /// The server's token source, when it has OAuth.
-    pub fn token_source(&self) -> Option<&Arc<crate::auth::TokenSource>> {
-        self.auth.as_ref()
     }
 }
 
