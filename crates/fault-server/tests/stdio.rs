@@ -350,7 +350,7 @@ async fn startup_options() {
             None => break,
         }
     }
-    assert_eq!((total, pages), (22, 5));
+    assert_eq!((total, pages), (23, 5));
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
