@@ -145,12 +145,19 @@ pub enum Command {
     Adopt(AdoptArgs),
     /// Validate a config and print every problem.
     #[command(
-        after_help = "Example:\n  mcp-supervisor check --config examples/servers.json\n\nExit code 0 when valid, 2 with every problem listed otherwise."
+        after_help = "Examples:\n  mcp-supervisor check --config examples/servers.json\n  mcp-supervisor check --config examples/servers.json --list   # also start the servers and check their tool filters\n\nExit code 0 when valid, 2 with every problem listed otherwise. Warnings (--list) do not change it."
     )]
     Check {
         /// The `mcpServers` JSON file.
         #[arg(long, short)]
         config: PathBuf,
+        /// Also start every enabled server, list its tools, and warn about each `tools.allow` or
+        /// `tools.deny` pattern that matches nothing the server lists.
+        #[arg(long)]
+        list: bool,
+        /// With --list: how long to wait for the servers to be ready.
+        #[arg(long, default_value_t = 30_000, requires = "list")]
+        wait_ms: u64,
     },
     /// Ask a running proxy for the state of every server.
     #[command(

@@ -16,7 +16,17 @@ const USAGE: u8 = 2;
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Check { config } => check(&config),
+        Command::Check {
+            config,
+            list,
+            wait_ms,
+        } => {
+            let code = check(&config)?;
+            if list && code == ExitCode::SUCCESS {
+                check_filters(&config, wait_ms).await;
+            }
+            Ok(code)
+        }
         Command::Adopt(args) => Ok(crate::adopt::run(args)),
         Command::Status {
             url,
@@ -115,6 +125,53 @@ fn check(path: &Path) -> anyhow::Result<ExitCode> {
         println!("  {}: {}{enabled}", server.name, server.describe());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `check --list`: start the servers that have a tool filter, and warn about each pattern that
+/// matches nothing the server lists. A server that does not come up cannot be checked; that is
+/// said too. Warnings never change the exit code.
+async fn check_filters(path: &Path, wait_ms: u64) {
+    let Ok(config) = load(path) else { return };
+    let mut filtered = config.clone();
+    filtered
+        .servers
+        .retain(|s| s.enabled && !s.tools.is_open());
+    if filtered.servers.is_empty() {
+        println!("no enabled server has a tool filter: nothing to list");
+        return;
+    }
+    let hub = Hub::start(filtered.clone());
+    let pending = hub.wait_ready(Duration::from_millis(wait_ms)).await;
+    for server in &filtered.servers {
+        if pending.contains(&server.name) {
+            println!(
+                "warning: mcpServers.{}.tools: cannot check the patterns, the server did not list its tools within {wait_ms} ms",
+                server.name
+            );
+            continue;
+        }
+        let listed = hub.registry().listed(&server.name);
+        let names: Vec<&str> = listed.iter().map(String::as_str).collect();
+        let unmatched = server.tools.unmatched(&names);
+        for (list, index, pattern) in &unmatched {
+            println!(
+                "warning: mcpServers.{}.tools.{}[{index}] {pattern:?} matches no tool the server lists ({} listed: {})",
+                server.name,
+                list.key(),
+                names.len(),
+                names.join(", ")
+            );
+        }
+        if unmatched.is_empty() {
+            println!(
+                "  {}: every tool filter pattern matches a listed tool ({} of {} published)",
+                server.name,
+                hub.registry().count(&server.name),
+                names.len()
+            );
+        }
+    }
+    hub.stop().await;
 }
 
 async fn start(path: &Path, wait_ms: u64) -> Result<Hub, ExitCode> {

@@ -105,14 +105,15 @@ impl ToolFilter {
     }
 
     /// The patterns that match none of `names` (what the server lists), in config order, each
-    /// with its list: for `check`, which warns about them.
-    pub fn unmatched<'a>(&'a self, names: &[&str]) -> Vec<(List, &'a str)> {
-        let allow = self.allow.iter().flatten().map(|p| (List::Allow, p));
-        let deny = self.deny.iter().map(|p| (List::Deny, p));
+    /// with its list and index: for `check`, which warns about them.
+    pub fn unmatched<'a>(&'a self, names: &[&str]) -> Vec<(List, usize, &'a str)> {
+        let allow = self.allow.iter().flatten().enumerate();
+        let allow = allow.map(|(i, p)| (List::Allow, i, p));
+        let deny = self.deny.iter().enumerate().map(|(i, p)| (List::Deny, i, p));
         allow
             .chain(deny)
-            .filter(|(_, p)| !names.iter().any(|n| p.matcher.is_match(n)))
-            .map(|(list, p)| (list, p.text.as_str()))
+            .filter(|(_, _, p)| !names.iter().any(|n| p.matcher.is_match(n)))
+            .map(|(list, i, p)| (list, i, p.text.as_str()))
             .collect()
     }
 }
@@ -227,7 +228,7 @@ mod tests {
         let f = filter(Some(&["read_*", "nothing_*"]), &["gone", "delete_file"]);
         assert_eq!(
             f.unmatched(NAMES),
-            [(List::Allow, "nothing_*"), (List::Deny, "gone")]
+            [(List::Allow, 1, "nothing_*"), (List::Deny, 0, "gone")]
         );
         assert_eq!(f.unmatched(&[]).len(), 4, "an empty list matches nothing");
     }

@@ -20,7 +20,8 @@ use crate::error::{CallError, Error};
 use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
 use crate::registry::{PublishedTool, Registry, Route};
 use crate::routes::Routes;
-use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle};
+use crate::catalog::CatalogStore;
+use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle, ToolList};
 use crate::upstream::ServerConnector;
 
 /// Builds the connector for a server; tests swap in a fake.
@@ -61,6 +62,9 @@ pub struct HubOptions {
     /// The `initialize` params every server is opened with. `None`: the servers' processes start
     /// at once, but their handshakes wait until [`Hub::set_handshake`] gives the client's own.
     pub handshake: Option<Arc<RawValue>>,
+    /// Where servers' catalogs are saved after each successful list and published from at the
+    /// next start ([`crate::catalog`]). `None`: no catalog.
+    pub state_dir: Option<std::path::PathBuf>,
 }
 
 impl HubOptions {
@@ -71,6 +75,7 @@ impl HubOptions {
         Self {
             client,
             handshake: Some(default_handshake(capabilities)),
+            state_dir: None,
         }
     }
 }
@@ -80,6 +85,7 @@ impl Default for HubOptions {
         Self {
             client: Arc::new(Refuse),
             handshake: Some(default_handshake(&serde_json::json!({}))),
+            state_dir: None,
         }
     }
 }
@@ -114,6 +120,9 @@ pub struct ServerStatus {
     pub uptime_ms: Option<u64>,
     pub pid: Option<u32>,
     pub enabled: bool,
+    /// Where the published tools come from: `cache` (the saved catalog, until the server lists
+    /// its own), `live`, or `none`.
+    pub tool_list: ToolList,
 }
 
 /// Something that happened in the hub.
@@ -152,6 +161,7 @@ pub struct Hub {
     notifications: broadcast::Sender<ServerEvent>,
     factory: ConnectorFactory,
     handshake: watch::Sender<Option<Arc<RawValue>>>,
+    catalog: Option<Arc<CatalogStore>>,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -168,15 +178,31 @@ impl Hub {
         let factory: ConnectorFactory = Arc::new(move |server: &ServerConfig| {
             Arc::new(ServerConnector::new(server.clone(), client.clone())) as Arc<dyn Connector>
         });
-        Self::build(config, factory, options.handshake)
+        let catalog = options.state_dir.map(|dir| Arc::new(CatalogStore::new(dir)));
+        Self::build(config, factory, options.handshake, catalog)
     }
 
     /// Start with a connector of the caller's (tests use a scripted fake).
     pub fn start_with(config: Config, factory: ConnectorFactory) -> Self {
-        Self::build(config, factory, HubOptions::default().handshake)
+        Self::build(config, factory, HubOptions::default().handshake, None)
     }
 
-    fn build(config: Config, factory: ConnectorFactory, handshake: Option<Arc<RawValue>>) -> Self {
+    /// Start with a connector of the caller's and catalogs saved under `state_dir`.
+    pub fn start_with_catalog(
+        config: Config,
+        factory: ConnectorFactory,
+        state_dir: std::path::PathBuf,
+    ) -> Self {
+        let catalog = Some(Arc::new(CatalogStore::new(state_dir)));
+        Self::build(config, factory, HubOptions::default().handshake, catalog)
+    }
+
+    fn build(
+        config: Config,
+        factory: ConnectorFactory,
+        handshake: Option<Arc<RawValue>>,
+        catalog: Option<Arc<CatalogStore>>,
+    ) -> Self {
         let (handshake, _) = watch::channel(handshake);
         let names = config.servers.iter().map(|s| s.name.clone()).collect();
         let registry = Arc::new(Registry::new(config.naming.clone(), names));
@@ -220,6 +246,7 @@ impl Hub {
             notifications,
             factory,
             handshake,
+            catalog,
             background,
         };
         for server in config.servers {
@@ -236,6 +263,8 @@ impl Hub {
 
     fn spawn_server(&self, server: ServerConfig) {
         let name = server.name.clone();
+        // The filter is in place before the supervisor can publish anything.
+        self.registry.set_filter(&name, server.tools.clone());
         let connector = (self.factory)(&server);
         let seed = jitter_seed(&name);
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -246,6 +275,7 @@ impl Hub {
             self.notifications.clone(),
             self.handshake.subscribe(),
             Box::new(move || rng.f64()),
+            self.catalog.clone(),
         );
         let forwarder = {
             let mut watch = handle.watch();
@@ -456,6 +486,10 @@ impl Hub {
             // A tool the registry does not hold (yet): its annotations are unknown here, so
             // only retryTools can make it safe to repeat.
             if let Some(name) = params.and_then(tool_name) {
+                // A tool the server's filter hides is unknown here: the call never reaches it.
+                if self.registry.is_filtered(server, &name) {
+                    return Err(CallError::UnknownTool { name });
+                }
                 if let Some(tool) = self
                     .registry
                     .tools()
@@ -489,6 +523,13 @@ impl Hub {
         field: &str,
         args: &CallArgs,
     ) -> Vec<serde_json::Value> {
+        // A server still on its saved catalog answers from it at once.
+        if let Some(saved) = self.handle(server).and_then(|h| h.cached_list(method)) {
+            return saved
+                .iter()
+                .filter_map(|item| serde_json::from_str(item.get()).ok())
+                .collect();
+        }
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..1000 {
@@ -565,6 +606,7 @@ impl Hub {
                             }),
                             pid: s.pid(),
                             enabled: true,
+                            tool_list: s.tool_list,
                         }
                     }
                     None => ServerStatus {
@@ -579,6 +621,7 @@ impl Hub {
                         uptime_ms: None,
                         pid: None,
                         enabled: server.enabled,
+                        tool_list: ToolList::None,
                     },
                 }
             })
@@ -612,6 +655,23 @@ impl Hub {
     pub async fn wait_started(&self, timeout: Duration) {
         self.wait_all(timeout, |s| s.state != ServerState::Connecting)
             .await;
+    }
+
+    /// Wait until every server has a tool list to show: it is past its first attempt, or it
+    /// published its saved catalog (bounded by `timeout`). A client's first tools/list waits
+    /// for this: with saved catalogs, it answers at once.
+    pub async fn wait_listed(&self, timeout: Duration) {
+        self.wait_all(timeout, |s| {
+            s.state != ServerState::Connecting || s.tool_list == ToolList::Cache
+        })
+        .await;
+    }
+
+    /// A server's saved `initialize` answer to a request of `protocol_version`, while its
+    /// published list is still the saved one (`wrap` answers a client from it at once).
+    pub fn cached_handshake(&self, server: &str, protocol_version: &str) -> Option<Arc<RawValue>> {
+        self.handle(server)
+            .and_then(|h| h.cached_handshake(protocol_version))
     }
 
     /// Wait until every running server's snapshot satisfies `done`, at most `timeout` in all.

@@ -8,6 +8,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod catalog;
 pub mod error;
 pub mod hub;
 pub mod link;
@@ -21,4 +22,4 @@ pub use hub::{CallArgs, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};
 pub use link::{Downstream, Refuse, RpcError};
 pub use mcp_supervisor_core as core;
 pub use registry::{PublishedTool, UpstreamTool};
-pub use supervisor::{Phase, ServerState, Snapshot};
+pub use supervisor::{Phase, ServerState, Snapshot, ToolList};
