@@ -48,6 +48,18 @@ pub struct FaceArgs {
     pub allow_origin: Vec<String>,
 }
 
+/// Where saved catalogs live (`serve`, `wrap`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct CatalogArgs {
+    /// Keep saved catalogs (each server's last tool, prompt and resource lists, published at
+    /// once at the next start) in DIR instead of the user's cache directory.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Neither save nor use catalogs: tools are listed only once their server is up.
+    #[arg(long, conflicts_with = "state_dir")]
+    pub no_catalog: bool,
+}
+
 /// Reconnect policy flags of `wrap`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PolicyArgs {
@@ -111,6 +123,8 @@ pub enum Command {
         config: PathBuf,
         #[command(flatten)]
         faces: FaceArgs,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
     /// Front one server, transparently: its tools keep their names.
     #[command(
@@ -134,6 +148,8 @@ pub enum Command {
         policy: PolicyArgs,
         #[command(flatten)]
         faces: FaceArgs,
+        #[command(flatten)]
+        catalog: CatalogArgs,
         /// The server's command and arguments, after `--`.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,

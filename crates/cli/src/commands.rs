@@ -38,7 +38,11 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             url,
             auth_token_env,
         } => crate::control::reconnect(&url, &server, auth_token_env.as_deref()).await,
-        Command::Serve { config, faces } => {
+        Command::Serve {
+            config,
+            faces,
+            catalog,
+        } => {
             let loaded = match load(&config) {
                 Ok(loaded) => loaded,
                 Err(code) => return Ok(code),
@@ -48,6 +52,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Some(config),
                 crate::proxy::Mode::Aggregate,
                 faces_of(faces)?,
+                state_dir(catalog),
             )
             .await
         }
@@ -58,6 +63,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             header_from_env,
             policy,
             faces,
+            catalog,
             command,
         } => {
             let config = match wrap_config(name, url, (header, header_from_env), &policy, command) {
@@ -72,6 +78,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 None,
                 crate::proxy::Mode::Transparent,
                 faces_of(faces)?,
+                state_dir(catalog),
             )
             .await
         }
@@ -273,6 +280,23 @@ async fn call(
             Ok(ExitCode::from(1))
         }
     }
+}
+
+/// Where catalogs are saved: `--state-dir`, else the user's cache directory; none with
+/// `--no-catalog` or when there is no home to find a cache directory in.
+fn state_dir(args: crate::cli::CatalogArgs) -> Option<std::path::PathBuf> {
+    if args.no_catalog {
+        return None;
+    }
+    let dir = args
+        .state_dir
+        .or_else(mcp_supervisor::catalog::CatalogStore::default_dir);
+    if dir.is_none() {
+        tracing::warn!(
+            "no cache directory (neither XDG_CACHE_HOME nor HOME is set): catalogs are not saved; pass --state-dir DIR to keep them"
+        );
+    }
+    dir
 }
 
 fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {

@@ -667,6 +667,28 @@ impl Hub {
         .await;
     }
 
+    /// The first page of a list (`prompts/list`, `resources/list`, `resources/templates/list`)
+    /// from a server's saved catalog, as a result, while its published list is still the saved
+    /// one (`wrap` answers from it at once).
+    pub fn cached_page(&self, server: &str, method: &str) -> Option<Box<RawValue>> {
+        let field = match method {
+            "prompts/list" => "prompts",
+            "resources/list" => "resources",
+            "resources/templates/list" => "resourceTemplates",
+            _ => return None,
+        };
+        let items = self.handle(server)?.cached_list(method)?;
+        let mut text = format!("{{\"{field}\":[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(item.get());
+        }
+        text.push_str("]}");
+        RawValue::from_string(text).ok()
+    }
+
     /// A server's saved `initialize` answer to a request of `protocol_version`, while its
     /// published list is still the saved one (`wrap` answers a client from it at once).
     pub fn cached_handshake(&self, server: &str, protocol_version: &str) -> Option<Arc<RawValue>> {
