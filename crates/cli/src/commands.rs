@@ -140,9 +140,7 @@ fn check(path: &Path) -> anyhow::Result<ExitCode> {
 async fn check_filters(path: &Path, wait_ms: u64) {
     let Ok(config) = load(path) else { return };
     let mut filtered = config.clone();
-    filtered
-        .servers
-        .retain(|s| s.enabled && !s.tools.is_open());
+    filtered.servers.retain(|s| s.enabled && !s.tools.is_open());
     if filtered.servers.is_empty() {
         println!("no enabled server has a tool filter: nothing to list");
         return;

@@ -109,7 +109,11 @@ impl ToolFilter {
     pub fn unmatched<'a>(&'a self, names: &[&str]) -> Vec<(List, usize, &'a str)> {
         let allow = self.allow.iter().flatten().enumerate();
         let allow = allow.map(|(i, p)| (List::Allow, i, p));
-        let deny = self.deny.iter().enumerate().map(|(i, p)| (List::Deny, i, p));
+        let deny = self
+            .deny
+            .iter()
+            .enumerate()
+            .map(|(i, p)| (List::Deny, i, p));
         allow
             .chain(deny)
             .filter(|(_, _, p)| !names.iter().any(|n| p.matcher.is_match(n)))

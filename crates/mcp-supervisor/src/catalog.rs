@@ -180,7 +180,7 @@ fn read(text: &str) -> Result<Catalog, String> {
     }
     let version: Version =
         serde_json::from_str(text).map_err(|e| format!("it is not a catalog file ({e})"))?;
-    if version.format != serde_json::Value::from(FORMAT_VERSION) {
+    if version.format != FORMAT_VERSION {
         return Err(format!(
             "it is of format version {} and this build reads {FORMAT_VERSION}",
             version.format
@@ -281,7 +281,10 @@ mod tests {
                 },
             )
         };
-        assert_ne!(identity_key(&http("http://a/mcp")), identity_key(&http("http://b/mcp")));
+        assert_ne!(
+            identity_key(&http("http://a/mcp")),
+            identity_key(&http("http://b/mcp"))
+        );
     }
 
     #[test]
@@ -306,8 +309,14 @@ mod tests {
         assert_eq!(back.tools[0].get(), tool, "byte for byte");
         assert_eq!(back.list("prompts/list").map(<[_]>::len), Some(0));
         assert!(back.list("resources/list").is_none(), "not known");
-        assert_eq!(back.list("resources/templates/list").map(<[_]>::len), Some(1));
-        assert_eq!(back.initialize.map(|h| h.asked).as_deref(), Some("2025-06-18"));
+        assert_eq!(
+            back.list("resources/templates/list").map(<[_]>::len),
+            Some(1)
+        );
+        assert_eq!(
+            back.initialize.map(|h| h.asked).as_deref(),
+            Some("2025-06-18")
+        );
         // Only the catalog is left in the directory: no temporary file.
         let files: Vec<_> = std::fs::read_dir(&dir).expect("dir").collect();
         assert_eq!(files.len(), 1);
@@ -331,7 +340,11 @@ mod tests {
             std::fs::write(store.path_for(&server), text).expect("write");
             assert!(store.load(&server).is_none(), "{text}");
         }
-        assert!(read(r#"{"format":2,"catalog":{}}"#).unwrap_err().contains("format version 2"));
+        assert!(
+            read(r#"{"format":2,"catalog":{}}"#)
+                .unwrap_err()
+                .contains("format version 2")
+        );
         store.save(&server, &Catalog::default()).expect("rewritten");
         assert!(store.load(&server).is_some());
     }

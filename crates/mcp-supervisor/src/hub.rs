@@ -16,11 +16,11 @@ use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use crate::catalog::CatalogStore;
 use crate::error::{CallError, Error};
 use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
 use crate::registry::{PublishedTool, Registry, Route};
 use crate::routes::Routes;
-use crate::catalog::CatalogStore;
 use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle, ToolList};
 use crate::upstream::ServerConnector;
 
@@ -178,7 +178,9 @@ impl Hub {
         let factory: ConnectorFactory = Arc::new(move |server: &ServerConfig| {
             Arc::new(ServerConnector::new(server.clone(), client.clone())) as Arc<dyn Connector>
         });
-        let catalog = options.state_dir.map(|dir| Arc::new(CatalogStore::new(dir)));
+        let catalog = options
+            .state_dir
+            .map(|dir| Arc::new(CatalogStore::new(dir)));
         Self::build(config, factory, options.handshake, catalog)
     }
 

@@ -200,9 +200,11 @@ pub async fn list_items(
                 serde_json::from_str(list.get()).map_err(|_| Failure::UnexpectedResponse)?;
             items.extend(list);
         }
-        let next = page
-            .remove("nextCursor")
-            .and_then(|c| serde_json::from_str::<Option<String>>(c.get()).ok().flatten());
+        let next = page.remove("nextCursor").and_then(|c| {
+            serde_json::from_str::<Option<String>>(c.get())
+                .ok()
+                .flatten()
+        });
         match next {
             Some(next) if !next.is_empty() => cursor = Some(next),
             _ => return Ok(items),

@@ -432,10 +432,18 @@ mod tests {
         let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
         let filter = ToolFilter::new(Some(&own(&["read_*", "list"])), &own(&["read_secret"]))
             .expect("valid patterns");
-        assert!(!registry.set_filter("a", filter.clone()), "nothing published yet");
+        assert!(
+            !registry.set_filter("a", filter.clone()),
+            "nothing published yet"
+        );
         assert!(registry.publish(
             "a",
-            vec![tool("read_file"), tool("read_secret"), tool("write"), tool("list")]
+            vec![
+                tool("read_file"),
+                tool("read_secret"),
+                tool("write"),
+                tool("list")
+            ]
         ));
         registry.publish("b", vec![tool("write")]);
         let names: Vec<_> = registry
@@ -448,7 +456,10 @@ mod tests {
         assert!(registry.route("a__write").is_none());
         assert!(registry.route("a__read_secret").is_none());
         assert!(registry.is_filtered("a", "write") && !registry.is_filtered("b", "write"));
-        assert_eq!(registry.listed("a"), ["read_file", "read_secret", "write", "list"]);
+        assert_eq!(
+            registry.listed("a"),
+            ["read_file", "read_secret", "write", "list"]
+        );
         assert!(!registry.set_filter("a", filter), "the same filter again");
         // Opening the filter publishes what it hid.
         assert!(registry.set_filter("a", ToolFilter::default()));

@@ -123,7 +123,10 @@ async fn a_call_with_a_shorter_deadline_than_the_start_fails_with_the_servers_st
     };
     let began = tokio::time::Instant::now();
     let outcome = bounded("the call", hub.call("srv__echo", args)).await;
-    assert!(began.elapsed() <= ms(750), "never past its deadline (and grace)");
+    assert!(
+        began.elapsed() <= ms(750),
+        "never past its deadline (and grace)"
+    );
     assert!(
         matches!(&outcome, Err(CallError::NotReady { state, .. }) if state == "connecting")
             || matches!(&outcome, Err(CallError::TimedOut { .. })),
@@ -206,7 +209,12 @@ async fn a_filtered_tool_is_not_listed_and_its_call_never_reaches_the_server() {
     server.tools = ToolFilter::new(Some(&own(&["read_*", "echo"])), &own(&["read_secret"]))
         .expect("valid patterns");
     let fake = Fake::new(
-        vec![Gen::ok(tools(&["echo", "read_file", "read_secret", "delete"]))],
+        vec![Gen::ok(tools(&[
+            "echo",
+            "read_file",
+            "read_secret",
+            "delete",
+        ]))],
         Gen::open_fails("unscripted"),
     );
     let hub = start_saving(server.clone(), &fake, &dir);
@@ -220,8 +228,8 @@ async fn a_filtered_tool_is_not_listed_and_its_call_never_reaches_the_server() {
         );
     }
     // Also by upstream name through `send` (wrap's path for names the registry does not hold).
-    let params = serde_json::value::to_raw_value(&serde_json::json!({"name": "delete"}))
-        .expect("params");
+    let params =
+        serde_json::value::to_raw_value(&serde_json::json!({"name": "delete"})).expect("params");
     let outcome = bounded(
         "send",
         hub.send("srv", "tools/call", Some(&params), CallArgs::default()),

@@ -283,7 +283,8 @@ impl SupervisorHandle {
             tool_list = ToolList::Cache;
             tracing::info!(server = %name, tools = saved.tools.len(), "published the saved catalog; the server's own list replaces it when it is ready");
         }
-        let writer = catalog.map(|store| CatalogWriter::start(store, config.clone(), saved.clone()));
+        let writer =
+            catalog.map(|store| CatalogWriter::start(store, config.clone(), saved.clone()));
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (synced_tx, synced_rx) = mpsc::unbounded_channel();
@@ -509,7 +510,9 @@ impl CatalogWriter {
                     tokio::task::spawn_blocking(move || store.save(&config, &catalog)).await;
                 match saved {
                     Ok(Ok(())) => tracing::debug!(server = %name, "catalog saved"),
-                    Ok(Err(why)) => tracing::warn!(server = %name, "the catalog was not saved: {why}"),
+                    Ok(Err(why)) => {
+                        tracing::warn!(server = %name, "the catalog was not saved: {why}")
+                    }
                     Err(e) => tracing::warn!(server = %name, "the catalog was not saved: {e}"),
                 }
             }
@@ -772,10 +775,10 @@ impl Supervisor {
             let mut lists = Vec::new();
             for (method, field, offered) in offers {
                 let items = if offered {
-                    match crate::link::list_items(&*link, method, field, timeout).await {
-                        Ok(items) => Some(items),
-                        Err(_) => None, // not known: the saved one (if any) stays
-                    }
+                    // A failed list is not known: the saved one (if any) stays.
+                    crate::link::list_items(&*link, method, field, timeout)
+                        .await
+                        .ok()
                 } else {
                     Some(Vec::new())
                 };
@@ -1146,7 +1149,10 @@ fn asked_version(params: &RawValue) -> Option<String> {
 /// The lists a server's `initialize` answer declares: (method, field, offered).
 fn offered_lists(info: &RawValue) -> [(&'static str, &'static str, bool); 3] {
     let info: serde_json::Value = serde_json::from_str(info.get()).unwrap_or_default();
-    let has = |capability: &str| info.pointer(&format!("/capabilities/{capability}")).is_some();
+    let has = |capability: &str| {
+        info.pointer(&format!("/capabilities/{capability}"))
+            .is_some()
+    };
     [
         ("prompts/list", "prompts", has("prompts")),
         ("resources/list", "resources", has("resources")),
