@@ -246,3 +246,59 @@ async fn a_filtered_tool_is_not_listed_and_its_call_never_reaches_the_server() {
     let saved = CatalogStore::new(&dir.0).load(&server).expect("saved");
     assert_eq!(saved.tools.len(), 4);
 }
+
+#[tokio::test(start_paused = true)]
+async fn saved_prompts_and_resources_answer_at_once_while_the_server_starts() {
+    let dir = StateDir::new("extras");
+    let store = CatalogStore::new(&dir.0);
+    let raw = |text: &str| {
+        serde_json::value::RawValue::from_string(text.to_string()).expect("valid JSON")
+    };
+    let saved = mcp_supervisor::catalog::Catalog {
+        tools: vec![raw(r#"{"name":"echo","inputSchema":{"type":"object"}}"#)],
+        prompts: Some(vec![raw(r#"{"name":"greet","x-kept":true}"#)]),
+        resources: Some(Vec::new()),
+        resource_templates: None,
+        initialize: None,
+    };
+    store.save(&quick(), &saved).expect("saved");
+    let fake = Fake::new(
+        vec![Gen::ok(tools(&["echo"])).init(Reply::After(ms(2000), Ok(())))],
+        Gen::open_fails("unscripted"),
+    );
+    let hub = start_saving(quick(), &fake, &dir);
+    let began = tokio::time::Instant::now();
+    let prompts = hub
+        .list_all("srv", "prompts/list", "prompts", &CallArgs::default())
+        .await;
+    assert_eq!(
+        prompts,
+        [serde_json::json!({"name": "greet", "x-kept": true})]
+    );
+    let resources = hub
+        .list_all("srv", "resources/list", "resources", &CallArgs::default())
+        .await;
+    assert!(resources.is_empty());
+    assert_eq!(began.elapsed(), ms(0), "answered from the catalog");
+    // A list the catalog does not know waits for the server (whose fake knows no templates).
+    let templates = hub
+        .list_all(
+            "srv",
+            "resources/templates/list",
+            "resourceTemplates",
+            &CallArgs::default(),
+        )
+        .await;
+    assert!(templates.is_empty());
+    assert_eq!(began.elapsed(), ms(2000), "it waited for the server");
+    // Once live, the catalog is no longer used: the fake's own answer (method not found).
+    let prompts = hub
+        .list_all("srv", "prompts/list", "prompts", &CallArgs::default())
+        .await;
+    assert!(prompts.is_empty(), "the live server offers no prompts");
+    stop(&hub).await;
+    // The live server declares only tools: its prompts and resources are saved as none.
+    let saved = store.load(&quick()).expect("saved");
+    assert_eq!(saved.prompts.map(|p| p.len()), Some(0));
+    assert!(saved.initialize.is_some(), "the handshake is saved too");
+}
