@@ -54,16 +54,13 @@ pub async fn run(fault: &Path, opts: Options) -> Result<Value> {
 
 /// One start of the proxy: how long until its first complete tools/list answer.
 struct Start {
+    /// Until `initialize` was answered (the proxy is up and reading its stdin).
+    initialized: Duration,
     elapsed: Duration,
     tools: usize,
 }
 
-async fn measure(
-    fault: &Path,
-    supervisor: &Path,
-    run: &RunDir,
-    opts: &Options,
-) -> Result<Value> {
+async fn measure(fault: &Path, supervisor: &Path, run: &RunDir, opts: &Options) -> Result<Value> {
     let config = write_config(fault, run, opts)?;
     let limit = Duration::from_millis(opts.delay_ms * 3 + 30_000);
     // A first run fills the warm state directory (and tells how many tools a complete list has).
@@ -71,15 +68,17 @@ async fn measure(
     let first = start_once(supervisor, &config, &warm, None, run, limit).await?;
     wait_for_catalogs(&warm, opts.servers as usize, limit).await?;
     let expected = first.tools;
-    let (mut cold, mut cached) = (Vec::new(), Vec::new());
+    let (mut cold, mut cached, mut up) = (Vec::new(), Vec::new(), Vec::new());
     for i in 0..opts.runs {
         let fresh = run.file(&format!("state-cold-{i}"));
         let without = start_once(supervisor, &config, &fresh, Some(expected), run, limit).await?;
         cold.push(without.elapsed);
+        up.push(without.initialized);
         let with = start_once(supervisor, &config, &warm, Some(expected), run, limit).await?;
         cached.push(with.elapsed);
+        up.push(with.initialized);
     }
-    let (cold, cached) = (Stats::of(&cold)?, Stats::of(&cached)?);
+    let (cold, cached, up) = (Stats::of(&cold)?, Stats::of(&cached)?, Stats::of(&up)?);
     util::print_table(
         &format!(
             "proxy start to a complete tools/list answer: {} servers that each take {} ms to start, {expected} tools",
@@ -89,6 +88,7 @@ async fn measure(
         &[
             util::stats_row("without a saved catalog", &cold),
             util::stats_row("with saved catalogs", &cached),
+            util::stats_row("(initialize answered, both)", &up),
         ],
     );
     Ok(json!({
@@ -98,6 +98,7 @@ async fn measure(
         "tools": expected,
         "without_catalog_ms": cold.json(),
         "with_catalog_ms": cached.json(),
+        "initialize_answered_ms": up.json(),
     }))
 }
 
@@ -154,10 +155,15 @@ async fn start_once(
             .take_pipes()
             .context("the proxy's pipes were taken")?;
         let client = RawStdio::connect(stdout, stdin, limit).await?;
+        let initialized = began.elapsed();
         let result = client.request("tools/list", json!({})).await?;
         let elapsed = began.elapsed();
         let tools = result["tools"].as_array().map_or(0, Vec::len);
-        Ok::<_, anyhow::Error>(Start { elapsed, tools })
+        Ok::<_, anyhow::Error>(Start {
+            initialized,
+            elapsed,
+            tools,
+        })
     }
     .await;
     process.stop(Duration::from_secs(10)).await;
