@@ -87,6 +87,13 @@ pub struct PolicyArgs {
     /// A tool that is safe to send again when its outcome is unknown (repeatable).
     #[arg(long, value_name = "TOOL")]
     pub retry_tool: Vec<String>,
+    /// Publish only the tools this glob pattern matches (repeatable; `tools.allow`).
+    #[arg(long, value_name = "PATTERN")]
+    pub allow_tool: Vec<String>,
+    /// Never publish the tools this glob pattern matches (repeatable; `tools.deny`, wins over
+    /// --allow-tool).
+    #[arg(long, value_name = "PATTERN")]
+    pub deny_tool: Vec<String>,
 }
 
 /// The flags of `adopt`.

@@ -386,6 +386,12 @@ fn wrap_config(
         "connectTimeoutMs": policy.connect_timeout_ms,
         "retryTools": policy.retry_tool,
     });
+    if !policy.allow_tool.is_empty() {
+        server["tools"]["allow"] = policy.allow_tool.clone().into();
+    }
+    if !policy.deny_tool.is_empty() {
+        server["tools"]["deny"] = policy.deny_tool.clone().into();
+    }
     match &transport {
         TransportConfig::Http { url, .. } => server["url"] = url.clone().into(),
         // The command line was already expanded by the shell: validate the policy with a

@@ -487,3 +487,46 @@ async fn check_list_warns_about_a_pattern_that_matches_nothing() {
     assert!(!String::from_utf8_lossy(&output.stdout).contains("warning"));
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn wrap_filters_tools_with_its_flags_and_never_forwards_a_filtered_call() {
+    let mut list = args(&[
+        "wrap",
+        "--no-catalog",
+        "--health-interval-ms",
+        "0",
+        "--deny-tool",
+        "cr*",
+        "--deny-tool",
+        "hang",
+        "--",
+    ]);
+    list.push(path_str(&fault_bin()));
+    let mut proxy = Proxy::start(&list);
+    proxy.initialize().await;
+    let names = proxy.tool_names().await;
+    assert!(names.contains(&"echo".to_string()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "crash" || n == "hang"),
+        "{names:?}"
+    );
+    let pid = proxy
+        .request("tools/call", json!({"name": "pid", "arguments": {}}))
+        .await;
+    let answer = proxy
+        .request("tools/call", json!({"name": "crash", "arguments": {}}))
+        .await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no server offers a tool named \"crash\""),
+        "our unknown-tool error, not the server's: {answer}"
+    );
+    // The same process still answers: `crash` never reached it.
+    let again = proxy
+        .request("tools/call", json!({"name": "pid", "arguments": {}}))
+        .await;
+    let text = pid["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.parse::<u32>().is_ok(), "the server's pid: {pid}");
+    assert_eq!(pid["content"], again["content"], "{pid} {again}");
+    proxy.stop().await;
+}
