@@ -152,7 +152,7 @@ pub enum Command {
         #[arg(long, value_name = "NAME=VAR")]
         header_from_env: Vec<String>,
         #[command(flatten)]
-        policy: PolicyArgs,
+        policy: Box<PolicyArgs>,
         #[command(flatten)]
         faces: FaceArgs,
         #[command(flatten)]
