@@ -768,7 +768,8 @@ impl Supervisor {
     /// answer declares) in the background, and save them with the catalog.
     fn save_extras(&self, link: &Arc<dyn Link>, info: &RawValue) {
         let Some(writer) = &self.catalog else { return };
-        let (current, tx) = (writer.current.clone(), writer.tx.clone());
+        // A weak sender: a listing still under way never holds up the writer's end at stop.
+        let (current, tx) = (writer.current.clone(), writer.tx.downgrade());
         let (link, timeout) = (link.clone(), self.config.connect_timeout);
         let offers = offered_lists(info);
         tokio::spawn(async move {
@@ -784,6 +785,7 @@ impl Supervisor {
                 };
                 lists.push((method, items));
             }
+            let Some(tx) = tx.upgrade() else { return };
             CatalogWriter::update(&current, &tx, |c| {
                 for (method, items) in lists {
                     let Some(items) = items else { continue };
