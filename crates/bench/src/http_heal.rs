@@ -4,10 +4,9 @@
 use std::path::Path;
 use std::time::Duration;
 
-use anyhow::{Result, bail};
-use mcp_supervisor::{CallArgs, Hub};
+use anyhow::{Context, Result};
+use mcp_supervisor::Hub;
 use serde_json::{Value, json};
-use tokio::time::Instant;
 
 use crate::util::{self, HttpServer, STATS_HEADER, Stats, stats_row};
 
@@ -37,44 +36,14 @@ pub async fn run(fault: &Path, restarts: u32) -> Result<Value> {
             }
             server.kill().await;
             server = HttpServer::start(fault, port).await?;
-            let message = format!("heal {round}");
-            let arguments = Some(util::object(json!({ "message": message }))?);
-            let call = async || -> Result<()> {
-                let args = CallArgs {
-                    arguments: arguments.clone(),
-                    timeout: Some(CALL_LIMIT),
-                    ..Default::default()
-                };
-                let result = hub.call(TOOL, args).await?;
-                util::check_echo(&result, &message)
-            };
-            let start = Instant::now();
-            let first = call().await;
-            let elapsed = start.elapsed();
-            match first {
-                Ok(()) => {
-                    heals.push(elapsed);
-                    until_success.push(elapsed);
-                }
-                Err(e) => {
-                    failures.push(format!("restart {}: {e:#}", round + 1));
-                    // How long until a caller that tries again gets an answer.
-                    loop {
-                        match call().await {
-                            Ok(()) => {
-                                until_success.push(start.elapsed());
-                                break;
-                            }
-                            Err(e) if start.elapsed() >= RETRY_LIMIT => {
-                                bail!(
-                                    "restart {}: no call succeeded within {RETRY_LIMIT:?}: {e:#}",
-                                    round + 1
-                                )
-                            }
-                            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
-                        }
-                    }
-                }
+            let heal =
+                util::time_heal(hub, TOOL, &format!("heal {round}"), CALL_LIMIT, RETRY_LIMIT)
+                    .await
+                    .with_context(|| format!("restart {}", round + 1))?;
+            heals.extend(heal.first);
+            until_success.push(heal.until_success);
+            if let Some(failure) = heal.failure {
+                failures.push(format!("restart {}: {failure}", round + 1));
             }
             // The next round starts from a ready generation.
             ready = util::ready_after(hub, SERVER, 0, Duration::from_secs(30)).await?;

@@ -11,6 +11,7 @@
 //! | `memory` | this process's RSS with N supervised stdio servers |
 //! | `callpath` | added latency of a call through the hub over a bare rmcp client |
 //! | `http-heal` | time of the first call through the hub after an HTTP server was restarted |
+//! | `sse-heal` | the same after the Python SDK's server was restarted, over HTTP+SSE (2024-11-05) and over streamable HTTP |
 //! | `peers` | latency and throughput through our proxy (HTTP and stdio faces), mcp-proxy, supergateway and bare relays |
 //! | `scale` | one proxy with N servers: RSS, start-up, the aggregate tools/list, a restart storm |
 //! | `startup` | proxy start to a complete `tools/list` answer, N servers slow to start, with and without saved catalogs |
@@ -36,6 +37,7 @@ mod rawstdio;
 mod recovery;
 mod relay;
 mod scale;
+mod sse_heal;
 mod startup;
 mod util;
 
@@ -98,6 +100,21 @@ enum Bench {
         /// How many restarts.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
         restarts: u32,
+    },
+    /// Restart the Python SDK's server behind the hub, over SSE and over streamable HTTP; time the next call.
+    SseHeal {
+        /// How many restarts per transport.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
+        restarts: u32,
+        /// A Python that imports the official MCP SDK (`mcp`).
+        #[arg(long, default_value = ".venv-test/bin/python")]
+        python: PathBuf,
+        /// The server script (its tools: echo, append).
+        #[arg(long, default_value = "crates/cli/tests/py/sse_server.py")]
+        script: PathBuf,
+        /// `reconnect.initialDelayMs` of the server (500 is the default policy's).
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(1..=10_000))]
+        initial_delay_ms: u64,
     },
     /// Latency and throughput of echo through our proxy (HTTP and stdio), peer proxies and bare relays.
     Peers {
@@ -267,6 +284,12 @@ async fn main() -> ExitCode {
             block,
         } => callpath::run(&fault, calls, warmup, block).await,
         Bench::HttpHeal { restarts } => http_heal::run(&fault, restarts).await,
+        Bench::SseHeal {
+            restarts,
+            python,
+            script,
+            initial_delay_ms,
+        } => sse_heal::run(&python, &script, restarts, initial_delay_ms).await,
         Bench::Peers {
             calls,
             concurrency,

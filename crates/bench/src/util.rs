@@ -112,6 +112,66 @@ pub fn check_echo(result: &CallToolResult, expected: &str) -> Result<()> {
     }
 }
 
+// === heal ===
+
+/// How the calls after a restart went.
+pub struct Heal {
+    /// The first call's time, when it succeeded.
+    pub first: Option<Duration>,
+    /// The time until a call succeeded, calling again on failure.
+    pub until_success: Duration,
+    /// The first call's error, when it failed.
+    pub failure: Option<String>,
+}
+
+/// Call `echo` (`tool`) with `message` through the hub until it succeeds, each call bounded by
+/// `call_limit`, for at most `retry_limit` after the first one failed.
+pub async fn time_heal(
+    hub: &Hub,
+    tool: &str,
+    message: &str,
+    call_limit: Duration,
+    retry_limit: Duration,
+) -> Result<Heal> {
+    let arguments = Some(object(json!({ "message": message }))?);
+    let call = async || -> Result<()> {
+        let args = mcp_supervisor::CallArgs {
+            arguments: arguments.clone(),
+            timeout: Some(call_limit),
+            ..Default::default()
+        };
+        let result = hub.call(tool, args).await?;
+        check_echo(&result, message)
+    };
+    let start = Instant::now();
+    let failure = match call().await {
+        Ok(()) => {
+            let elapsed = start.elapsed();
+            return Ok(Heal {
+                first: Some(elapsed),
+                until_success: elapsed,
+                failure: None,
+            });
+        }
+        Err(e) => format!("{e:#}"),
+    };
+    loop {
+        match call().await {
+            Ok(()) => {
+                return Ok(Heal {
+                    first: None,
+                    until_success: start.elapsed(),
+                    failure: Some(failure),
+                });
+            }
+            Err(e) if start.elapsed() >= retry_limit => {
+                bail!("no call succeeded within {retry_limit:?}: {e:#}")
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(1)).await,
+        }
+    }
+}
+
 // === bare rmcp clients ===
 
 /// A fault server over stdio driven by a plain rmcp client, with no supervisor in between.

@@ -128,6 +128,8 @@ impl Bridge {
             .map_err(|e| McpError::internal_error(format!("cannot build {method}: {e}"), None))?;
         let args = CallArgs {
             timeout: Some(REQUEST_TIMEOUT),
+            // A stateless server's input rounds reach this client whole.
+            relays_input: true,
             ..CallArgs::default()
         };
         match self.hub.send(server, method, Some(&params), args).await {
@@ -328,18 +330,14 @@ impl ServerHandler for ProxyHandler {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let rounds = &self.proxy.rounds;
-        // A retry that answers the server's requests of an earlier round.
+        // A retry that answers the server's requests of an earlier round of ours. A state we
+        // did not make is the server's own (a server of this era asked): the retry goes to it.
         if let (Some(responses), Some(state)) = (
             request.input_responses.clone(),
             request.request_state.clone(),
-        ) {
-            return match rounds.resume(&state, responses).await {
-                Some(step) => self.step(step, &request.name),
-                None => Err(McpError::invalid_params(
-                    format!("unknown or expired requestState \"{state}\": call the tool again"),
-                    None,
-                )),
-            };
+        ) && let Some(step) = rounds.resume(&state, responses).await
+        {
+            return self.step(step, &request.name);
         }
         let cancel = CancellationToken::new();
         let cancel_guard = cancel.clone();
@@ -356,8 +354,21 @@ impl ServerHandler for ProxyHandler {
         if let Some(arguments) = &request.arguments {
             params.insert("arguments".into(), Value::Object(arguments.clone()));
         }
-        if let Some(token) = &token {
-            params.insert("_meta".into(), json!({ "progressToken": token }));
+        // The client's own `_meta` (its progress token, and its identity and capabilities for
+        // a server of this era, which judges each request by them) goes on as it came.
+        let meta = serde_json::to_value(&context.meta).map_err(as_mcp)?;
+        if meta.as_object().is_some_and(|m| !m.is_empty()) {
+            params.insert("_meta".into(), meta);
+        }
+        // A retry of a stateless server's own input round carries its answers and state on.
+        if let Some(responses) = &request.input_responses {
+            params.insert(
+                "inputResponses".into(),
+                serde_json::to_value(responses).map_err(as_mcp)?,
+            );
+        }
+        if let Some(state) = &request.request_state {
+            params.insert("requestState".into(), Value::String(state.clone()));
         }
         let params = serde_json::value::to_raw_value(&params).map_err(as_mcp)?;
         let progress: Option<crate::rounds::Notify> = token.map(|_| {
@@ -390,6 +401,8 @@ impl ServerHandler for ProxyHandler {
                         let args = CallArgs {
                             cancel: Some(cancel),
                             origin: Some(origin),
+                            // A stateless server's input rounds reach this client whole.
+                            relays_input: true,
                             ..CallArgs::default()
                         };
                         match hub.call_json(&name, &params, args.clone()).await {
@@ -453,6 +466,11 @@ impl ServerHandler for ProxyHandler {
         let mut params = serde_json::to_value(&request).map_err(as_mcp)?;
         params["name"] = Value::String(name);
         let result = self.proxy.send(&server, "prompts/get", params).await?;
+        if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+            return serde_json::from_value::<rmcp::model::InputRequiredResult>(result)
+                .map(GetPromptResponse::InputRequired)
+                .map_err(as_mcp);
+        }
         let mut result = serde_json::from_value::<GetPromptResult>(result).map_err(as_mcp)?;
         complete(&mut result.result_type);
         Ok(result.into())
@@ -633,6 +651,19 @@ impl ProxyHandler {
                     rmcp::model::InputRequiredResult::new(Some(asks), Some(state)),
                 ));
             }
+            // A stateless server's own input round, whole (its keys and its state).
+            Step::Done(Ok(raw)) if is_input_required(&raw) => {
+                return serde_json::from_str::<rmcp::model::InputRequiredResult>(raw.get())
+                    .map(CallToolResponse::InputRequired)
+                    .map_err(|e| {
+                        McpError::internal_error(
+                            format!(
+                                "the server's input-required result of \"{tool}\" is not valid: {e}"
+                            ),
+                            None,
+                        )
+                    });
+            }
             Step::Done(outcome) => outcome.and_then(|raw| {
                 serde_json::from_str::<CallToolResult>(raw.get()).map_err(|e| {
                     CallError::Malformed {
@@ -711,4 +742,16 @@ fn typed_notification(
         "params": event.params.as_deref().map(|p| serde_json::from_str::<Value>(p.get()).unwrap_or(Value::Null)),
     });
     serde_json::from_value(message).ok()
+}
+
+/// Whether a result is an input-required one (`resultType` at the top).
+fn is_input_required(result: &serde_json::value::RawValue) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "resultType", borrow)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+    }
+    result.get().contains("input_required")
+        && serde_json::from_str::<Kind<'_>>(result.get())
+            .is_ok_and(|k| k.result_type.as_deref() == Some("input_required"))
 }

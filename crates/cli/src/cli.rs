@@ -135,7 +135,7 @@ pub enum Command {
     },
     /// Front one server, transparently: its tools keep their names.
     #[command(
-        after_help = "Examples:\n  mcp-supervisor wrap -- npx -y @modelcontextprotocol/server-everything\n  mcp-supervisor wrap --max-attempts 20 -- python my_server.py\n  mcp-supervisor wrap --url http://127.0.0.1:3001/mcp --http 127.0.0.1:8080\n\nPut `mcp-supervisor wrap --` in front of any command in your host's mcpServers config."
+        after_help = "Examples:\n  mcp-supervisor wrap -- npx -y @modelcontextprotocol/server-everything\n  mcp-supervisor wrap --max-attempts 20 -- python my_server.py\n  mcp-supervisor wrap --url http://127.0.0.1:3001/mcp --http 127.0.0.1:8080\n  mcp-supervisor wrap --sse http://127.0.0.1:8000/sse\n\nPut `mcp-supervisor wrap --` in front of any command in your host's mcpServers config."
     )]
     Wrap {
         /// The name used in logs and status (default: from the command).
@@ -144,11 +144,15 @@ pub enum Command {
         /// Front a streamable-HTTP server instead of a command.
         #[arg(long, conflicts_with = "command")]
         url: Option<String>,
-        /// An HTTP header sent to the --url server, as `NAME: VALUE` (repeatable).
+        /// Front a legacy HTTP+SSE server (protocol 2024-11-05) instead of a command: the URL of
+        /// its event stream (often ending in /sse).
+        #[arg(long, value_name = "URL", conflicts_with_all = ["command", "url"])]
+        sse: Option<String>,
+        /// An HTTP header sent to the --url or --sse server, as `NAME: VALUE` (repeatable).
         #[arg(long, value_name = "NAME: VALUE")]
         header: Vec<String>,
-        /// An HTTP header sent to the --url server, its value read from the environment variable
-        /// VAR, so that it never shows on a command line (repeatable).
+        /// An HTTP header sent to the --url or --sse server, its value read from the environment
+        /// variable VAR, so that it never shows on a command line (repeatable).
         #[arg(long, value_name = "NAME=VAR")]
         header_from_env: Vec<String>,
         #[command(flatten)]

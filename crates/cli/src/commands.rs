@@ -59,6 +59,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Wrap {
             name,
             url,
+            sse,
             header,
             header_from_env,
             policy,
@@ -66,13 +67,19 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             catalog,
             command,
         } => {
-            let config = match wrap_config(name, url, (header, header_from_env), &policy, command) {
-                Ok(config) => config,
-                Err(message) => {
-                    eprintln!("mcp-supervisor wrap: {message}");
-                    return Ok(ExitCode::from(USAGE));
-                }
+            let remote = match (url, sse) {
+                (Some(url), None) => Some(Remote::Http(url)),
+                (None, Some(url)) => Some(Remote::Sse(url)),
+                _ => None,
             };
+            let config =
+                match wrap_config(name, remote, (header, header_from_env), &policy, command) {
+                    Ok(config) => config,
+                    Err(message) => {
+                        eprintln!("mcp-supervisor wrap: {message}");
+                        return Ok(ExitCode::from(USAGE));
+                    }
+                };
             crate::serve::run(
                 config,
                 None,
@@ -319,10 +326,16 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
     })
 }
 
+/// The server `wrap` fronts when it is not a command: `--url` or `--sse`.
+enum Remote {
+    Http(String),
+    Sse(String),
+}
+
 /// The one-server config of `wrap`: naming mode `original`, policy from the flags.
 fn wrap_config(
     name: Option<String>,
-    url: Option<String>,
+    url: Option<Remote>,
     (header, header_from_env): (Vec<String>, Vec<String>),
     policy: &crate::cli::PolicyArgs,
     command: Vec<String>,
@@ -358,18 +371,19 @@ fn wrap_config(
         headers.push((name.trim().to_owned(), Secret::new(value)));
     }
     if !headers.is_empty() && url.is_none() {
-        return Err("--header and --header-from-env go with --url: a command's server takes no HTTP headers".into());
+        return Err("--header and --header-from-env go with --url or --sse: a command's server takes no HTTP headers".into());
     }
     let transport = match (url, command.split_first()) {
-        (Some(url), None) => TransportConfig::Http { url, headers },
+        (Some(Remote::Http(url)), None) => TransportConfig::Http { url, headers },
+        (Some(Remote::Sse(url)), None) => TransportConfig::Sse { url, headers },
         (None, Some((program, args))) => TransportConfig::Stdio {
             command: program.clone(),
             args: args.to_vec(),
             env: Vec::new(),
             cwd: None,
         },
-        (None, None) => return Err("give the server's command after `--` (e.g. `mcp-supervisor wrap -- npx -y some-server`) or --url URL".into()),
-        (Some(_), Some(_)) => return Err("give either --url or a command, not both".into()),
+        (None, None) => return Err("give the server's command after `--` (e.g. `mcp-supervisor wrap -- npx -y some-server`), --url URL or --sse URL".into()),
+        (Some(_), Some(_)) => return Err("give either --url, --sse or a command, not one with another".into()),
     };
     let name = name.unwrap_or_else(|| default_name(&transport));
     // The same rules as a config file: build the JSON and validate it, so flags get the same
@@ -394,6 +408,10 @@ fn wrap_config(
     }
     match &transport {
         TransportConfig::Http { url, .. } => server["url"] = url.clone().into(),
+        TransportConfig::Sse { url, .. } => {
+            server["type"] = "sse".into();
+            server["url"] = url.clone().into();
+        }
         // The command line was already expanded by the shell: validate the policy with a
         // placeholder command and keep the arguments exactly as given.
         TransportConfig::Stdio { .. } => server["command"] = "command".into(),
@@ -430,7 +448,7 @@ fn default_name(transport: &mcp_supervisor::core::config::TransportConfig) -> St
                 other => other.to_string(),
             }
         }
-        TransportConfig::Http { url, .. } => url
+        TransportConfig::Http { url, .. } | TransportConfig::Sse { url, .. } => url
             .split("://")
             .nth(1)
             .unwrap_or(url)

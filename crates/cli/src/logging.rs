@@ -1,9 +1,12 @@
-//! Logging setup: tracing to stderr only (stdout carries MCP in stdio mode), as text or JSON.
+//! Logging setup: tracing to stderr only (stdout carries MCP in stdio mode), as text or JSON;
+//! and, when traces are on ([`crate::telemetry`]), the layer that exports the trace spans.
 //!
 //! It must never write to stdout.
 
 use clap::{Args, ValueEnum};
-use tracing_subscriber::EnvFilter;
+use tracing_subscriber::layer::SubscriberExt;
+use tracing_subscriber::util::SubscriberInitExt;
+use tracing_subscriber::{EnvFilter, Layer};
 
 #[derive(Clone, Copy, Debug, Default, ValueEnum)]
 pub enum LogFormat {
@@ -21,18 +24,52 @@ pub struct LogArgs {
     /// RUST_LOG overrides it.
     #[arg(long, default_value = "info", global = true)]
     pub log_level: String,
+    /// Export trace spans (OpenTelemetry, OTLP over HTTP) to this collector base URL, e.g.
+    /// http://127.0.0.1:4318. Default: OTEL_EXPORTER_OTLP_ENDPOINT; unset: no traces.
+    #[arg(long, value_name = "URL", global = true)]
+    pub otlp: Option<String>,
 }
 
-pub fn init(args: &LogArgs) {
+/// Set up logging, and traces when an endpoint is given; the guard flushes traces when dropped.
+pub fn init(args: &LogArgs) -> Option<crate::telemetry::Telemetry> {
+    // The trace spans are for the exporter, never for the log lines.
     let filter = EnvFilter::try_from_default_env()
         .or_else(|_| EnvFilter::try_new(format!("rmcp=warn,{}", args.log_level)))
-        .unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .unwrap_or_else(|_| EnvFilter::new("info"))
+        .add_directive(
+            format!("{}=off", mcp_supervisor::trace::TARGET)
+                .parse()
+                .unwrap_or_default(),
+        );
+    let fmt = tracing_subscriber::fmt::layer()
         .with_writer(std::io::stderr)
         .with_ansi(false);
-    let _ = match args.log_format {
-        LogFormat::Text => builder.try_init(),
-        LogFormat::Json => builder.json().try_init(),
+    let fmt = match args.log_format {
+        LogFormat::Text => fmt.with_filter(filter).boxed(),
+        LogFormat::Json => fmt.json().with_filter(filter).boxed(),
     };
+    let mut telemetry = None;
+    let mut problem = None;
+    let traces = crate::telemetry::endpoint(args.otlp.as_deref()).and_then(|url| {
+        match crate::telemetry::start(&url) {
+            Ok((guard, layer)) => {
+                telemetry = Some(guard);
+                let only_ours = tracing_subscriber::filter::Targets::new()
+                    .with_target(mcp_supervisor::trace::TARGET, tracing::Level::INFO);
+                Some(layer.with_filter(only_ours))
+            }
+            Err(why) => {
+                problem = Some(why);
+                None
+            }
+        }
+    });
+    let _ = tracing_subscriber::registry()
+        .with(fmt)
+        .with(traces)
+        .try_init();
+    if let Some(why) = problem {
+        tracing::error!("traces are off: {why}; check --otlp or OTEL_EXPORTER_OTLP_ENDPOINT");
+    }
+    telemetry
 }

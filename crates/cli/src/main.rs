@@ -16,6 +16,7 @@ mod proxy;
 mod rounds;
 mod serve;
 mod stdio;
+mod telemetry;
 
 use std::process::ExitCode;
 
@@ -23,7 +24,7 @@ use clap::Parser;
 
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
-    logging::init(&args.log);
+    let telemetry = logging::init(&args.log);
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -38,6 +39,8 @@ fn main() -> ExitCode {
     // A blocking read of stdin (the stdio face) never returns while stdin stays open: do not
     // wait for it, every child process is already gone by now.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // What is left of the traces goes out now (bounded), off the runtime.
+    drop(telemetry);
     match outcome {
         Ok(code) => code,
         Err(error) => {

@@ -160,6 +160,23 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
             }
         }
         SessionId::Missing => match kind {
+            // Protocol 2026-07-28 removed `initialize`: a client that speaks it (by its header)
+            // gets "method not found", as the spec asks of a server without the method.
+            Kind::Request { method }
+                if method == "initialize" && sessionless_version(&parts.headers) =>
+            {
+                let id = request_id(text);
+                (
+                    StatusCode::NOT_FOUND,
+                    [(header::CONTENT_TYPE, JSON)],
+                    error_text(
+                        id.as_deref(),
+                        -32601,
+                        "Method not found: initialize was removed in protocol 2026-07-28; use server/discover",
+                    ),
+                )
+                    .into_response()
+            }
             Kind::Request { method } if method == "initialize" => face.initialize(text).await,
             _ if is_sessionless(text) || sessionless_version(&parts.headers) => {
                 let body = bytes.clone();

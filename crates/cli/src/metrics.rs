@@ -140,6 +140,19 @@ impl Metrics {
         );
         let _ = writeln!(
             out,
+            "# HELP mcp_supervisor_trace_spans_dropped_total Trace spans that could not be sent to the OTLP endpoint (dropped, never retried)."
+        );
+        let _ = writeln!(
+            out,
+            "# TYPE mcp_supervisor_trace_spans_dropped_total counter"
+        );
+        let _ = writeln!(
+            out,
+            "mcp_supervisor_trace_spans_dropped_total {}",
+            crate::telemetry::dropped()
+        );
+        let _ = writeln!(
+            out,
             "# HELP mcp_supervisor_calls_in_flight Tool calls through the proxy under way now."
         );
         let _ = writeln!(out, "# TYPE mcp_supervisor_calls_in_flight gauge");

@@ -33,6 +33,8 @@ const STARTUP_WAIT: Duration = Duration::from_secs(10);
 /// How long `initialize` in `wrap` waits for the server's own answer.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
 
+/// The protocol version of the stateless era.
+pub const STATELESS_VERSION: &str = "2026-07-28";
 /// The protocol versions this face speaks with an `initialize` (the 2025 era), newest first.
 pub const SESSION_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
 
@@ -1096,11 +1098,13 @@ fn inline_identity(text: &str) -> Option<Arc<RawValue>> {
         .cloned()
         .unwrap_or_else(|| json!({}));
     // The client's own version: the server is asked for it (a server that does not speak it
-    // is opened with the newest handshake version instead).
+    // is opened with the newest handshake version instead). Only a request of this era
+    // decides: one without a version, or with one no server could speak (a client probing),
+    // does not.
     let version = meta
         .get("io.modelcontextprotocol/protocolVersion")
         .and_then(Value::as_str)
-        .unwrap_or(SESSION_VERSIONS[0]);
+        .filter(|v| *v == STATELESS_VERSION)?;
     // `_meta` marks the handshake as a stateless client's, so the server is opened in that era.
     let params = json!({
         "protocolVersion": version,

@@ -54,6 +54,7 @@ pub async fn run(
             Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
         },
         state_dir,
+        trace: crate::telemetry::context(),
     };
     let hub = Arc::new(Hub::start_with_options(config, options));
     let proxy = Proxy::new(hub.clone(), mode);

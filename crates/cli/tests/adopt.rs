@@ -6,7 +6,41 @@ mod support;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use support::{supervisor_bin, temp_dir};
+use support::supervisor_bin;
+
+/// A temporary folder, removed when the test ends (also when it fails).
+struct Scratch(PathBuf);
+
+impl Scratch {
+    fn new(tag: &str) -> Self {
+        Self(support::temp_dir(tag))
+    }
+}
+
+impl std::ops::Deref for Scratch {
+    type Target = PathBuf;
+    fn deref(&self) -> &PathBuf {
+        &self.0
+    }
+}
+
+impl AsRef<std::path::Path> for Scratch {
+    fn as_ref(&self) -> &std::path::Path {
+        &self.0
+    }
+}
+
+impl AsRef<std::ffi::OsStr> for Scratch {
+    fn as_ref(&self) -> &std::ffi::OsStr {
+        self.0.as_os_str()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
 
 /// The command these tests have adopt write.
 const BIN: &str = "/opt/test/bin/mcp-supervisor";
@@ -123,8 +157,8 @@ fn original(fixture: &Fixture) -> String {
 }
 
 /// A temporary copy of the fixture; returns its folder and the config's path.
-fn place(fixture: &Fixture) -> (PathBuf, PathBuf) {
-    let dir = temp_dir(&format!("adopt-{}", fixture.dir));
+fn place(fixture: &Fixture) -> (Scratch, PathBuf) {
+    let dir = Scratch::new(&format!("adopt-{}", fixture.dir));
     let path = dir.join(fixture.file);
     std::fs::create_dir_all(path.parent().expect("a parent folder")).expect("create folders");
     std::fs::write(&path, original(fixture)).expect("copy the fixture");
@@ -500,7 +534,7 @@ fn servers_it_cannot_wrap_are_named_and_left_as_is() {
 
 #[test]
 fn without_file_it_finds_the_usual_paths() {
-    let home = temp_dir("adopt-home");
+    let home = Scratch::new("adopt-home");
     let project = home.join("project");
     let codex = FIXTURES.iter().find(|f| f.dir == "codex").expect("codex");
     let claude = FIXTURES
@@ -543,7 +577,7 @@ fn without_file_it_finds_the_usual_paths() {
         );
     }
 
-    let empty = temp_dir("adopt-empty-home");
+    let empty = Scratch::new("adopt-empty-home");
     let output = Command::new(supervisor_bin())
         .arg("adopt")
         .current_dir(&empty)
@@ -558,7 +592,7 @@ fn without_file_it_finds_the_usual_paths() {
 
 #[test]
 fn a_file_of_no_known_host_asks_for_format() {
-    let dir = temp_dir("adopt-unknown");
+    let dir = Scratch::new("adopt-unknown");
     let path = dir.join("servers.json");
     std::fs::write(&path, "{\"other\": {}}\n").expect("write");
     let output = adopt(&path, &[]);
@@ -682,7 +716,7 @@ fn wrap_sends_headers_given_inline_or_from_the_environment() {
 
 #[test]
 fn a_comment_between_a_changed_entrys_keys_is_reported_and_the_rest_kept() {
-    let dir = temp_dir("adopt-zed-comment");
+    let dir = Scratch::new("adopt-zed-comment");
     let path = dir.join("settings.json");
     let text = "{\n  // top comment\n  \"context_servers\": {\n    \"git\": {\n      // why git\n      \"command\": \"uvx\",\n      \"args\": [\"mcp-server-git\"]\n    }\n  }\n}\n";
     std::fs::write(&path, text).expect("write");

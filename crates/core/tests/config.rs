@@ -174,6 +174,45 @@ fn every_accepted_type_spelling_parses() {
 }
 
 #[test]
+fn an_sse_server_takes_its_url_and_headers_with_env_references() {
+    let text = r#"{
+  "mcpServers": {
+    "legacy": {
+      "type": "sse",
+      "url": "${API_BASE_URL:-https://api.example.com}/sse",
+      "headers": { "Authorization": "Bearer ${TOKEN}" }
+    }
+  }
+}"#;
+    let config = ok(text);
+    assert_eq!(
+        config.servers[0].transport,
+        TransportConfig::Sse {
+            url: "https://api.example.com/sse".into(),
+            headers: vec![(
+                "Authorization".into(),
+                Secret::new(format!("Bearer {TOKEN}"))
+            )],
+        }
+    );
+    // Without "type", a url is streamable HTTP: SSE is only ever asked for by name.
+    let s = server(r#"{ "url": "http://127.0.0.1:3000/sse" }"#);
+    assert!(matches!(s.transport, TransportConfig::Http { .. }));
+    assert_eq!(
+        server(r#"{ "type": "sse", "url": "http://u:p@h/sse?k=v" }"#).describe(),
+        ServerConfig::new(
+            "s",
+            TransportConfig::Http {
+                url: "http://u:p@h/sse?k=v".into(),
+                headers: Vec::new()
+            }
+        )
+        .describe(),
+        "an SSE URL is redacted like any other"
+    );
+}
+
+#[test]
 fn a_server_without_policy_keys_gets_the_built_in_defaults() {
     let s = server(r#"{ "command": "x" }"#);
     assert_eq!(s, ServerConfig::new("s", s.transport.clone()));
@@ -582,21 +621,43 @@ fn transport_rules() {
             &["mcpServers.s.type is \"http\", which needs \"url\""],
         ),
         (
-            r#"{ "type": "sse", "url": "http://h/sse" }"#,
+            r#"{ "type": "sse" }"#,
             &[
-                "mcpServers.s.type is \"sse\", which mcp-supervisor does not support: it speaks streamable HTTP only. If the server also offers streamable HTTP (often at /mcp), point \"url\" there and set \"type\": \"http\"",
+                "mcpServers.s.type is \"sse\", which needs \"url\" (the server's event-stream URL, often ending in /sse)",
+            ],
+        ),
+        (
+            r#"{ "type": "sse", "command": "x" }"#,
+            &[
+                "mcpServers.s.type is \"sse\", which needs \"url\" (the server's event-stream URL), but this server has \"command\": set \"type\" to \"stdio\" or remove it",
+            ],
+        ),
+        (
+            r#"{ "type": "sse", "url": "ftp://h/sse" }"#,
+            &["mcpServers.s.url must be an http:// or https:// URL (got scheme \"ftp\")"],
+        ),
+        (
+            r#"{ "type": "sse", "url": "http://h/sse", "args": ["x"] }"#,
+            &[
+                "mcpServers.s.args applies only to \"command\" servers (stdio); this server has \"url\"",
+            ],
+        ),
+        (
+            r#"{ "type": "SSE", "url": "http://h/sse" }"#,
+            &[
+                "mcpServers.s.type must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\", \"sse\" (got \"SSE\")",
             ],
         ),
         (
             r#"{ "type": "websocket", "url": "http://h" }"#,
             &[
-                "mcpServers.s.type must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\" (got \"websocket\")",
+                "mcpServers.s.type must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\", \"sse\" (got \"websocket\")",
             ],
         ),
         (
             r#"{ "type": 1, "url": "http://h" }"#,
             &[
-                "mcpServers.s.type must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\" (got a number)",
+                "mcpServers.s.type must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\", \"sse\" (got a number)",
             ],
         ),
         (

@@ -173,7 +173,7 @@ fn check_valid_server(
     );
     match &server.transport {
         TransportConfig::Stdio { command, .. } => prop_assert!(!command.trim().is_empty()),
-        TransportConfig::Http { url, .. } => {
+        TransportConfig::Http { url, .. } | TransportConfig::Sse { url, .. } => {
             let lower = url.to_ascii_lowercase();
             prop_assert!(lower.starts_with("http://") || lower.starts_with("https://"));
         }

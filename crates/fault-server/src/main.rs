@@ -22,6 +22,10 @@
 //! | `block` | `ms: integer` | blocks the whole (current-thread) runtime for `ms`: not even ping is answered; then replies `blocked N ms` |
 //! | `garbage` | – | stdio only: writes a non-JSON line to stdout and never replies (ends only when cancelled). Over HTTP: an `isError` result |
 //! | `pid` | – | replies with the process id |
+//! | `whoami` | – | replies with the client's `initialize` params as this process saw them; `readOnlyHint: true` |
+//! | `roots` | – | asks the client for its roots (`roots/list`) and replies with the answer |
+//! | `elicit` | – | asks the client for input (`elicitation/create`) and replies with the answer |
+//! | `meta` | – | replies with this request's `_meta` as JSON text (e.g. a proxy's `traceparent`); `readOnlyHint: true` |
 //! | `tool_0001` … | any | with `--tools N`: N extra tools that echo their arguments as JSON text |
 //!
 //! An unknown tool gets a JSON-RPC error (-32602). Resources: `fault://status` (JSON status) and

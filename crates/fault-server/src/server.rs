@@ -94,6 +94,8 @@ enum Kind {
     /// Ask the client for its roots (`roots/list`) and reply with what it answered.
     Roots,
     Elicit,
+    /// Reply with this request's `_meta` as JSON text (what a proxy carried upstream).
+    Meta,
     /// One of the `--tools N` extras: echoes its arguments.
     Extra,
     /// A fixture of the conformance suite (`--conformance`).
@@ -290,6 +292,15 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
             Tool::new(
                 "whoami",
                 "Reply with the client's initialize params as this process saw them (structured: pid, protocolVersion, clientInfo, capabilities).",
+                schema_for_empty_input(),
+            )
+            .annotate(read_only.clone()),
+        ),
+        (
+            Kind::Meta,
+            Tool::new(
+                "meta",
+                "Reply with this request's _meta as JSON text (e.g. the traceparent a proxy carried).",
                 schema_for_empty_input(),
             )
             .annotate(read_only.clone()),
@@ -810,6 +821,7 @@ impl ServerHandler for FaultServer {
                 }));
                 Ok(result.into())
             }
+            Kind::Meta => text(serde_json::to_string(&context.meta).unwrap_or_default()),
             Kind::Whoami => {
                 let seen = context.peer.peer_info();
                 let mut result = CallToolResult::success(vec![ContentBlock::text(

@@ -192,7 +192,7 @@ fn read(text: &str) -> Result<Catalog, String> {
 }
 
 /// A stable hash of what makes a server the same server: its command, arguments and working
-/// directory, or its URL. Never its `env` or `headers` (secrets), nor its name.
+/// directory, or its URL (and whether it is streamable HTTP or legacy SSE). Never its `env` or `headers` (secrets), nor its name.
 pub fn identity_key(server: &ServerConfig) -> String {
     let identity = match &server.transport {
         TransportConfig::Stdio {
@@ -204,6 +204,7 @@ pub fn identity_key(server: &ServerConfig) -> String {
             cwd.as_ref().map(|c| c.to_string_lossy())
         ]),
         TransportConfig::Http { url, .. } => serde_json::json!(["http", url]),
+        TransportConfig::Sse { url, .. } => serde_json::json!(["sse", url]),
     };
     let digest = Sha256::digest(identity.to_string().as_bytes());
     digest.iter().take(16).map(|b| format!("{b:02x}")).collect()

@@ -108,6 +108,24 @@ pub enum CallError {
     },
 }
 
+impl CallError {
+    /// A short name of the kind of failure (`not_ready`, `server_error`, `timed_out`, ...), for
+    /// metrics and trace spans.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            CallError::UnknownTool { .. } => "unknown_tool",
+            CallError::NotReady { .. } => "not_ready",
+            CallError::ServerError { .. } => "server_error",
+            CallError::TimedOut { .. } => "timed_out",
+            CallError::NotDelivered { .. } => "not_delivered",
+            CallError::OutcomeUnknown { .. } => "outcome_unknown",
+            CallError::ReconnectFailed { .. } => "reconnect_failed",
+            CallError::Cancelled { .. } => "cancelled",
+            CallError::Malformed { .. } => "malformed",
+        }
+    }
+}
+
 fn hint(state: &str) -> &'static str {
     match state {
         "gave_up" => {

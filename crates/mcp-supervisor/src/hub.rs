@@ -15,6 +15,7 @@ use tokio::sync::{broadcast, mpsc, watch};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 use crate::catalog::CatalogStore;
 use crate::error::{CallError, Error};
@@ -40,6 +41,10 @@ pub struct CallArgs {
     /// The client the call is for: the server's requests caused by the call (roots, sampling,
     /// elicitation) and its progress go there. `None`: the hub's [`HubOptions::client`].
     pub origin: Option<Arc<dyn Downstream>>,
+    /// The caller takes a stateless server's input-required results itself (it is a client of
+    /// that era): they come back as the call's result, whole, instead of being answered through
+    /// `origin` round by round.
+    pub relays_input: bool,
 }
 
 impl std::fmt::Debug for CallArgs {
@@ -49,6 +54,7 @@ impl std::fmt::Debug for CallArgs {
             .field("timeout", &self.timeout)
             .field("progress", &self.progress.is_some())
             .field("origin", &self.origin.is_some())
+            .field("relays_input", &self.relays_input)
             .finish()
     }
 }
@@ -65,6 +71,9 @@ pub struct HubOptions {
     /// Where servers' catalogs are saved after each successful list and published from at the
     /// next start ([`crate::catalog`]). `None`: no catalog.
     pub state_dir: Option<std::path::PathBuf>,
+    /// Links each request's span (`mcp.call`, see [`crate::trace`]) to a trace and gives the
+    /// `traceparent` carried upstream in the request's `_meta`. `None`: none is sent.
+    pub trace: Option<Arc<dyn crate::trace::TraceContext>>,
 }
 
 impl HubOptions {
@@ -76,6 +85,7 @@ impl HubOptions {
             client,
             handshake: Some(default_handshake(capabilities)),
             state_dir: None,
+            trace: None,
         }
     }
 }
@@ -86,6 +96,7 @@ impl Default for HubOptions {
             client: Arc::new(Refuse),
             handshake: Some(default_handshake(&serde_json::json!({}))),
             state_dir: None,
+            trace: None,
         }
     }
 }
@@ -162,6 +173,7 @@ pub struct Hub {
     factory: ConnectorFactory,
     handshake: watch::Sender<Option<Arc<RawValue>>>,
     catalog: Option<Arc<CatalogStore>>,
+    trace: Option<Arc<dyn crate::trace::TraceContext>>,
     background: Vec<JoinHandle<()>>,
 }
 
@@ -181,12 +193,12 @@ impl Hub {
         let catalog = options
             .state_dir
             .map(|dir| Arc::new(CatalogStore::new(dir)));
-        Self::build(config, factory, options.handshake, catalog)
+        Self::build(config, factory, options.handshake, options.trace, catalog)
     }
 
     /// Start with a connector of the caller's (tests use a scripted fake).
     pub fn start_with(config: Config, factory: ConnectorFactory) -> Self {
-        Self::build(config, factory, HubOptions::default().handshake, None)
+        Self::build(config, factory, HubOptions::default().handshake, None, None)
     }
 
     /// Start with a connector of the caller's and catalogs saved under `state_dir`.
@@ -196,13 +208,20 @@ impl Hub {
         state_dir: std::path::PathBuf,
     ) -> Self {
         let catalog = Some(Arc::new(CatalogStore::new(state_dir)));
-        Self::build(config, factory, HubOptions::default().handshake, catalog)
+        Self::build(
+            config,
+            factory,
+            HubOptions::default().handshake,
+            None,
+            catalog,
+        )
     }
 
     fn build(
         config: Config,
         factory: ConnectorFactory,
         handshake: Option<Arc<RawValue>>,
+        trace: Option<Arc<dyn crate::trace::TraceContext>>,
         catalog: Option<Arc<CatalogStore>>,
     ) -> Self {
         let (handshake, _) = watch::channel(handshake);
@@ -249,6 +268,7 @@ impl Hub {
             factory,
             handshake,
             catalog,
+            trace,
             background,
         };
         for server in config.servers {
@@ -441,8 +461,50 @@ impl Hub {
             origin: args.origin,
             safety: tool.safety,
             headers: tool.headers.clone(),
+            relays_input: args.relays_input,
         };
-        handle.send(&request, "tools/call", Some(params)).await
+        self.traced_send(&handle, &request, "tools/call", Some(params))
+            .await
+    }
+
+    /// One request under its `mcp.call` span, with the trace context carried upstream.
+    async fn traced_send(
+        &self,
+        handle: &SupervisorHandle,
+        request: &CallRequest,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, CallError> {
+        let span = crate::trace::call_span(handle.name(), &request.tool, method);
+        let traced;
+        let params = match &self.trace {
+            Some(trace) if !span.is_disabled() => {
+                let incoming = crate::trace::incoming(params);
+                match trace
+                    .link(&span, incoming.as_deref())
+                    .and_then(|context| crate::trace::with_traceparent(params, &context))
+                {
+                    Some(with_context) => {
+                        traced = with_context;
+                        Some(&*traced)
+                    }
+                    None => params,
+                }
+            }
+            _ => params,
+        };
+        let outcome = handle
+            .send(request, method, params)
+            .instrument(span.clone())
+            .await;
+        span.record(
+            "outcome",
+            match &outcome {
+                Ok(_) => "ok",
+                Err(error) => error.kind(),
+            },
+        );
+        outcome
     }
 
     /// Where a public name goes, and its server's supervisor.
@@ -512,8 +574,9 @@ impl Hub {
             origin: args.origin,
             safety,
             headers: Arc::from([]),
+            relays_input: args.relays_input,
         };
-        handle.send(&request, method, params).await
+        self.traced_send(&handle, &request, method, params).await
     }
 
     /// Every page of one list (`prompts/list`, `resources/list`, …) from one server: the items

@@ -15,6 +15,7 @@ pub mod link;
 pub mod registry;
 pub mod routes;
 pub mod supervisor;
+pub mod trace;
 pub mod upstream;
 
 pub use error::{CallError, Error, Restored};

@@ -242,6 +242,9 @@ pub struct CallOptions {
     pub origin: Option<Arc<dyn Downstream>>,
     /// The arguments a `tools/call` mirrors into `Mcp-Param-*` HTTP headers (SEP-2243).
     pub headers: Arc<[ParamHeader]>,
+    /// A stateless server's input-required result is the answer, as it came: the caller (a
+    /// client of that era) answers it with its own retry. Otherwise the link asks `origin`.
+    pub relays_input: bool,
 }
 
 impl CallOptions {
@@ -252,6 +255,7 @@ impl CallOptions {
             cancel: CancellationToken::new(),
             origin: None,
             headers: Arc::from([]),
+            relays_input: false,
         }
     }
 }

@@ -51,18 +51,56 @@ pub fn free_port() -> u16 {
     listener.local_addr().expect("local address").port()
 }
 
-/// A fresh temporary directory for one test.
+const TEMP_PREFIX: &str = "mcp-supervisor-test-";
+
+/// A fresh temporary directory for one test. The first call of a test process also removes the
+/// folders that earlier test processes (now gone) left behind, so runs do not pile up; set
+/// `MCP_SUPERVISOR_KEEP_TEST_DIRS=1` to keep them for a look.
 pub fn temp_dir(tag: &str) -> PathBuf {
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(sweep_stale_temp_dirs);
     let nanos = std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_nanos())
         .unwrap_or(0);
-    let dir = std::env::temp_dir().join(format!(
-        "mcp-supervisor-test-{tag}-{}-{nanos}",
-        std::process::id()
-    ));
+    let dir =
+        std::env::temp_dir().join(format!("{TEMP_PREFIX}{tag}-{}-{nanos}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("create a temporary directory");
     dir
+}
+
+/// Remove `mcp-supervisor-test-…-<pid>-<nanos>` folders whose process is gone.
+fn sweep_stale_temp_dirs() {
+    if std::env::var_os("MCP_SUPERVISOR_KEEP_TEST_DIRS").is_some() {
+        return;
+    }
+    let Ok(entries) = std::fs::read_dir(std::env::temp_dir()) else {
+        return;
+    };
+    let ours = std::process::id();
+    for entry in entries.flatten() {
+        let name = entry.file_name();
+        let Some(name) = name.to_str() else {
+            continue;
+        };
+        if let Some(pid) = temp_dir_owner(name)
+            && pid != ours
+            && !alive(pid)
+        {
+            let _ = std::fs::remove_dir_all(entry.path());
+        }
+    }
+}
+
+/// The process id in a test folder's name, if the name is one of ours.
+fn temp_dir_owner(name: &str) -> Option<u32> {
+    let rest = name.strip_prefix(TEMP_PREFIX)?;
+    let mut parts = rest.rsplitn(3, '-');
+    let nanos = parts.next()?;
+    let pid = parts.next()?;
+    let _tag = parts.next()?;
+    nanos.parse::<u128>().ok()?;
+    pid.parse().ok()
 }
 
 /// Whether process `pid` exists and is not a zombie.
@@ -144,3 +182,20 @@ pub fn node_tool(name: &str) -> PathBuf {
 
 const INSTALL_HINT: &str =
     "run `scripts/install-test-deps.sh` (or `scripts/test.sh`, which runs it) first";
+
+#[cfg(test)]
+mod temp_dir_tests {
+    use super::temp_dir_owner;
+
+    #[test]
+    fn only_our_folder_names_give_an_owner() {
+        assert_eq!(
+            temp_dir_owner("mcp-supervisor-test-wire-lost-4242-1796308059173901105"),
+            Some(4242)
+        );
+        assert_eq!(temp_dir_owner("mcp-supervisor-test-x-1-2"), Some(1));
+        assert_eq!(temp_dir_owner("mcp-supervisor-test-nopid-17963"), None);
+        assert_eq!(temp_dir_owner("other-wire-lost-4242-17963"), None);
+        assert_eq!(temp_dir_owner("mcp-supervisor-test-a-b-c"), None);
+    }
+}

@@ -130,7 +130,9 @@ fn kind(map: &dyn EntryMap, keys: &Keys, binary: &Binary) -> Result<Kind, String
     }
     if let Some(url) = map.get_str("url")? {
         if map.get_str("type")?.as_deref() == Some("sse") {
-            return Err("an SSE server (type \"sse\"): wrap fronts streamable HTTP only".into());
+            return Err(
+                "an SSE server (type \"sse\"): adopt does not rewrite it yet; wrap it by hand with `wrap --sse URL`".into(),
+            );
         }
         if let Some(key) = keys.env_headers.iter().find(|key| map.contains(key)) {
             return Err(format!(

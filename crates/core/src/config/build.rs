@@ -240,6 +240,17 @@ fn transport(
             ));
             return None;
         }
+        (Given::Value(Kind::Sse), _, false) => {
+            problems.push(Problem::new(
+                type_path,
+                if has_command {
+                    "is \"sse\", which needs \"url\" (the server's event-stream URL), but this server has \"command\": set \"type\" to \"stdio\" or remove it"
+                } else {
+                    "is \"sse\", which needs \"url\" (the server's event-stream URL, often ending in /sse)"
+                },
+            ));
+            return None;
+        }
         (Given::Absent, false, false) => {
             problems.push(Problem::new(
                 &raw.path,
@@ -249,6 +260,7 @@ fn transport(
         }
         (Given::Absent | Given::Value(Kind::Stdio), true, false) => Kind::Stdio,
         (Given::Absent | Given::Value(Kind::Http), false, true) => Kind::Http,
+        (Given::Value(Kind::Sse), false, true) => Kind::Sse,
     };
     let mut misplaced = |present: bool, key: &str, message: &str| {
         if present {
@@ -270,6 +282,14 @@ fn transport(
             misplaced(!raw.env.is_absent(), "env", only_stdio);
             misplaced(!raw.cwd.is_absent(), "cwd", only_stdio);
             http(raw, env, problems)
+        }
+        Kind::Sse => {
+            let only_stdio = "applies only to \"command\" servers (stdio); this server has \"url\"";
+            misplaced(!raw.args.is_absent(), "args", only_stdio);
+            misplaced(!raw.env.is_absent(), "env", only_stdio);
+            misplaced(!raw.cwd.is_absent(), "cwd", only_stdio);
+            let (url, headers) = url_and_headers(raw, env, problems)?;
+            Some(TransportConfig::Sse { url, headers })
         }
     }
 }
@@ -304,12 +324,19 @@ fn stdio(raw: &RawServer, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Optio
 }
 
 fn http(raw: &RawServer, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Option<TransportConfig> {
+    let (url, headers) = url_and_headers(raw, env, problems)?;
+    Some(TransportConfig::Http { url, headers })
+}
+
+/// The `url` and `headers` of an HTTP server (streamable HTTP or SSE), expanded and checked.
+fn url_and_headers(
+    raw: &RawServer,
+    env: Lookup<'_>,
+    problems: &mut Vec<Problem>,
+) -> Option<(String, Vec<(String, Secret)>)> {
     let url = expand_given(&raw.url, env, problems, check_url);
     let headers = expand_map(&raw.headers, env, problems, check_header_value);
-    Some(TransportConfig::Http {
-        url: url?,
-        headers: headers?,
-    })
+    Some((url?, headers?))
 }
 
 // === Expansion ===

@@ -74,6 +74,12 @@ pub enum TransportConfig {
         url: String,
         headers: Vec<(String, Secret)>,
     },
+    /// The HTTP+SSE transport of protocol 2024-11-05: `url` is the event stream (GET); the
+    /// server names where messages go in its `endpoint` event.
+    Sse {
+        url: String,
+        headers: Vec<(String, Secret)>,
+    },
 }
 
 // === impl ServerConfig ===
@@ -107,7 +113,7 @@ impl ServerConfig {
                 }
                 line
             }
-            TransportConfig::Http { url, .. } => redact_url(url),
+            TransportConfig::Http { url, .. } | TransportConfig::Sse { url, .. } => redact_url(url),
         }
     }
 }

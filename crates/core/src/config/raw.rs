@@ -96,6 +96,8 @@ pub(crate) struct Text {
 pub(crate) enum Kind {
     Stdio,
     Http,
+    /// The HTTP+SSE transport of protocol 2024-11-05.
+    Sse,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -553,20 +555,12 @@ impl Walker<'_> {
 
     fn kind(&mut self, path: &str, value: &Json) -> Given<Kind> {
         const ACCEPTED: &str =
-            "must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\"";
+            "must be one of \"stdio\", \"http\", \"streamable-http\", \"streamableHttp\", \"sse\"";
         match value {
             Json::String(s) => match s.as_str() {
                 "stdio" => Given::Value(Kind::Stdio),
                 "http" | "streamable-http" | "streamableHttp" => Given::Value(Kind::Http),
-                s if s.eq_ignore_ascii_case("sse") => {
-                    self.problem(
-                        path,
-                        "is \"sse\", which mcp-supervisor does not support: it speaks streamable HTTP \
-                         only. If the server also offers streamable HTTP (often at /mcp), point \
-                         \"url\" there and set \"type\": \"http\"",
-                    );
-                    Given::Invalid
-                }
+                "sse" => Given::Value(Kind::Sse),
                 s => {
                     self.problem(path, format!("{ACCEPTED} (got {s:?})"));
                     Given::Invalid

@@ -41,6 +41,8 @@ pub struct CallRequest {
     pub safety: ToolSafety,
     /// The arguments a `tools/call` mirrors into HTTP headers (SEP-2243); empty for others.
     pub headers: Arc<[ParamHeader]>,
+    /// Input-required results come back whole (the caller is a client of that era).
+    pub relays_input: bool,
 }
 
 impl std::fmt::Debug for CallRequest {
@@ -50,6 +52,20 @@ impl std::fmt::Debug for CallRequest {
             .field("timeout", &self.timeout)
             .field("safety", &self.safety)
             .finish()
+    }
+}
+
+/// What a call's trace span records when the call ends, however it ends.
+struct Tally {
+    span: tracing::Span,
+    attempts: i64,
+    replayed: bool,
+}
+
+impl Drop for Tally {
+    fn drop(&mut self) {
+        self.span.record("attempts", self.attempts);
+        self.span.record("replayed", self.replayed);
     }
 }
 
@@ -130,6 +146,12 @@ impl SupervisorHandle {
         let mut resent = false;
         // The failure that made us reconnect, to report with a failed reconnect.
         let mut first_failure: Option<String> = None;
+        // How many times it went out, for the call's trace span (recorded once, at the end).
+        let mut tally = Tally {
+            span: tracing::Span::current(),
+            attempts: 0,
+            replayed: false,
+        };
         loop {
             let (generation, link) =
                 match self.wait_ready(deadline, after_generation, &cancel).await {
@@ -162,7 +184,10 @@ impl SupervisorHandle {
                 cancel: cancel.clone(),
                 origin: request.origin.clone(),
                 headers: request.headers.clone(),
+                relays_input: request.relays_input,
             };
+            tally.attempts += 1;
+            tally.replayed = resent;
             let outcome = {
                 let _busy = InFlight::enter(&self.shared.in_flight);
                 // The link ends the call at its deadline; this outer bound only guards against

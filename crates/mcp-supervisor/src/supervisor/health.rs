@@ -19,6 +19,8 @@ const METHOD_NOT_FOUND: i32 = -32601;
 pub(super) struct ProbeDone {
     pub generation: u64,
     pub result: Result<(), String>,
+    /// How long the probe took.
+    pub elapsed: std::time::Duration,
 }
 
 /// Runs at most one probe at a time for one generation.
@@ -52,8 +54,13 @@ impl Prober {
         let timeout = self.policy.timeout;
         let no_ping = self.no_ping.clone();
         tokio::spawn(async move {
+            let started = tokio::time::Instant::now();
             let result = probe(&*link, timeout, &no_ping).await;
-            let _ = done.send(ProbeDone { generation, result });
+            let _ = done.send(ProbeDone {
+                generation,
+                result,
+                elapsed: started.elapsed(),
+            });
         });
     }
 

@@ -553,6 +553,8 @@ impl Supervisor {
         // Whether the current outage began with the loss of an established connection.
         let mut lost_established = false;
         let mut first = true;
+        // The recovery under way since a ready connection was lost (its trace span).
+        let mut recovery: Option<Recovering> = None;
         loop {
             // connecting | retrying | reconnecting → ready | judged failure | stop | stuck
             let state = if first {
@@ -582,6 +584,9 @@ impl Supervisor {
                     }
                 }
                 AttemptEnd::Ready(link) => {
+                    if let Some(recovering) = recovery.take() {
+                        recovering.end(Some(self.generation), "ready");
+                    }
                     if first {
                         tracing::info!(server = %self.name, generation = self.generation, "connected");
                     } else {
@@ -609,6 +614,7 @@ impl Supervisor {
                             immediate,
                         } => {
                             lost_established = true;
+                            recovery = Some(Recovering::new(&self.name, self.generation, &cause));
                             Judged {
                                 decision: budget.on_failure(Some(uptime), (self.jitter)()),
                                 cause,
@@ -619,11 +625,28 @@ impl Supervisor {
                     }
                 }
             };
+            if let (Some(recovering), Decision::Retry { delay, .. }) =
+                (&mut recovery, &judged.decision)
+            {
+                recovering.backoff += if judged.immediate {
+                    Duration::ZERO
+                } else {
+                    *delay
+                };
+            }
+            let retrying =
+                matches!(judged.decision, Decision::Retry { .. }) && self.config.reconnect.enabled;
+            if !retrying && let Some(recovering) = recovery.take() {
+                recovering.end(None, "gave_up");
+            }
             match self.after_failure(judged, lost_established).await {
                 Next::Attempt => {}
                 Next::FreshBudget => budget = Budget::new(policy),
                 Next::Stop => break,
             }
+        }
+        if let Some(recovering) = recovery.take() {
+            recovering.end(None, "stopped");
         }
         self.quiesce().await;
     }
@@ -1026,6 +1049,12 @@ impl Supervisor {
                     match probe.result {
                         Ok(()) => self.shared.misses.store(0, Ordering::SeqCst),
                         Err(cause) => {
+                            crate::trace::probe_failed(
+                                &self.name,
+                                generation,
+                                &cause,
+                                u64::try_from(probe.elapsed.as_millis()).unwrap_or(u64::MAX),
+                            );
                             let misses = self.shared.misses.fetch_add(1, Ordering::SeqCst) + 1;
                             tracing::warn!(server = %self.name, "health probe missed ({misses}/{}): {cause}", health.failures);
                             if misses >= health.failures {
@@ -1083,6 +1112,35 @@ impl Supervisor {
                 CLOSE_BARRIER.as_secs()
             )),
         }
+    }
+}
+
+/// A recovery under way: its trace span, when it began, and the backoff waited so far.
+struct Recovering {
+    span: tracing::Span,
+    since: Instant,
+    backoff: Duration,
+}
+
+impl Recovering {
+    fn new(server: &str, lost_generation: u64, cause: &str) -> Self {
+        Self {
+            span: crate::trace::recovery_span(server, lost_generation, cause),
+            since: Instant::now(),
+            backoff: Duration::ZERO,
+        }
+    }
+
+    /// Record how it ended; the span closes when this is dropped.
+    fn end(self, generation: Option<u64>, outcome: &'static str) {
+        let millis = |d: Duration| i64::try_from(d.as_millis()).unwrap_or(i64::MAX);
+        if let Some(generation) = generation {
+            self.span
+                .record("generation", crate::trace::as_i64(generation));
+            self.span.record("ready_ms", millis(self.since.elapsed()));
+        }
+        self.span.record("backoff_ms", millis(self.backoff));
+        self.span.record("outcome", outcome);
     }
 }
 

@@ -10,30 +10,27 @@
 //! the standalone GET stream ending as the generation being lost.
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use futures::{Stream, StreamExt};
+use futures::StreamExt;
 use mcp_supervisor_core::classify::Failure;
 use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use reqwest::{Response, StatusCode, Url};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
-use sse_stream::{Sse, SseStream};
 use tokio_util::sync::CancellationToken;
 
+use super::http_common::{
+    describe, describe_sse, error_body, lock, media_type, same_origin_redirects, send_failure,
+    sse_events,
+};
 use super::wire::{Incoming, IncomingTx, Wire};
 use crate::link::BoxFuture;
 
 /// The largest JSON body of a POST response.
 const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
-/// The most bytes an event stream may send without completing an event.
-const MAX_SSE_EVENT: usize = 16 * 1024 * 1024;
-/// How much of an error response's body is kept.
-const MAX_ERROR_BODY: usize = 4 * 1024;
-/// How long the body of an error response may take.
-const ERROR_BODY_LIMIT: Duration = Duration::from_secs(2);
 /// How long a GET may take to answer with its headers.
 const GET_HEADERS_LIMIT: Duration = Duration::from_secs(10);
 /// How long opening a TCP (and TLS) connection may take.
@@ -334,9 +331,22 @@ impl Inner {
             if status == StatusCode::NOT_FOUND && with_session {
                 return Err(Failure::SessionExpired);
             }
+            let body = error_body(response).await;
+            // A server of protocol 2026-07-28 sends some JSON-RPC errors with a 4xx status
+            // (a missing client capability is 400): that is its answer to the request, not a
+            // broken transport.
+            if let Some(id) = request
+                && status.is_client_error()
+                && answers(&body, id)
+            {
+                return match deliver(&tx, body, request) {
+                    Ok(_) => Ok(()),
+                    Err(PeerGone) => Err(Failure::TransportClosedBeforeSend),
+                };
+            }
             return Err(Failure::HttpStatus {
                 status: status.as_u16(),
-                body: error_body(response).await,
+                body,
             });
         }
         if let Some(session) = response.headers().get(SESSION_ID) {
@@ -602,10 +612,6 @@ impl Inner {
 
 // === helpers ===
 
-fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(PoisonError::into_inner)
-}
-
 /// A 202 (or an empty 2xx) to a POST: right for a notification or a response; a request would
 /// never get its answer.
 fn accepted(request: Option<u64>) -> Result<(), Failure> {
@@ -616,57 +622,6 @@ fn accepted(request: Option<u64>) -> Result<(), Failure> {
             Err(Failure::UnexpectedResponse)
         }
     }
-}
-
-/// What a failed POST (no response) says, from reqwest's error kinds.
-fn send_failure(error: &reqwest::Error) -> Failure {
-    if error.is_connect() {
-        // No connection: nothing went out.
-        Failure::ConnectRefused
-    } else if error.is_builder() {
-        Failure::TransportClosedBeforeSend
-    } else {
-        // Sent, or partly: the server may have it.
-        Failure::TransportError {
-            message: describe(error),
-            connection_closed: true,
-        }
-    }
-}
-
-/// An error and its causes, for humans.
-fn describe(error: &(dyn std::error::Error + 'static)) -> String {
-    let mut text = error.to_string();
-    let mut source = error.source();
-    while let Some(cause) = source {
-        let cause_text = cause.to_string();
-        if !text.contains(&cause_text) {
-            text.push_str(": ");
-            text.push_str(&cause_text);
-        }
-        source = cause.source();
-    }
-    text
-}
-
-fn describe_sse(error: &sse_stream::Error) -> String {
-    match error {
-        sse_stream::Error::Body(body) => match body.downcast_ref::<BodyError>() {
-            Some(BodyError::TooLarge) => format!(
-                "an event of the stream exceeded {} MiB",
-                MAX_SSE_EVENT / (1024 * 1024)
-            ),
-            _ => format!("the event stream broke: {}", describe(body.as_ref())),
-        },
-        other => format!("the event stream is malformed: {other}"),
-    }
-}
-
-/// The media type of a response (lower case, without parameters).
-fn media_type(response: &Response) -> Option<String> {
-    let value = response.headers().get(CONTENT_TYPE)?.to_str().ok()?;
-    let essence = value.split(';').next().unwrap_or_default().trim();
-    Some(essence.to_ascii_lowercase())
 }
 
 /// A JSON body, at most [`MAX_JSON_BODY`] bytes.
@@ -706,22 +661,6 @@ async fn read_json_body(response: &mut Response) -> Result<String, Failure> {
         message: "the JSON response body is not UTF-8".into(),
         connection_closed: false,
     })
-}
-
-/// The start of an error response's body, at most [`MAX_ERROR_BODY`] bytes, as text.
-async fn error_body(mut response: Response) -> String {
-    let mut body = Vec::new();
-    let read = async {
-        while body.len() < MAX_ERROR_BODY {
-            match response.chunk().await {
-                Ok(Some(chunk)) => body.extend_from_slice(&chunk),
-                _ => break,
-            }
-        }
-    };
-    let _ = tokio::time::timeout(ERROR_BODY_LIMIT, read).await;
-    body.truncate(MAX_ERROR_BODY);
-    String::from_utf8_lossy(&body).into_owned()
 }
 
 /// The peer dropped its receiver.
@@ -785,72 +724,6 @@ fn answers(message: &str, id: u64) -> bool {
         && peek
             .id
             .is_some_and(|raw| serde_json::from_str::<u64>(raw.get()).ok() == Some(id))
-}
-
-/// Why the bytes of an event stream stopped.
-#[derive(Debug)]
-enum BodyError {
-    TooLarge,
-    Network(reqwest::Error),
-}
-
-impl std::fmt::Display for BodyError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            BodyError::TooLarge => write!(f, "event larger than {MAX_SSE_EVENT} bytes"),
-            BodyError::Network(error) => write!(f, "{error}"),
-        }
-    }
-}
-
-impl std::error::Error for BodyError {
-    fn source(&self) -> Option<&(dyn std::error::Error + 'static)> {
-        match self {
-            BodyError::TooLarge => None,
-            BodyError::Network(error) => Some(error),
-        }
-    }
-}
-
-/// The events of a response body. `pending` counts the bytes read since the last event (the
-/// reader resets it); past [`MAX_SSE_EVENT`] the stream fails.
-fn sse_events(
-    response: Response,
-    pending: Arc<AtomicUsize>,
-) -> impl Stream<Item = Result<Sse, sse_stream::Error>> + Send {
-    let bytes = response.bytes_stream().map(move |chunk| match chunk {
-        Ok(chunk) => {
-            let used = pending.fetch_add(chunk.len(), Ordering::Relaxed) + chunk.len();
-            if used > MAX_SSE_EVENT {
-                Err(BodyError::TooLarge)
-            } else {
-                Ok(chunk)
-            }
-        }
-        Err(error) => Err(BodyError::Network(error)),
-    });
-    SseStream::from_bytes_stream(bytes)
-}
-
-/// Follow only same-origin 307/308 redirects (they keep the body), at most 10.
-fn same_origin_redirects() -> reqwest::redirect::Policy {
-    reqwest::redirect::Policy::custom(|attempt| {
-        let keeps_body = matches!(
-            attempt.status(),
-            reqwest::StatusCode::TEMPORARY_REDIRECT | reqwest::StatusCode::PERMANENT_REDIRECT
-        );
-        let same_origin = attempt
-            .previous()
-            .first()
-            .is_some_and(|first| first.origin() == attempt.url().origin());
-        if !keeps_body || !same_origin {
-            attempt.stop()
-        } else if attempt.previous().len() > 10 {
-            attempt.error("exceeded 10 redirects")
-        } else {
-            attempt.follow()
-        }
-    })
 }
 
 #[cfg(test)]

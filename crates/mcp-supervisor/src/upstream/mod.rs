@@ -1,15 +1,17 @@
-//! One generation of a real server: a stdio child in its own process group, or a
-//! streamable-HTTP endpoint, each as a [`wire`] under one JSON-RPC [`rpc`] peer. It implements
-//! [`Link`] and [`Connector`] for the supervisor.
+//! One generation of a real server: a stdio child in its own process group, a streamable-HTTP
+//! endpoint, or a 2024-11-05 SSE stream, each as a [`wire`] under one JSON-RPC [`rpc`] peer. It
+//! implements [`Link`] and [`Connector`] for the supervisor.
 //!
 //! This is the only part that knows an upstream transport. Messages stay JSON text: it never
 //! builds the MCP model. It never retries, reconnects or decides anything about a failure; it
 //! reports what happened, normalized, and closes when told.
 
 pub mod era;
+mod http_common;
 pub mod http_wire;
 pub mod process;
 pub(crate) mod rpc;
+pub mod sse_wire;
 pub mod stdio;
 pub mod wire;
 
@@ -140,6 +142,41 @@ impl Connector for ServerConnector {
                     fallback: self.fallback.clone(),
                 }))
             }
+            TransportConfig::Sse { url, headers } => {
+                let headers: Vec<(String, String)> = headers
+                    .iter()
+                    .map(|(k, v)| (k.clone(), v.expose().to_string()))
+                    .collect();
+                let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
+                let sse = sse_wire::SseWire::new(url, &headers, incoming_tx)?;
+                // The event stream's end is the generation's: lost, or closed when told.
+                let ended = sse.ended();
+                tokio::spawn(async move {
+                    ended.await;
+                    let _ = closed_tx.send(true);
+                });
+                let wire: Arc<dyn Wire> = Arc::new(sse);
+                let peer = Peer::start(
+                    wire.clone(),
+                    Some(incoming_rx),
+                    self.fallback.clone(),
+                    events,
+                    client_timeout,
+                );
+                Ok(Arc::new(WireLink {
+                    peer,
+                    wire,
+                    stdio: None,
+                    closed: closed_rx,
+                    closed_tx: Mutex::new(None),
+                    stop: None,
+                    pid: None,
+                    stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
+                    protocol: self.server.protocol_version.clone(),
+                    stateless: std::sync::OnceLock::new(),
+                    fallback: self.fallback.clone(),
+                }))
+            }
         }
     }
 }
@@ -151,7 +188,8 @@ struct WireLink {
     /// stdio only: its stdin is closed first on a graceful close.
     stdio: Option<Arc<StdioWire>>,
     closed: watch::Receiver<bool>,
-    /// HTTP only: set once closed (there is no process to wait for).
+    /// Streamable HTTP only: set once closed (there is no process to wait for; an SSE
+    /// generation is closed when its stream task ends).
     closed_tx: Mutex<Option<watch::Sender<bool>>>,
     stop: Option<mpsc::UnboundedSender<process::Stop>>,
     pid: Option<u32>,
@@ -253,11 +291,15 @@ impl WireLink {
                 cancel: opts.cancel.clone(),
                 origin: opts.origin.clone(),
                 headers: opts.headers.clone(),
+                relays_input: opts.relays_input,
             };
             let result = self
                 .peer
                 .request_with(method, Some(&round), this_round, headers)
                 .await?;
+            if opts.relays_input {
+                return Ok(result);
+            }
             let Some(needed) = era::input_required(&result) else {
                 return Ok(result);
             };
