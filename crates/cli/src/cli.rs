@@ -155,6 +155,10 @@ pub enum Command {
         /// variable VAR, so that it never shows on a command line (repeatable).
         #[arg(long, value_name = "NAME=VAR")]
         header_from_env: Vec<String>,
+        /// The --url server is protected by OAuth: use the token `mcp-supervisor login NAME
+        /// --url URL` stored (same NAME, so give --name), refreshed as needed.
+        #[arg(long, requires = "url")]
+        oauth: bool,
         #[command(flatten)]
         policy: Box<PolicyArgs>,
         #[command(flatten)]
@@ -240,5 +244,25 @@ pub enum Command {
         /// A deadline shorter than the server's toolCallTimeoutMs.
         #[arg(long)]
         timeout_ms: Option<u64>,
+    },
+    /// Sign in to a protected HTTP server (OAuth) and store its tokens for serve and wrap.
+    #[command(
+        after_help = "Examples:\n  mcp-supervisor login github --config servers.json\n  mcp-supervisor login linear --url https://mcp.linear.app/mcp   # for wrap --name linear --url … --oauth\n\nOpens the authorization URL in a browser where one exists and always prints it. Tokens go to\n$MCP_SUPERVISOR_TOKEN_FILE, else $XDG_STATE_HOME/mcp-supervisor/tokens.json, else\n~/.local/state/mcp-supervisor/tokens.json (mode 0600). A running proxy whose server waits in\nneeds_auth picks them up by itself."
+    )]
+    Login {
+        /// The server's name in the config (or, with --url, the --name given to `wrap`).
+        server: String,
+        #[arg(long, short, required_unless_present = "url", conflicts_with = "url")]
+        config: Option<PathBuf>,
+        /// Sign in to this URL instead of a config's server (for `wrap --url URL --oauth`).
+        #[arg(long)]
+        url: Option<String>,
+        /// Print only the authorization URL, on stdout, and open no browser (for signing in from
+        /// another machine, or a script that follows the URL).
+        #[arg(long)]
+        no_browser: bool,
+        /// How long to wait for the browser to come back to the loopback redirect.
+        #[arg(long, default_value_t = 300_000)]
+        wait_ms: u64,
     },
 }

@@ -62,6 +62,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             sse,
             header,
             header_from_env,
+            oauth,
             policy,
             faces,
             catalog,
@@ -74,7 +75,12 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             let config =
                 match wrap_config(name, remote, (header, header_from_env), &policy, command) {
-                    Ok(config) => config,
+                    Ok(mut config) => {
+                        if oauth && let Some(server) = config.servers.first_mut() {
+                            server.oauth = Some(Default::default());
+                        }
+                        config
+                    }
                     Err(message) => {
                         eprintln!("mcp-supervisor wrap: {message}");
                         return Ok(ExitCode::from(USAGE));
@@ -100,11 +106,28 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             args,
             timeout_ms,
         } => call(&config, &tool, &args, timeout_ms).await,
+        Command::Login {
+            server,
+            config,
+            url,
+            no_browser,
+            wait_ms,
+        } => {
+            let target = match (config, url) {
+                (_, Some(url)) => crate::login::Target::Url(url),
+                (Some(config), None) => crate::login::Target::Config(config),
+                (None, None) => {
+                    eprintln!("mcp-supervisor login: give --config FILE or --url URL");
+                    return Ok(ExitCode::from(USAGE));
+                }
+            };
+            crate::login::run(target, &server, no_browser, wait_ms).await
+        }
     }
 }
 
 /// Read and validate a config file, printing every problem on failure.
-fn load(path: &Path) -> Result<Config, ExitCode> {
+pub(crate) fn load(path: &Path) -> Result<Config, ExitCode> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) => {
@@ -189,7 +212,9 @@ async fn check_filters(path: &Path, wait_ms: u64) {
 async fn start(path: &Path, wait_ms: u64) -> Result<Hub, ExitCode> {
     let config = load(path)?;
     let hub = Hub::start(config);
-    let pending = hub.wait_ready(Duration::from_millis(wait_ms)).await;
+    let pending = hub
+        .wait_ready_or_needs_auth(Duration::from_millis(wait_ms))
+        .await;
     for name in pending {
         let status = hub.status().into_iter().find(|s| s.name == name);
         if let Some(status) = status {

@@ -10,6 +10,7 @@ mod commands;
 mod control;
 mod http;
 mod logging;
+mod login;
 mod mcp_http;
 mod metrics;
 mod proxy;

@@ -101,6 +101,7 @@ impl Metrics {
                 "gave_up",
                 "down",
                 "stopped",
+                "needs_auth",
             ] {
                 let v = u8::from(s.state.as_str() == state);
                 let _ = writeln!(
@@ -235,6 +236,7 @@ pub fn outcome(result: Result<bool, &CallError>) -> &'static str {
         Err(CallError::OutcomeUnknown { .. }) => "outcome_unknown",
         Err(CallError::NotReady { .. }) => "not_ready",
         Err(CallError::Cancelled { .. }) => "cancelled",
+        Err(CallError::NotAuthorized { .. }) => "not_authorized",
         Err(CallError::UnknownTool { .. } | CallError::Malformed { .. }) => "other",
     }
 }

@@ -37,6 +37,9 @@ pub enum Failure {
     CancelledByCaller,
     /// A well-formed reply of the wrong type.
     UnexpectedResponse,
+    /// The server refused the request for want of authorization (HTTP 401, or 403 for
+    /// scope), and no token could be had; `message` says what to do. Not a broken connection.
+    Unauthorized { message: String },
 }
 
 /// What a failure tells about the call.
@@ -106,6 +109,8 @@ pub fn classify(f: &Failure) -> Verdict {
         Failure::DeadlinePassed => Verdict::DeadlinePassed,
         Failure::CancelledByCaller => Verdict::Aborted,
         Failure::UnexpectedResponse => Verdict::Malformed,
+        // The server answered: the request was refused before it ran; reconnecting cannot help.
+        Failure::Unauthorized { .. } => Verdict::ServerAnswered,
     }
 }
 

@@ -93,6 +93,12 @@ fn every_failure_variant_has_its_verdict() {
         (Failure::DeadlinePassed, Verdict::DeadlinePassed),
         (Failure::CancelledByCaller, Verdict::Aborted),
         (Failure::UnexpectedResponse, Verdict::Malformed),
+        (
+            Failure::Unauthorized {
+                message: "run login".into(),
+            },
+            Verdict::ServerAnswered,
+        ),
     ];
     for (failure, verdict) in table {
         assert_eq!(classify(&failure), verdict, "{failure:?}");
@@ -203,6 +209,10 @@ fn answers_deadlines_cancellations_and_malformed_replies_are_returned_as_they_ar
         Failure::DeadlinePassed,
         Failure::CancelledByCaller,
         Failure::UnexpectedResponse,
+        // A refused authorization is not a broken connection: no reconnect, no replay.
+        Failure::Unauthorized {
+            message: "run login".into(),
+        },
     ] {
         for safety in every_safety() {
             assert_eq!(recovery(classify(&failure), safety), Recovery::Return);

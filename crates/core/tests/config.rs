@@ -799,7 +799,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, tools)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools)",
             ],
         ),
         (
@@ -1189,4 +1189,77 @@ fn a_changed_tool_filter_is_a_changed_server() {
     let c = server(r#"{ "command": "x", "tools": { "deny": ["a"] } }"#);
     assert_ne!(a, b);
     assert_eq!(a, c);
+}
+
+// === The oauth block ===
+
+#[test]
+fn an_oauth_block_parses_with_its_grant_client_scopes_and_metadata_url() {
+    use mcp_supervisor_core::config::{Grant, OAuthConfig};
+    let s = server(
+        r#"{ "url": "https://h/mcp", "oauth": { "clientId": "abc", "clientSecretEnv": "GH_SECRET",
+             "scopes": ["repo", "read:org"], "clientMetadataUrl": "https://me.example/client.json" } }"#,
+    );
+    assert_eq!(
+        s.oauth,
+        Some(OAuthConfig {
+            grant: Grant::AuthorizationCode,
+            client_id: Some("abc".into()),
+            client_secret_env: Some("GH_SECRET".into()),
+            scopes: Some(vec!["repo".into(), "read:org".into()]),
+            client_metadata_url: Some("https://me.example/client.json".into()),
+        })
+    );
+    let machine = server(
+        r#"{ "url": "https://h/mcp", "oauth": { "grant": "client_credentials", "clientId": "m", "clientSecretEnv": "S" } }"#,
+    );
+    assert_eq!(
+        machine.oauth.map(|o| o.grant),
+        Some(Grant::ClientCredentials)
+    );
+    assert_eq!(
+        server(r#"{ "url": "https://h/mcp", "oauth": {} }"#).oauth,
+        Some(OAuthConfig::default())
+    );
+    assert_eq!(server(r#"{ "url": "https://h/mcp" }"#).oauth, None);
+}
+
+#[test]
+fn a_wrong_oauth_block_says_what_to_write() {
+    let p = problems(&one(
+        r#"{ "url": "https://h/mcp", "oauth": { "grant": "password", "scopes": ["a b", 3], "clientSecretEnv": "hunter2!", "clientMetadataUrl": "http://x/c.json", "extra": 1 } }"#,
+    ));
+    let text = p.join("\n");
+    for needle in [
+        "mcpServers.s.oauth.grant must be \"authorization_code\"",
+        "mcpServers.s.oauth.scopes[0] must be one scope",
+        "mcpServers.s.oauth.scopes[1] must be one scope",
+        "mcpServers.s.oauth.clientSecretEnv must be the name of an environment variable",
+        "mcpServers.s.oauth.clientMetadataUrl must be an https:// URL",
+        "mcpServers.s.oauth.extra is not a known key",
+    ] {
+        assert!(text.contains(needle), "missing {needle:?} in:\n{text}");
+    }
+    assert!(!text.contains("hunter2"), "a value was echoed:\n{text}");
+    let machine = problems(&one(
+        r#"{ "url": "https://h/mcp", "oauth": { "grant": "client_credentials" } }"#,
+    ));
+    assert!(
+        machine
+            .join("\n")
+            .contains("needs \"clientId\" and \"clientSecretEnv\""),
+        "{machine:?}"
+    );
+    let stdio = problems(&one(r#"{ "command": "x", "oauth": {} }"#));
+    assert!(
+        stdio
+            .join("\n")
+            .contains("mcpServers.s.oauth applies only to \"url\" servers"),
+        "{stdio:?}"
+    );
+    assert!(
+        problems(&one(r#"{ "url": "https://h/mcp", "oauth": true }"#))
+            .join("\n")
+            .contains("mcpServers.s.oauth must be an object")
+    );
 }

@@ -839,6 +839,7 @@ fn failure() -> impl Strategy<Value = Failure> {
         Just(Failure::DeadlinePassed),
         Just(Failure::CancelledByCaller),
         Just(Failure::UnexpectedResponse),
+        "[a-z ]{0,20}".prop_map(|message| Failure::Unauthorized { message }),
     ]
 }
 
@@ -887,6 +888,7 @@ proptest! {
             Failure::DeadlinePassed => prop_assert_eq!(verdict, Verdict::DeadlinePassed),
             Failure::CancelledByCaller => prop_assert_eq!(verdict, Verdict::Aborted),
             Failure::UnexpectedResponse => prop_assert_eq!(verdict, Verdict::Malformed),
+            Failure::Unauthorized { .. } => prop_assert_eq!(verdict, Verdict::ServerAnswered),
         }
 
         let step = recovery(verdict, s);

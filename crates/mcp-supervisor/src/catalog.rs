@@ -26,12 +26,16 @@ pub const FORMAT_VERSION: u32 = 1;
 /// empty (the server offers none).
 #[derive(Clone, Debug, Default, Serialize, Deserialize)]
 pub struct Catalog {
+    /// The tools, each as the server listed it.
     #[serde(default)]
     pub tools: Vec<Box<RawValue>>,
+    /// The prompts (`prompts/list`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prompts: Option<Vec<Box<RawValue>>>,
+    /// The resources (`resources/list`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub resources: Option<Vec<Box<RawValue>>>,
+    /// The resource templates (`resources/templates/list`).
     #[serde(
         rename = "resourceTemplates",
         default,
@@ -48,6 +52,7 @@ pub struct Catalog {
 pub struct SavedHandshake {
     /// The `protocolVersion` of the `initialize` request.
     pub asked: String,
+    /// The `result` of the server's answer, as it came.
     pub result: Box<RawValue>,
 }
 
@@ -109,6 +114,7 @@ impl CatalogStore {
         Some(base.join("mcp-supervisor").join("catalogs"))
     }
 
+    /// The directory the catalogs are kept in.
     pub fn dir(&self) -> &Path {
         &self.dir
     }

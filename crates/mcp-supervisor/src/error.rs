@@ -10,9 +10,15 @@ use std::time::Duration;
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Restored {
     /// A fresh generation is ready.
-    Yes { generation: u64 },
+    Yes {
+        /// The number of the generation that is ready now.
+        generation: u64,
+    },
     /// It is not (yet): the current state and the last cause.
-    No { state: String },
+    No {
+        /// The server's state and last error in words (`server is retrying (last error: …)`).
+        state: String,
+    },
 }
 
 impl std::fmt::Display for Restored {
@@ -27,30 +33,53 @@ impl std::fmt::Display for Restored {
 }
 
 /// Why a tool call did not return a result. The kinds follow the failure verdicts.
+///
+/// The variant says whether the call ran: `UnknownTool` and `NotReady` never sent it,
+/// `NotDelivered` says it did not reach the server, `ServerError` and `Malformed` came back from
+/// it, and `TimedOut`, `OutcomeUnknown`, `ReconnectFailed` and `Cancelled` may have run. The
+/// library has already made the one safe retry where the rules allow it; a caller that retries
+/// after `OutcomeUnknown` or `TimedOut` accepts that the tool may run twice.
 #[derive(Clone, Debug, thiserror::Error, PartialEq, Eq)]
 pub enum CallError {
+    /// No published tool has this public name (the server may not have listed it yet, or the
+    /// name is wrong). Nothing was sent.
     #[error("no server offers a tool named \"{name}\"; list the tools to see what is published")]
-    UnknownTool { name: String },
+    UnknownTool {
+        /// The public name the caller asked for.
+        name: String,
+    },
 
     #[error("server \"{server}\" is not ready to run \"{tool}\": it is {state}{}{}; the call did not run{}",
         last_error.as_ref().map(|e| format!(" (last error: {e})")).unwrap_or_default(),
         next_attempt_in.map(|d| format!(", next attempt in {} ms", d.as_millis())).unwrap_or_default(),
         hint(state))]
+    /// The server did not become ready within the call's deadline, or is in a state no attempt
+    /// comes out of (`gave_up`, `down`, `stopped`). Nothing was sent.
     NotReady {
+        /// The server's name.
         server: String,
+        /// The tool's upstream name (or the method, for [`crate::Hub::send`]).
         tool: String,
+        /// The server's state, as [`crate::ServerState`] writes it (`retrying`, `gave_up`, …).
         state: String,
+        /// Why the last attempt failed, if one did.
         last_error: Option<String>,
+        /// How long until the next attempt, during a backoff.
         next_attempt_in: Option<Duration>,
     },
 
     #[error(
         "server \"{server}\" answered \"{tool}\" with error {code}: {message} (the call was not retried)"
     )]
+    /// The server answered with a JSON-RPC error. The call reached it; it is not retried.
     ServerError {
+        /// The server's name.
         server: String,
+        /// The tool's upstream name (or the method).
         tool: String,
+        /// The JSON-RPC error code.
         code: i32,
+        /// The server's error message.
         message: String,
         /// The error's `data`, as JSON text, when the server gave one.
         data: Option<String>,
@@ -59,52 +88,103 @@ pub enum CallError {
     #[error(
         "\"{tool}\" on server \"{server}\" timed out after {after_ms} ms; cancellation was sent upstream and the call may have run; the server is being probed"
     )]
+    /// The deadline passed before the answer came. `notifications/cancelled` went upstream,
+    /// but the tool may have run; the server is probed, and a dead one is replaced.
     TimedOut {
+        /// The server's name.
         server: String,
+        /// The tool's upstream name (or the method).
         tool: String,
+        /// The deadline that passed, in milliseconds.
         after_ms: u128,
     },
 
     #[error("\"{tool}\" on server \"{server}\" did not run: {cause}; {restored}")]
+    /// The request never reached the server (the connection was gone before it went out), and
+    /// the one resend on a fresh connection did not succeed either. Safe to try again.
     NotDelivered {
+        /// The server's name.
         server: String,
+        /// The tool's upstream name (or the method).
         tool: String,
+        /// What went wrong, in words.
         cause: String,
+        /// Whether a fresh connection is ready now.
         restored: Restored,
     },
 
     #[error(
         "\"{tool}\" on server \"{server}\" may have run: {cause}; it was not sent again because the tool is not marked read-only or idempotent (list it in retryTools if repeating it is safe); {restored}"
     )]
+    /// The request went out but its answer was lost (the connection broke, or failed unclearly),
+    /// and it was not sent again: the tool is not known to be safe to repeat (not annotated
+    /// read-only or idempotent, not in `retryTools`), or it had already been sent twice. The tool
+    /// may have run.
     OutcomeUnknown {
+        /// The server's name.
         server: String,
+        /// The tool's upstream name (or the method).
         tool: String,
+        /// What went wrong, in words.
         cause: String,
+        /// Whether a fresh connection is ready now.
         restored: Restored,
     },
 
     #[error(
         "\"{tool}\" on server \"{server}\" failed ({first}) and reconnecting failed too ({reconnect}); the call did not run again"
     )]
+    /// The call failed in a way that allowed one retry on a fresh connection, but no fresh
+    /// connection was ready within the deadline, so it was not sent again.
     ReconnectFailed {
+        /// The server's name.
         server: String,
+        /// The tool's upstream name (or the method).
         tool: String,
+        /// Why the call failed first.
         first: String,
+        /// Why reconnecting failed.
         reconnect: String,
     },
 
     #[error(
         "\"{tool}\" on server \"{server}\" was cancelled by the caller; cancellation was sent upstream"
     )]
-    Cancelled { server: String, tool: String },
+    /// The caller cancelled the call with its [`crate::CallArgs::cancel`] token;
+    /// `notifications/cancelled` went upstream. The tool may have run. (Dropping the call's
+    /// future cancels it upstream too, with no error to see.)
+    Cancelled {
+        /// The server's name.
+        server: String,
+        /// The tool's upstream name (or the method).
+        tool: String,
+    },
 
     #[error(
         "server \"{server}\" sent a reply to \"{tool}\" that is not a tool result: {detail} (not retried)"
     )]
+    /// The server's answer is not a valid result for the request. The call reached it; it is
+    /// not retried.
     Malformed {
+        /// The server's name.
         server: String,
+        /// The tool's upstream name (or the method).
         tool: String,
+        /// What is wrong with the answer.
         detail: String,
+    },
+
+    #[error(
+        "server \"{server}\" refused \"{tool}\" for want of authorization: {message} (the call did not run)"
+    )]
+    /// The server refuses the client's credentials and no new token could be had: the call did not run; sign in again (`mcp-supervisor login NAME`).
+    NotAuthorized {
+        /// The server's name.
+        server: String,
+        /// The tool (or method) that was not run.
+        tool: String,
+        /// Why, and what to do (e.g. run `mcp-supervisor login NAME`).
+        message: String,
     },
 }
 
@@ -122,6 +202,7 @@ impl CallError {
             CallError::ReconnectFailed { .. } => "reconnect_failed",
             CallError::Cancelled { .. } => "cancelled",
             CallError::Malformed { .. } => "malformed",
+            CallError::NotAuthorized { .. } => "not_authorized",
         }
     }
 }
@@ -135,6 +216,7 @@ fn hint(state: &str) -> &'static str {
             "; reconnect is disabled for it: reconnect it explicitly or enable reconnect in its config"
         }
         "stopped" => "; it has been stopped",
+        "needs_auth" => "; it needs authorization: its last error says how to sign in",
         _ => "",
     }
 }
@@ -142,10 +224,14 @@ fn hint(state: &str) -> &'static str {
 /// Errors of the library's front door other than calls.
 #[derive(Debug, thiserror::Error)]
 pub enum Error {
+    /// No server of this name is running (not in the config, disabled, or removed by a reload).
     #[error("no server named \"{0}\" is configured")]
     UnknownServer(String),
+    /// The server was stopped and takes no more requests. (Not produced by this version: a
+    /// stopped server's call fails with [`CallError::NotReady`].)
     #[error("server \"{0}\" has stopped and takes no more requests")]
     Stopped(String),
+    /// A call failed.
     #[error(transparent)]
     Call(#[from] CallError),
 }

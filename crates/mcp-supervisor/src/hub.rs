@@ -37,6 +37,8 @@ pub struct CallArgs {
     pub timeout: Option<Duration>,
     /// Where the call's progress goes ([`Hub::call`] only: it asks the server for progress).
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
+    /// Cancel the call: it ends with [`CallError::Cancelled`] and `notifications/cancelled`
+    /// goes upstream (the tool may have run).
     pub cancel: Option<CancellationToken>,
     /// The client the call is for: the server's requests caused by the call (roots, sampling,
     /// elicitation) and its progress go there. `None`: the hub's [`HubOptions::client`].
@@ -80,6 +82,48 @@ impl HubOptions {
     /// Servers' requests answered by `client`, which can do what `capabilities` declares (an
     /// MCP `ClientCapabilities` object, e.g. `{"roots": {"listChanged": true}}`); the servers
     /// are opened in the hub's own name with those capabilities.
+    ///
+    /// A host that tells its servers which folders the user works in:
+    ///
+    /// ```
+    /// use std::sync::Arc;
+    ///
+    /// use mcp_supervisor::core::config::Config;
+    /// use mcp_supervisor::link::BoxFuture;
+    /// use mcp_supervisor::{Downstream, Hub, HubOptions, Refuse, RpcError};
+    /// use serde_json::value::RawValue;
+    ///
+    /// struct Host;
+    ///
+    /// impl Downstream for Host {
+    ///     fn request(
+    ///         &self,
+    ///         method: &str,
+    ///         params: Option<Box<RawValue>>,
+    ///     ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+    ///         match method {
+    ///             "roots/list" => Box::pin(async {
+    ///                 let roots = serde_json::json!({ "roots": [{ "uri": "file:///home/me/project" }] });
+    ///                 serde_json::value::to_raw_value(&roots)
+    ///                     .map_err(|e| RpcError::new(-32603, e.to_string()))
+    ///             }),
+    ///             // No sampling, no elicitation here: refused with a clean JSON-RPC error.
+    ///             _ => Refuse.request(method, params),
+    ///         }
+    ///     }
+    ///
+    ///     fn notify(&self, _method: &str, _params: Option<Box<RawValue>>) {}
+    /// }
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() {
+    /// let capabilities = serde_json::json!({ "roots": { "listChanged": true } });
+    /// let options = HubOptions::answering(Arc::new(Host), &capabilities);
+    /// let hub = Hub::start_with_options(Config::default(), options);
+    /// assert!(hub.has_handshake());
+    /// hub.stop().await;
+    /// # }
+    /// ```
     pub fn answering(client: Arc<dyn Downstream>, capabilities: &serde_json::Value) -> Self {
         Self {
             client,
@@ -120,16 +164,27 @@ pub fn default_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ServerStatus {
+    /// The server's name in the config.
     pub name: String,
+    /// What it is doing now.
     pub state: ServerState,
+    /// The connection most recently started (0 before the first); a recovery makes a new one.
     pub generation: u64,
+    /// The attempt number within the current outage (0 when ready).
     pub attempts: u32,
+    /// The outage budget: attempts before it gives up.
     pub max_attempts: u32,
+    /// How many times a lost or failed connection was replaced by a ready one.
     pub restarts: u64,
+    /// Why the last connection or attempt failed, if one did.
     pub last_error: Option<String>,
+    /// How many tools it publishes now (0 while it is not ready).
     pub tools: usize,
+    /// How long the current connection has been ready.
     pub uptime_ms: Option<u64>,
+    /// The process id of a ready stdio server (the leader of its process group).
     pub pid: Option<u32>,
+    /// Whether the config enables it (a disabled server is listed, `stopped`).
     pub enabled: bool,
     /// Where the published tools come from: `cache` (the saved catalog, until the server lists
     /// its own), `live`, or `none`.
@@ -141,8 +196,11 @@ pub struct ServerStatus {
 pub enum HubEvent {
     /// A server's state or generation changed.
     State {
+        /// The server's name.
         server: String,
+        /// Its new state.
         state: ServerState,
+        /// Its current generation.
         generation: u64,
     },
     /// The aggregate tool list changed.
@@ -180,6 +238,34 @@ pub struct Hub {
 impl Hub {
     /// Start supervising every enabled server of `config`, in the hub's own name, refusing the
     /// servers' requests to a client.
+    ///
+    /// It returns at once: each server connects in the background (see [`Hub::wait_ready`],
+    /// [`Hub::status`], [`Hub::subscribe`]), and a server that cannot start is retried under its
+    /// reconnect policy, never reported as an error here. Call it inside a tokio runtime (it
+    /// spawns tasks); call [`Hub::stop`] before dropping the hub, or its server processes live on
+    /// until the runtime ends.
+    ///
+    /// ```
+    /// use std::time::Duration;
+    ///
+    /// use mcp_supervisor::core::config::parse_config;
+    /// use mcp_supervisor::{Hub, ServerState};
+    ///
+    /// # #[tokio::main(flavor = "current_thread")]
+    /// # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+    /// let config = parse_config(
+    ///     r#"{ "mcpServers": { "gone": { "command": "/nonexistent/mcp-server" } } }"#,
+    ///     &|name| std::env::var(name).ok(),
+    /// )?;
+    /// let hub = Hub::start(config);
+    /// hub.wait_started(Duration::from_secs(5)).await;
+    /// let status = &hub.status()[0];
+    /// assert_eq!(status.state, ServerState::Retrying);
+    /// assert!(status.last_error.as_deref().unwrap_or_default().contains("could not start"));
+    /// hub.stop().await;
+    /// # Ok(())
+    /// # }
+    /// ```
     pub fn start(config: Config) -> Self {
         Self::start_with_options(config, HubOptions::default())
     }
@@ -379,6 +465,36 @@ impl Hub {
 
     /// Call a tool by its public name, with rmcp's types: a convenience for Rust hosts, decoded
     /// at this edge from [`Hub::call_json`] (fields rmcp does not know are dropped here only).
+    ///
+    /// It waits for the server to be ready (an attempt under way or due within the deadline),
+    /// sends the call, and on a failure recovers under SPEC §5: a call that did not reach the
+    /// server, or one to a tool that is safe to repeat, is sent once more (on a fresh connection
+    /// when the old one is gone); any other failure is returned, saying whether the tool may
+    /// have run. The deadline
+    /// (`args.timeout`, capped by the server's `toolCallTimeoutMs`) bounds all of it. A tool's
+    /// own error (`isError: true`) is an `Ok` result, as MCP has it.
+    ///
+    /// ```no_run
+    /// use std::time::Duration;
+    ///
+    /// use mcp_supervisor::{CallArgs, CallError, Hub};
+    ///
+    /// # async fn example(hub: &Hub) -> Result<(), CallError> {
+    /// let args = CallArgs {
+    ///     arguments: serde_json::json!({ "message": "hello" }).as_object().cloned(),
+    ///     timeout: Some(Duration::from_secs(5)),
+    ///     ..CallArgs::default()
+    /// };
+    /// match hub.call("everything__echo", args).await {
+    ///     Ok(result) if result.is_error == Some(true) => eprintln!("the tool failed: {result:?}"),
+    ///     Ok(result) => println!("{:?}", result.content),
+    ///     // Not sent: safe to try again later.
+    ///     Err(CallError::NotReady { state, .. }) => eprintln!("the server is {state}"),
+    ///     Err(error) => return Err(error),
+    /// }
+    /// # Ok(())
+    /// # }
+    /// ```
     pub async fn call(
         &self,
         public_name: &str,
@@ -715,6 +831,21 @@ impl Hub {
             .await
     }
 
+    /// As [`Hub::wait_ready`], but a server that needs a login (`needs_auth`) is not waited
+    /// for: only a person can end that state. It is among the names returned.
+    pub async fn wait_ready_or_needs_auth(&self, timeout: Duration) -> Vec<String> {
+        let _ = self
+            .wait_all(timeout, |s| {
+                matches!(s.state, ServerState::Ready | ServerState::NeedsAuth)
+            })
+            .await;
+        self.status()
+            .into_iter()
+            .filter(|s| s.enabled && s.state != ServerState::Ready)
+            .map(|s| s.name)
+            .collect()
+    }
+
     /// Wait until no server is still on its very first attempt (bounded by `timeout`), so that a
     /// client's first tools/list sees every server that can come up.
     pub async fn wait_started(&self, timeout: Duration) {
@@ -887,9 +1018,13 @@ impl Drop for Hub {
 pub struct ReloadSummary {
     /// The naming mode or separator changed: every public name was assigned again.
     pub naming_changed: bool,
+    /// Servers new in the config (started, when enabled), sorted.
     pub added: Vec<String>,
+    /// Servers no longer in the config (stopped, their tools withdrawn), sorted.
     pub removed: Vec<String>,
+    /// Servers whose config changed (restarted), sorted.
     pub changed: Vec<String>,
+    /// Servers left running as they were, sorted.
     pub unchanged: Vec<String>,
 }
 

@@ -5,9 +5,50 @@
 //!
 //! The pure rules (config, reconnect policy, naming, failure classification) live in
 //! `mcp-supervisor-core` and are re-exported here as [`core`].
+//!
+//! A host's whole use of it: a config in the familiar `mcpServers` shape, a hub, calls by public
+//! name (`<server>__<tool>`), and a stop that ends every server process.
+//!
+//! ```no_run
+//! use std::time::Duration;
+//!
+//! use mcp_supervisor::core::config::parse_config;
+//! use mcp_supervisor::{CallArgs, CallError, Hub};
+//!
+//! # #[tokio::main]
+//! # async fn main() -> Result<(), Box<dyn std::error::Error>> {
+//! let config = parse_config(
+//!     r#"{ "mcpServers": { "files": { "command": "my-mcp-server", "args": ["--root", "."] } } }"#,
+//!     &|name| std::env::var(name).ok(),
+//! )?;
+//! let hub = Hub::start(config);
+//! hub.wait_ready(Duration::from_secs(10)).await;
+//! for tool in hub.tools().iter() {
+//!     println!("{} (from {})", tool.public_name, tool.server);
+//! }
+//! let args = CallArgs {
+//!     arguments: serde_json::json!({ "path": "README.md" }).as_object().cloned(),
+//!     timeout: Some(Duration::from_secs(30)),
+//!     ..CallArgs::default()
+//! };
+//! match hub.call("files__read", args).await {
+//!     Ok(result) => println!("{:?}", result.content),
+//!     // The error says whether the tool ran, and what to do next.
+//!     Err(error @ CallError::OutcomeUnknown { .. }) => eprintln!("may have run: {error}"),
+//!     Err(error) => eprintln!("{error}"),
+//! }
+//! hub.stop().await;
+//! # Ok(())
+//! # }
+//! ```
+//!
+//! `examples/host.rs` is a runnable host loop (two servers, a deadline, a `kill -9` healed by the
+//! next call, a clean stop); `examples/client_handler.rs` answers the servers' own requests.
 
 #![forbid(unsafe_code)]
+#![deny(missing_docs)]
 
+pub mod auth;
 pub mod catalog;
 pub mod error;
 pub mod hub;

@@ -24,6 +24,18 @@ pub trait Connector: Send + Sync + 'static {
     /// Start generation `generation`: spawn the process or prepare the HTTP client. It does not
     /// wait for the server; [`Link::initialize`] does. Events of the generation go to `events`.
     fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String>;
+
+    /// For a server with OAuth: `Some(why)` while it needs `mcp-supervisor login`, `None` once
+    /// it has a usable token again. `None` here: the server has no OAuth.
+    fn auth_status(&self) -> Option<tokio::sync::watch::Receiver<Option<String>>> {
+        None
+    }
+
+    /// After a failed connection attempt: whether the server refused it for authorization, in
+    /// which case it now needs a login ([`Connector::auth_status`] says why).
+    fn auth_refused_attempt(&self) -> bool {
+        false
+    }
 }
 
 /// One generation: a fresh transport and a fresh JSON-RPC peer. Messages are JSON text: a link
@@ -62,12 +74,16 @@ pub trait Link: Send + Sync + 'static {
 /// A JSON-RPC error object, as a client or server sent it.
 #[derive(Clone, Debug)]
 pub struct RpcError {
+    /// The JSON-RPC error code (`-32601` method not found, `-32603` internal error, …).
     pub code: i64,
+    /// A short description, for a person.
     pub message: String,
+    /// More about the error, as JSON text, when there is any.
     pub data: Option<Box<RawValue>>,
 }
 
 impl RpcError {
+    /// An error with `code` and `message` and no `data`.
     pub fn new(code: i64, message: impl Into<String>) -> Self {
         Self {
             code,
@@ -168,13 +184,16 @@ fn unreachable_raw() -> Box<RawValue> {
 
 /// Every tool of a generation, as JSON text each: `tools/list`, every page, each page bounded
 /// by `timeout`.
-pub async fn list_tools(link: &dyn Link, timeout: Duration) -> Result<Vec<Box<RawValue>>, Failure> {
+pub(crate) async fn list_tools(
+    link: &dyn Link,
+    timeout: Duration,
+) -> Result<Vec<Box<RawValue>>, Failure> {
     list_items(link, "tools/list", "tools", timeout).await
 }
 
 /// Every item of one list (`tools/list`, `prompts/list`, ...) under `field`, as JSON text each:
 /// every page, each page bounded by `timeout`.
-pub async fn list_items(
+pub(crate) async fn list_items(
     link: &dyn Link,
     method: &str,
     field: &str,
@@ -217,7 +236,7 @@ pub async fn list_items(
 }
 
 /// `ping`, bounded by `timeout`.
-pub async fn ping(link: &dyn Link, timeout: Duration) -> Result<(), Failure> {
+pub(crate) async fn ping(link: &dyn Link, timeout: Duration) -> Result<(), Failure> {
     link.request("ping", None, CallOptions::new(timeout))
         .await
         .map(|_| ())
@@ -235,7 +254,11 @@ pub enum CloseHow {
 /// Per-request options.
 #[derive(Clone)]
 pub struct CallOptions {
+    /// How long the request may take; past it the link sends `notifications/cancelled` and
+    /// fails with [`Failure::DeadlinePassed`].
     pub timeout: Duration,
+    /// Cancelled by the caller: the link sends `notifications/cancelled` and fails with
+    /// [`Failure::CancelledByCaller`].
     pub cancel: CancellationToken,
     /// The client this request is for: a server's requests related to it, and its progress,
     /// go there.
@@ -278,7 +301,9 @@ pub enum LinkEvent {
     SignOfLife,
     /// A notification to pass downstream (resources, prompts, logging, tasks), as it came.
     Notification {
+        /// The notification's method.
         method: String,
+        /// Its params, as JSON text.
         params: Option<Box<RawValue>>,
     },
 }
@@ -292,10 +317,11 @@ pub struct LinkEvents {
 }
 
 impl LinkEvents {
-    pub fn new(generation: u64, tx: mpsc::UnboundedSender<(u64, LinkEvent)>) -> Self {
+    pub(crate) fn new(generation: u64, tx: mpsc::UnboundedSender<(u64, LinkEvent)>) -> Self {
         Self { generation, tx }
     }
 
+    /// The generation these events belong to.
     pub fn generation(&self) -> u64 {
         self.generation
     }
@@ -307,7 +333,7 @@ impl LinkEvents {
 }
 
 /// A failure in words, for logs and errors.
-pub fn describe(failure: &Failure) -> String {
+pub(crate) fn describe(failure: &Failure) -> String {
     match failure {
         Failure::NoLiveGeneration => "there is no live connection".into(),
         Failure::ConnectRefused => "the connection was refused".into(),
@@ -325,5 +351,6 @@ pub fn describe(failure: &Failure) -> String {
         Failure::DeadlinePassed => "the deadline passed".into(),
         Failure::CancelledByCaller => "cancelled by the caller".into(),
         Failure::UnexpectedResponse => "the reply was of the wrong type".into(),
+        Failure::Unauthorized { message } => format!("not authorized: {message}"),
     }
 }

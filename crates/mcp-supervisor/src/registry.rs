@@ -19,10 +19,13 @@ use tokio::sync::watch;
 /// supervisor reads of it (its name, and what its annotations say about repeating it).
 #[derive(Clone, Debug)]
 pub struct UpstreamTool {
+    /// Its name on its server.
     pub name: String,
+    /// What its annotations say about repeating it (`readOnlyHint`, `idempotentHint`).
     pub safety: ToolSafety,
     /// The arguments its calls mirror into `Mcp-Param-*` headers (SEP-2243).
     pub headers: Arc<[ParamHeader]>,
+    /// The definition as the server listed it, whole.
     pub definition: Arc<RawValue>,
 }
 
@@ -105,7 +108,9 @@ pub struct PublishedTool {
 /// Where a call to one public name goes.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Route {
+    /// The server that offers the tool.
     pub server: String,
+    /// The tool's name on that server.
     pub upstream_name: String,
     /// What the tool's annotations say about repeating it.
     pub safety: ToolSafety,
@@ -146,7 +151,7 @@ pub struct Registry {
 
 impl Registry {
     /// An empty registry for `servers`, in config order.
-    pub fn new(naming: NamingConfig, servers: Vec<String>) -> Self {
+    pub(crate) fn new(naming: NamingConfig, servers: Vec<String>) -> Self {
         let (version, _) = watch::channel(0);
         Self {
             inner: Mutex::new(Inner {
@@ -168,7 +173,7 @@ impl Registry {
     }
 
     /// Replace `server`'s whole tool set. Returns whether the aggregate changed.
-    pub fn publish(&self, server: &str, tools: Vec<UpstreamTool>) -> bool {
+    pub(crate) fn publish(&self, server: &str, tools: Vec<UpstreamTool>) -> bool {
         let mut inner = self.lock();
         match inner.servers.iter_mut().find(|(name, _)| name == server) {
             // The same set again (a reconnect): nothing to rebuild.
@@ -209,13 +214,13 @@ impl Registry {
     }
 
     /// Withdraw every tool of `server`.
-    pub fn withdraw(&self, server: &str) -> bool {
+    pub(crate) fn withdraw(&self, server: &str) -> bool {
         self.publish(server, Vec::new())
     }
 
     /// Change the set and order of servers (a reload). Tools of servers that left are dropped;
     /// servers that stay keep theirs.
-    pub fn set_servers(&self, servers: Vec<String>) -> bool {
+    pub(crate) fn set_servers(&self, servers: Vec<String>) -> bool {
         let mut inner = self.lock();
         let mut old: HashMap<String, Vec<UpstreamTool>> =
             std::mem::take(&mut inner.servers).into_iter().collect();
@@ -326,7 +331,7 @@ impl Registry {
     }
 
     /// Change the naming (a reload that changes it): every public name is assigned again.
-    pub fn set_naming(&self, naming: NamingConfig) -> bool {
+    pub(crate) fn set_naming(&self, naming: NamingConfig) -> bool {
         let mut inner = self.lock();
         if inner.naming == naming {
             return false;

@@ -68,6 +68,7 @@ fn build_server(
         enabled: raw.enabled.value().copied().unwrap_or(true),
         protocol_version: raw.protocol_version.value().cloned(),
         tools: tool_filter(raw),
+        oauth: raw.oauth.value().cloned(),
     })
 }
 
@@ -269,6 +270,11 @@ fn transport(
     };
     match kind {
         Kind::Stdio => {
+            misplaced(
+                !raw.oauth.is_absent(),
+                "oauth",
+                "applies only to \"url\" servers (streamable HTTP); this server has \"command\"",
+            );
             misplaced(
                 !raw.headers.is_absent(),
                 "headers",

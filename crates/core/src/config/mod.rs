@@ -6,6 +6,7 @@
 mod build;
 mod expand;
 mod json;
+mod oauth;
 mod raw;
 mod secret;
 
@@ -17,6 +18,7 @@ use crate::filter::ToolFilter;
 use crate::naming::NamingConfig;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
+pub use oauth::{Grant, OAuthConfig};
 pub use raw::{MAX_MS, is_valid_server_name};
 pub use secret::Secret;
 
@@ -59,6 +61,8 @@ pub struct ServerConfig {
     pub protocol_version: Option<String>,
     /// Which upstream tools are published (`tools: { allow, deny }`); open by default.
     pub tools: ToolFilter,
+    /// How tokens are obtained for a protected HTTP server (`oauth`); `None`: no OAuth.
+    pub oauth: Option<OAuthConfig>,
 }
 
 /// How a server is reached. `env` and `headers` values are [`Secret`]s.
@@ -98,6 +102,7 @@ impl ServerConfig {
             enabled: true,
             protocol_version: None,
             tools: ToolFilter::default(),
+            oauth: None,
         }
     }
 

@@ -32,6 +32,7 @@ const SERVER_KEYS: &[&str] = &[
     "retryTools",
     "enabled",
     "protocolVersion",
+    "oauth",
     "tools",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
@@ -144,6 +145,8 @@ pub(crate) struct RawServer {
     pub(crate) retry_tools: Given<Vec<String>>,
     pub(crate) enabled: Given<bool>,
     pub(crate) protocol_version: Given<String>,
+    /// The `oauth` block, read whole (`Invalid` when it had a problem).
+    pub(crate) oauth: Given<super::OAuthConfig>,
     pub(crate) tools: Given<RawTools>,
 }
 
@@ -324,6 +327,12 @@ impl Walker<'_> {
         }
         if let Some(v) = fields.get("tools") {
             raw.tools = self.tool_filter(&at("tools"), v);
+        }
+        if let Some(v) = fields.get("oauth") {
+            raw.oauth = match super::oauth::walk(&at("oauth"), v, self.problems) {
+                Some(oauth) => Given::Value(oauth),
+                None => Given::Invalid,
+            };
         }
         raw
     }

@@ -27,7 +27,7 @@ const UNCLEAR_PROBE: Duration = Duration::from_secs(5);
 
 /// One request as the caller asks for it: a tool call, or any other request to the server.
 #[derive(Clone, Default)]
-pub struct CallRequest {
+pub(crate) struct CallRequest {
     /// What errors name: the tool's upstream name, or the method of another request.
     pub tool: String,
     /// A deadline shorter than the server's `toolCallTimeoutMs`.
@@ -317,6 +317,11 @@ impl SupervisorHandle {
                 message,
                 data,
             },
+            (_, Failure::Unauthorized { message }) => CallError::NotAuthorized {
+                server,
+                tool,
+                message,
+            },
             (_, other) => CallError::Malformed {
                 server,
                 tool,
@@ -418,7 +423,8 @@ fn is_stale_session(failure: &Failure) -> bool {
         | Failure::TransportError { .. }
         | Failure::DeadlinePassed
         | Failure::CancelledByCaller
-        | Failure::UnexpectedResponse => false,
+        | Failure::UnexpectedResponse
+        | Failure::Unauthorized { .. } => false,
     }
 }
 

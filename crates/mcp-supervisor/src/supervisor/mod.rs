@@ -2,7 +2,7 @@
 //! machine, the backoff timer and outage budget, the serialized tool-sync queue, the health
 //! probes, and the server's tools in the registry.
 //!
-//! Nothing else touches those. Other parts talk to it through [`SupervisorHandle`]: commands in,
+//! Nothing else touches those. Other parts talk to it through `SupervisorHandle`: commands in,
 //! a watch of its [`Snapshot`] out. It must never run two generations of one server at once.
 
 mod call;
@@ -22,10 +22,10 @@ use crate::catalog::{Catalog, CatalogStore, SavedHandshake};
 use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
 use crate::registry::{Registry, UpstreamTool};
 
-pub use call::CallRequest;
+pub(crate) use call::CallRequest;
 
 /// How long a generation may take to close before reconnecting stops (SPEC §3).
-pub const CLOSE_BARRIER: Duration = Duration::from_secs(5);
+pub(crate) const CLOSE_BARRIER: Duration = Duration::from_secs(5);
 
 /// The cause of a connect whose generation closed before it was ready.
 const CLOSED_WHILE_CONNECTING: &str =
@@ -49,6 +49,10 @@ pub enum ServerState {
     Down,
     /// Stopped for good.
     Stopped,
+    /// The server needs authorization and no token can be had without a person
+    /// (`mcp-supervisor login NAME`); its tools stay listed, calls fail at once, nothing is
+    /// retried; it resumes by itself when a token appears.
+    NeedsAuth,
 }
 
 impl ServerState {
@@ -56,10 +60,11 @@ impl ServerState {
     pub fn is_final(self) -> bool {
         matches!(
             self,
-            ServerState::GaveUp | ServerState::Down | ServerState::Stopped
+            ServerState::GaveUp | ServerState::Down | ServerState::Stopped | ServerState::NeedsAuth
         )
     }
 
+    /// The state's name as status, metrics and errors show it (`ready`, `gave_up`, …).
     pub fn as_str(self) -> &'static str {
         match self {
             ServerState::Connecting => "connecting",
@@ -69,6 +74,7 @@ impl ServerState {
             ServerState::GaveUp => "gave_up",
             ServerState::Down => "down",
             ServerState::Stopped => "stopped",
+            ServerState::NeedsAuth => "needs_auth",
         }
     }
 }
@@ -98,8 +104,11 @@ pub enum ToolList {
 pub enum Phase {
     /// Serving on the current generation.
     Ready {
+        /// The live connection.
         link: Arc<dyn Link>,
+        /// When it became ready.
         since: Instant,
+        /// The process id of a stdio server.
         pid: Option<u32>,
         /// What the server answered to `initialize`, as it came.
         server_info: Arc<RawValue>,
@@ -111,7 +120,10 @@ pub enum Phase {
     /// attempt and failed at once, though the next attempt was due within its deadline.)
     Closing,
     /// Waiting for the next attempt, due `at`.
-    Backoff { at: Instant },
+    Backoff {
+        /// When the next attempt is due.
+        at: Instant,
+    },
     /// No attempt is coming until an explicit reconnect or a reload (gave up, down, stopped).
     Parked,
 }
@@ -119,15 +131,19 @@ pub enum Phase {
 /// What a supervisor shows of itself.
 #[derive(Clone)]
 pub struct Snapshot {
+    /// The state people see.
     pub state: ServerState,
     /// The generation most recently started (0 before the first).
     pub generation: u64,
     /// The attempt number within the current outage (0 when ready).
     pub attempt: u32,
+    /// The outage budget: attempts before it gives up.
     pub max_attempts: u32,
     /// How many times a lost or failed connection was replaced by a ready one.
     pub restarts: u64,
+    /// Why the last connection or attempt failed, if one did.
     pub last_error: Option<String>,
+    /// What it is doing, with that phase's data.
     pub phase: Phase,
     /// Where the published tools come from: the saved catalog until the first live list.
     pub tool_list: ToolList,
@@ -230,15 +246,18 @@ enum Command {
 /// A notification from a server, for whoever fronts the hub, as it came.
 #[derive(Clone, Debug)]
 pub struct ServerEvent {
+    /// The server that sent it.
     pub server: Arc<str>,
+    /// The notification's method (`notifications/resources/updated`, …).
     pub method: String,
+    /// Its params, as JSON text.
     pub params: Option<Box<RawValue>>,
 }
 
 /// The `initialize` params a server's generations are opened with: the client's identity.
 /// `None` until known (`wrap` waits for its client's); every generation uses the same, so a
 /// server never sees a different client after a recovery.
-pub type Handshake = watch::Receiver<Option<Arc<RawValue>>>;
+pub(crate) type Handshake = watch::Receiver<Option<Arc<RawValue>>>;
 
 /// State shared between a supervisor and the call paths of its handle.
 struct Shared {
@@ -254,7 +273,7 @@ struct Shared {
 
 /// The way to talk to one supervisor.
 #[derive(Clone)]
-pub struct SupervisorHandle {
+pub(crate) struct SupervisorHandle {
     name: Arc<str>,
     commands: mpsc::UnboundedSender<Command>,
     snapshot: watch::Receiver<Snapshot>,
@@ -305,7 +324,9 @@ impl SupervisorHandle {
             misses: AtomicU32::new(0),
             saved: saved.map(Arc::new),
         });
+        let auth = connector.auth_status();
         let supervisor = Supervisor {
+            auth,
             name: name.clone(),
             config,
             connector,
@@ -337,12 +358,9 @@ impl SupervisorHandle {
         (handle, join)
     }
 
+    /// The server's name.
     pub fn name(&self) -> &str {
         &self.name
-    }
-
-    pub fn config(&self) -> &ServerConfig {
-        &self.shared.config
     }
 
     /// The current snapshot.
@@ -429,6 +447,8 @@ enum ReadyEnd {
     Stop,
     /// The generation did not close within the barrier.
     Stuck(String),
+    /// The server needs a login (why).
+    NeedsAuth(String),
 }
 
 /// How an attempt ended.
@@ -483,6 +503,8 @@ struct Supervisor {
     shared: Arc<Shared>,
     generation: u64,
     stop_reply: Vec<oneshot::Sender<()>>,
+    /// For a server with OAuth: `Some(why)` while it needs a login.
+    auth: Option<watch::Receiver<Option<String>>>,
     /// Saves the catalog after each successful list; `None`: no state directory.
     catalog: Option<CatalogWriter>,
 }
@@ -576,6 +598,15 @@ impl Supervisor {
                 AttemptEnd::Failed(cause) => {
                     // Only the very first attempt is `connecting`; later ones are retries.
                     first = false;
+                    // needs_auth → (token appears | reconnect) attempt | stop
+                    let refused = self.connector.auth_refused_attempt();
+                    if let Some(why) = self.auth_needed().or(refused.then(|| cause.clone())) {
+                        if let Next::Stop = self.needs_auth(why).await {
+                            break;
+                        }
+                        budget = Budget::new(policy);
+                        continue;
+                    }
                     Judged {
                         decision: budget.on_failure(None, (self.jitter)()),
                         cause,
@@ -606,6 +637,13 @@ impl Supervisor {
                                 break;
                             }
                             (budget, first, lost_established) = (Budget::new(policy), true, false);
+                            continue;
+                        }
+                        ReadyEnd::NeedsAuth(why) => {
+                            if let Next::Stop = self.needs_auth(why).await {
+                                break;
+                            }
+                            (budget, lost_established) = (Budget::new(policy), true);
                             continue;
                         }
                         ReadyEnd::Lost {
@@ -715,15 +753,11 @@ impl Supervisor {
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(until) => return Next::Attempt,
-                command = self.commands.recv() => match command {
-                    None => return Next::Stop,
-                    Some(Command::Stop(reply)) => {
-                        self.stop_reply.push(reply);
-                        return Next::Stop;
+                command = self.commands.recv() => {
+                    if let Some(next) = self.while_waiting(command) {
+                        return next;
                     }
-                    Some(Command::Reconnect) => return Next::FreshBudget,
-                    Some(_) => {} // signals about a generation that is already gone
-                },
+                }
             }
         }
     }
@@ -742,6 +776,59 @@ impl Supervisor {
                     return Next::FreshBudget;
                 }
                 Some(_) => {}
+            }
+        }
+    }
+
+    /// A command while waiting (a backoff, or needs_auth): a stop ends the wait, an explicit
+    /// reconnect ends it with a fresh budget; signals about a generation that is already gone
+    /// are ignored (`None`).
+    fn while_waiting(&mut self, command: Option<Command>) -> Option<Next> {
+        match command {
+            None => Some(Next::Stop),
+            Some(Command::Stop(reply)) => {
+                self.stop_reply.push(reply);
+                Some(Next::Stop)
+            }
+            Some(Command::Reconnect) => Some(Next::FreshBudget),
+            Some(_) => None,
+        }
+    }
+
+    /// Why the server needs a login, if it does.
+    fn auth_needed(&self) -> Option<String> {
+        self.auth.as_ref().and_then(|a| a.borrow().clone())
+    }
+
+    /// Wait in `needs_auth`: tools stay listed, calls fail at once, nothing is retried. A token
+    /// appearing (a login), an explicit reconnect, or a stop ends it.
+    async fn needs_auth(&mut self, why: String) -> Next {
+        tracing::warn!(
+            server = %self.name,
+            "needs authorization: {why}; its tools stay listed and calls fail until then; it resumes by itself after the login"
+        );
+        self.snapshot.send_modify(|s| {
+            s.last_error = Some(why);
+            s.attempt = 0;
+        });
+        self.publish_state(ServerState::NeedsAuth, Phase::Parked);
+        let Some(mut auth) = self.auth.clone() else {
+            return self.park().await;
+        };
+        loop {
+            tokio::select! {
+                resumed = async { auth.wait_for(Option::is_none).await.is_ok() } => {
+                    if !resumed {
+                        return self.park().await;
+                    }
+                    tracing::info!(server = %self.name, "a token is available: connecting");
+                    return Next::FreshBudget;
+                }
+                command = self.commands.recv() => {
+                    if let Some(next) = self.while_waiting(command) {
+                        return next;
+                    }
+                }
             }
         }
     }
@@ -961,7 +1048,23 @@ impl Supervisor {
         let health = self.config.health;
         let mut prober = health::Prober::new(health);
         let mut next_idle_probe = health.interval.map(|i| Instant::now() + i);
+        let mut auth = self.auth.clone();
         let end = loop {
+            let needs_auth = async {
+                match auth.as_mut() {
+                    Some(rx) => {
+                        let why = rx
+                            .wait_for(Option::is_some)
+                            .await
+                            .map(|why| why.clone().unwrap_or_default());
+                        match why {
+                            Ok(why) => why,
+                            Err(_) => std::future::pending().await,
+                        }
+                    }
+                    None => std::future::pending().await,
+                }
+            };
             let idle_tick = async {
                 match next_idle_probe {
                     Some(at) => tokio::time::sleep_until(at).await,
@@ -1067,6 +1170,10 @@ impl Supervisor {
                             }
                         }
                     }
+                }
+                why = needs_auth => {
+                    link.close(CloseHow::Graceful);
+                    break ReadyEnd::NeedsAuth(why);
                 }
                 () = idle_tick => {
                     if let Some(interval) = health.interval {

@@ -15,7 +15,9 @@ use std::time::Duration;
 
 use futures::StreamExt;
 use mcp_supervisor_core::classify::Failure;
-use reqwest::header::{ACCEPT, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
+use reqwest::header::{
+    ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE,
+};
 use reqwest::{Response, StatusCode, Url};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -27,6 +29,7 @@ use super::http_common::{
     sse_events,
 };
 use super::wire::{Incoming, IncomingTx, Wire};
+use crate::auth::Credentials;
 use crate::link::BoxFuture;
 
 /// The largest JSON body of a POST response.
@@ -91,6 +94,8 @@ struct Inner {
     closed: AtomicBool,
     /// Stops every task of this wire, and any send in flight.
     ct: CancellationToken,
+    /// Where each request's bearer token comes from (OAuth), if the server has one.
+    auth: Option<Arc<dyn Credentials>>,
 }
 
 impl HttpWire {
@@ -101,6 +106,18 @@ impl HttpWire {
         url: &str,
         headers: &[(String, String)],
         incoming: IncomingTx,
+    ) -> Result<Self, String> {
+        Self::with_auth(url, headers, incoming, None)
+    }
+
+    /// As [`HttpWire::new`], with every request carrying `Authorization: Bearer` from `auth`. A
+    /// 401 asks `auth` for a new token and sends the request once more (the server did not run
+    /// it); a second refusal is [`Failure::Unauthorized`], never a broken connection.
+    pub fn with_auth(
+        url: &str,
+        headers: &[(String, String)],
+        incoming: IncomingTx,
+        auth: Option<Arc<dyn Credentials>>,
     ) -> Result<Self, String> {
         let url = Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
         if !matches!(url.scheme(), "http" | "https") {
@@ -142,6 +159,7 @@ impl HttpWire {
                 listening: AtomicBool::new(false),
                 closed: AtomicBool::new(false),
                 ct: CancellationToken::new(),
+                auth,
             }),
         })
     }
@@ -247,6 +265,16 @@ impl Drop for HttpWire {
     }
 }
 
+/// `Bearer TOKEN`, marked sensitive so it never shows in debug output.
+fn bearer_value(token: &str) -> Result<HeaderValue, Failure> {
+    let mut value =
+        HeaderValue::from_str(&format!("Bearer {token}")).map_err(|_| Failure::Unauthorized {
+            message: "the access token is not a valid header value; sign in again".into(),
+        })?;
+    value.set_sensitive(true);
+    Ok(value)
+}
+
 // === impl Inner ===
 
 /// How a GET for an event stream turned out.
@@ -317,14 +345,7 @@ impl Inner {
                 _ => tracing::debug!(name, "a mirrored header is not valid HTTP; left out"),
             }
         }
-        let sent = self
-            .client
-            .post(self.url.clone())
-            .headers(headers)
-            .body(text)
-            .send()
-            .await;
-        let mut response = sent.map_err(|e| send_failure(&e))?;
+        let mut response = self.send_authorized(headers, text).await?;
         let status = response.status();
         if !status.is_success() {
             tracing::debug!(%status, ?request, "POST refused");
@@ -395,6 +416,68 @@ impl Inner {
                     }),
                 }
             }
+        }
+    }
+
+    /// POSTs `text`, with the bearer token when the server has OAuth: a refusal (401, or 403
+    /// for scope) asks for a new token and sends once more; the server ran neither.
+    async fn send_authorized(&self, headers: HeaderMap, text: String) -> Result<Response, Failure> {
+        let Some(auth) = &self.auth else {
+            return self
+                .client
+                .post(self.url.clone())
+                .headers(headers)
+                .body(text)
+                .send()
+                .await
+                .map_err(|e| send_failure(&e));
+        };
+        let mut renewed = false;
+        loop {
+            let mut headers = headers.clone();
+            let used = auth.bearer().await?;
+            if let Some(token) = &used {
+                headers.insert(AUTHORIZATION, bearer_value(token)?);
+            }
+            let response = self
+                .client
+                .post(self.url.clone())
+                .headers(headers)
+                .body(text.clone())
+                .send()
+                .await
+                .map_err(|e| send_failure(&e))?;
+            let status = response.status();
+            if status != StatusCode::UNAUTHORIZED && status != StatusCode::FORBIDDEN {
+                return Ok(response);
+            }
+            let challenge = response
+                .headers()
+                .get_all(WWW_AUTHENTICATE)
+                .iter()
+                .filter_map(|v| v.to_str().ok())
+                .find(|v| v.to_ascii_lowercase().contains("bearer"))
+                .map(str::to_string);
+            if status == StatusCode::FORBIDDEN
+                && !challenge
+                    .as_deref()
+                    .is_some_and(|c| c.contains("insufficient_scope"))
+            {
+                // A plain 403: not about the token.
+                return Ok(response);
+            }
+            if renewed {
+                return Err(Failure::Unauthorized {
+                    message: format!(
+                        "the server refused the renewed token too (HTTP {})",
+                        status.as_u16()
+                    ),
+                });
+            }
+            tracing::debug!(%status, "the server refused the token; renewing");
+            auth.rejected(status.as_u16(), challenge.as_deref(), used.as_deref())
+                .await?;
+            renewed = true;
         }
     }
 
@@ -527,6 +610,18 @@ impl Inner {
                 Err(_) => {
                     return Opened::NotOffered("the last event id is not a header value".into());
                 }
+            }
+        }
+        if let Some(auth) = &self.auth {
+            match auth.bearer().await {
+                Ok(Some(token)) => match bearer_value(&token) {
+                    Ok(value) => {
+                        headers.insert(AUTHORIZATION, value);
+                    }
+                    Err(_) => return Opened::NotOffered("the token is not a header value".into()),
+                },
+                Ok(None) => {}
+                Err(_) => return Opened::NotOffered("no token for the GET stream".into()),
             }
         }
         let get = self.client.get(self.url.clone()).headers(headers).send();

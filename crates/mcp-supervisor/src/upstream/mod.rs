@@ -1,15 +1,15 @@
 //! One generation of a real server: a stdio child in its own process group, a streamable-HTTP
-//! endpoint, or a 2024-11-05 SSE stream, each as a [`wire`] under one JSON-RPC [`rpc`] peer. It
+//! endpoint, or a 2024-11-05 SSE stream, each as a [`wire`] under one JSON-RPC `rpc` peer. It
 //! implements [`Link`] and [`Connector`] for the supervisor.
 //!
 //! This is the only part that knows an upstream transport. Messages stay JSON text: it never
 //! builds the MCP model. It never retries, reconnects or decides anything about a failure; it
 //! reports what happened, normalized, and closes when told.
 
-pub mod era;
+pub(crate) mod era;
 mod http_common;
 pub mod http_wire;
-pub mod process;
+pub(crate) mod process;
 pub(crate) mod rpc;
 pub mod sse_wire;
 pub mod stdio;
@@ -38,21 +38,57 @@ pub use rpc::{Envelope, notification_text, request_text, response_text};
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// Opens generations of one configured server.
-pub struct ServerConnector {
+pub(crate) struct ServerConnector {
     server: ServerConfig,
     /// Where a server's requests go when no client's call caused them.
     fallback: Arc<dyn Downstream>,
+    /// The server's tokens, when it has an `oauth` block; shared by all its generations.
+    auth: Option<Arc<crate::auth::TokenSource>>,
 }
 
 impl ServerConnector {
     pub fn new(server: ServerConfig, fallback: Arc<dyn Downstream>) -> Self {
-        Self { server, fallback }
+        let auth = match (&server.oauth, &server.transport) {
+            (Some(oauth), TransportConfig::Http { url, .. }) => {
+                match crate::auth::TokenStore::default_path() {
+                    Some(path) => crate::auth::TokenSource::new(
+                        &server.name,
+                        url,
+                        oauth.clone(),
+                        crate::auth::TokenStore::new(path),
+                    )
+                    .map_err(|e| tracing::warn!(server = %server.name, "OAuth is off: {e}"))
+                    .ok(),
+                    None => {
+                        tracing::warn!(server = %server.name, "OAuth is off: no token file (set HOME, XDG_STATE_HOME or MCP_SUPERVISOR_TOKEN_FILE)");
+                        None
+                    }
+                }
+            }
+            _ => None,
+        };
+        Self {
+            server,
+            fallback,
+            auth,
+        }
     }
 }
 
 impl Connector for ServerConnector {
+    fn auth_status(&self) -> Option<watch::Receiver<Option<String>>> {
+        self.auth.as_ref().map(|a| a.status())
+    }
+
+    fn auth_refused_attempt(&self) -> bool {
+        self.auth.as_ref().is_some_and(|a| a.escalate())
+    }
+
     fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
         let name = self.server.name.as_str();
+        if let Some(auth) = &self.auth {
+            auth.attempt_started();
+        }
         let (closed_tx, closed_rx) = watch::channel(false);
         let client_timeout = self.server.tool_call_timeout;
         match &self.server.transport {
@@ -119,8 +155,16 @@ impl Connector for ServerConnector {
                     .map(|(k, v)| (k.clone(), v.expose().to_string()))
                     .collect();
                 let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
-                let wire: Arc<dyn Wire> =
-                    Arc::new(http_wire::HttpWire::new(url, &headers, incoming_tx)?);
+                let auth = self
+                    .auth
+                    .clone()
+                    .map(|a| Arc::new(a) as Arc<dyn crate::auth::Credentials>);
+                let wire: Arc<dyn Wire> = Arc::new(http_wire::HttpWire::with_auth(
+                    url,
+                    &headers,
+                    incoming_tx,
+                    auth,
+                )?);
                 let peer = Peer::start(
                     wire.clone(),
                     Some(incoming_rx),

@@ -485,16 +485,22 @@ async fn read(peer: std::sync::Weak<Peer>, mut incoming: mpsc::UnboundedReceiver
 /// read of every message. Everything else stays text.
 #[derive(Deserialize)]
 pub struct Envelope<'a> {
+    /// `"2.0"` in a valid message.
     #[serde(borrow, default)]
     pub jsonrpc: Option<std::borrow::Cow<'a, str>>,
+    /// The id of a request or response; `None` for a notification (or `"id": null`).
     #[serde(borrow, default)]
     pub id: Option<&'a RawValue>,
+    /// The method of a request or notification.
     #[serde(borrow, default)]
     pub method: Option<std::borrow::Cow<'a, str>>,
+    /// The params, as text.
     #[serde(borrow, default)]
     pub params: Option<&'a RawValue>,
+    /// A successful response's result, as text.
     #[serde(borrow, default)]
     pub result: Option<&'a RawValue>,
+    /// An error response's error object, as text.
     #[serde(borrow, default)]
     pub error: Option<&'a RawValue>,
 }
@@ -630,6 +636,7 @@ pub(crate) mod members {
     }
 }
 
+/// A JSON-RPC request with integer `id`, as JSON text (`params` copied as they are).
 pub fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
     let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
     let params_len = params.map_or(0, |p| p.get().len());
@@ -646,6 +653,7 @@ pub fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String 
     text
 }
 
+/// A JSON-RPC notification, as JSON text (`params` copied as they are).
 pub fn notification_text(method: &str, params: Option<&RawValue>) -> String {
     let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
     let mut text = String::from(r#"{"jsonrpc":"2.0","method":"#);

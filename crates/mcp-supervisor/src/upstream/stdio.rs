@@ -18,10 +18,10 @@ use super::wire::{Incoming, Wire};
 use crate::link::BoxFuture;
 
 /// The longest line accepted from a server; a longer one is dropped whole.
-pub const MAX_LINE: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
 /// The child's stdin, shared by every sender.
-pub struct StdioWire {
+pub(crate) struct StdioWire {
     stdin: tokio::sync::Mutex<Option<ChildStdin>>,
 }
 

@@ -1,4 +1,4 @@
-//! The seam between the JSON-RPC peer of one generation ([`super::rpc`]) and the transport that
+//! The seam between the JSON-RPC peer of one generation (`rpc`) and the transport that
 //! carries its messages: a stdio child's pipes, or a streamable-HTTP endpoint.
 //!
 //! A wire moves JSON-RPC messages as JSON text, whole. It reports what it saw of each send
@@ -17,13 +17,19 @@ use crate::link::BoxFuture;
 pub enum Incoming {
     /// One JSON-RPC message from the server, as it came.
     Message {
+        /// The message's JSON text.
         text: String,
         /// The peer's id of the request on whose own response stream this message came
         /// (streamable HTTP), so a server's request can go to the client whose call caused it.
         related: Option<u64>,
     },
     /// Request `id`'s response stream ended before its answer came.
-    Lost { id: u64, failure: Failure },
+    Lost {
+        /// The peer's id of the request.
+        id: u64,
+        /// What became of it: whether it went out, and why no answer came.
+        failure: Failure,
+    },
 }
 
 /// Where a wire that runs apart from its peer (streamable HTTP) sends what it receives. The

@@ -1,0 +1,405 @@
+//! `mcp-supervisor login`: the authorization-code flow with PKCE (S256) on a loopback redirect
+//! (RFC 8252): discover, register (or use the configured client, or a client ID metadata
+//! document), send the person to the authorization URL, take the code at
+//! `http://127.0.0.1:PORT/callback`, check `state` and `iss`, exchange the code, store the tokens.
+//!
+//! It binds 127.0.0.1 only, serves exactly one redirect, and never writes a token anywhere but
+//! the token file.
+
+use std::time::Duration;
+
+use base64::Engine;
+use reqwest::Url;
+use sha2::Digest;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+use mcp_supervisor_core::config::OAuthConfig;
+
+use super::discovery::{self, AuthMethod};
+use super::flow;
+use super::source::now_unix;
+use super::store::{Entry, TokenStore};
+
+/// How long the login waits for the browser to come back.
+pub const DEFAULT_WAIT: Duration = Duration::from_secs(300);
+
+/// What one login needs.
+pub struct Login<'a> {
+    /// The server's name in the config.
+    pub server: &'a str,
+    /// The server's MCP endpoint.
+    pub url: &'a str,
+    /// The server's `oauth` block.
+    pub config: &'a OAuthConfig,
+    /// Where the tokens are saved.
+    pub store: &'a TokenStore,
+    /// How long to wait for the redirect.
+    pub wait: Duration,
+}
+
+/// A PKCE verifier and its S256 challenge (RFC 7636).
+pub struct Pkce {
+    /// The PKCE code verifier (kept until the code is exchanged).
+    pub verifier: String,
+    /// Its S256 challenge, sent with the authorization request.
+    pub challenge: String,
+}
+
+/// `len` random bytes, base64url without padding.
+pub fn random_token(len: usize) -> Result<String, String> {
+    let mut bytes = vec![0u8; len];
+    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness available: {e}"))?;
+    Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
+}
+
+impl Pkce {
+    /// A fresh random verifier and its challenge; an error when no randomness is available.
+    pub fn new() -> Result<Self, String> {
+        let verifier = random_token(32)?;
+        Ok(Self {
+            challenge: s256(&verifier),
+            verifier,
+        })
+    }
+}
+
+/// The S256 challenge of a verifier.
+pub fn s256(verifier: &str) -> String {
+    base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .encode(sha2::Sha256::digest(verifier.as_bytes()))
+}
+
+/// What came back on the redirect, judged (pure).
+pub fn judge_redirect(
+    query: &str,
+    state: &str,
+    issuer: &str,
+    iss_supported: bool,
+) -> Result<String, String> {
+    let mut code = None;
+    let mut got_state = None;
+    let mut iss = None;
+    let mut error = None;
+    for (k, v) in url::form_urlencoded::parse(query.as_bytes()) {
+        match k.as_ref() {
+            "code" => code = Some(v.into_owned()),
+            "state" => got_state = Some(v.into_owned()),
+            "iss" => iss = Some(v.into_owned()),
+            "error" => error = Some(v.into_owned()),
+            "error_description" => {
+                error = Some(format!(
+                    "{} ({})",
+                    error.take().unwrap_or_default(),
+                    v.chars().take(200).collect::<String>()
+                ))
+            }
+            _ => {}
+        }
+    }
+    if got_state.as_deref() != Some(state) {
+        return Err(
+            "the redirect's state does not match this login (a stale tab or a forged redirect); \
+             nothing was exchanged: run `mcp-supervisor login` again and finish it in the tab it opens"
+                .into(),
+        );
+    }
+    match (&iss, iss_supported) {
+        (Some(iss), _) if !discovery::issuer_matches(issuer, iss) => {
+            return Err(format!(
+                "the redirect names issuer {iss:?}, not {issuer:?} (RFC 9207): it may come from \
+                 another authorization server, so the code was not used; run login again"
+            ));
+        }
+        (None, true) => {
+            return Err(format!(
+                "the authorization server {issuer} promised an `iss` parameter on its redirect and \
+                 sent none (RFC 9207), so the code was not used; run login again, and report it to \
+                 the server's operator if it repeats"
+            ));
+        }
+        _ => {}
+    }
+    if let Some(error) = error {
+        return Err(format!(
+            "the authorization server refused the login: {}; run login again",
+            error
+                .chars()
+                .filter(|c| !c.is_control())
+                .collect::<String>()
+        ));
+    }
+    code.ok_or_else(|| "the redirect carries no code; run login again".to_string())
+}
+
+/// Runs the whole login. `show` gets the authorization URL (to print, or to open).
+pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, String> {
+    let server_url =
+        Url::parse(login.url).map_err(|e| format!("`{}` is not a valid URL: {e}", login.url))?;
+    let http = flow::client()?;
+    let previous = login
+        .store
+        .load(login.server, login.url)
+        .unwrap_or_default();
+    let challenge = flow::probe(&http, &server_url).await?;
+    let found = flow::discover(&http, &server_url, challenge.as_ref()).await?;
+    let metadata = &found.metadata;
+    let Some(authorize) = metadata.authorization_endpoint.clone() else {
+        return Err(format!(
+            "the authorization server {} has no authorization_endpoint; it cannot sign a person in \
+             (use \"grant\": \"client_credentials\" if it is meant for machines)",
+            found.issuer
+        ));
+    };
+    if metadata
+        .code_challenge_methods_supported
+        .as_ref()
+        .is_some_and(|m| !m.iter().any(|x| x == "S256"))
+    {
+        return Err(format!(
+            "the authorization server {} does not support PKCE with S256, which MCP requires; \
+             mcp-supervisor will not sign in without it",
+            found.issuer
+        ));
+    }
+    let listener = TcpListener::bind(("127.0.0.1", 0))
+        .await
+        .map_err(|e| format!("cannot listen on 127.0.0.1 for the redirect: {e}"))?;
+    let port = listener
+        .local_addr()
+        .map_err(|e| format!("cannot read the redirect port: {e}"))?
+        .port();
+    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+
+    let wanted = previous
+        .as_ref()
+        .filter(|p| p.issuer == found.issuer)
+        .and_then(|p| discovery::union_scopes(p.scope.as_deref(), p.wanted_scope.as_deref()));
+    let scope = discovery::union_scopes(
+        wanted.as_deref(),
+        discovery::choose_scope(
+            login.config.scopes.as_deref(),
+            challenge.as_ref().and_then(|c| c.scope.as_deref()),
+            found.resource_scopes.as_deref(),
+            metadata.scopes_supported.as_deref(),
+        )
+        .as_deref(),
+    );
+    // The client: configured, or a metadata document, or registered now. A registered client
+    // is not reused by the next login: its redirect URI named this login's port, and servers
+    // may hold clients to it exactly.
+    let client = if let Some(id) = &login.config.client_id {
+        let secret =
+            match &login.config.client_secret_env {
+                Some(var) => Some(std::env::var(var).map_err(|_| {
+                    format!("the client secret is not in the environment: set {var}")
+                })?),
+                None => None,
+            };
+        let method = discovery::auth_method(
+            None,
+            secret.is_some(),
+            metadata.token_endpoint_auth_methods_supported.as_deref(),
+        );
+        flow::Client {
+            id: id.clone(),
+            secret,
+            method,
+        }
+    } else if let (Some(url), Some(true)) = (
+        &login.config.client_metadata_url,
+        metadata.client_id_metadata_document_supported,
+    ) {
+        flow::Client {
+            id: url.clone(),
+            secret: None,
+            method: AuthMethod::None,
+        }
+    } else {
+        let method = discovery::registration_method(
+            metadata.token_endpoint_auth_methods_supported.as_deref(),
+        );
+        flow::register(
+            &http,
+            metadata,
+            Some(&redirect_uri),
+            method,
+            scope.as_deref(),
+        )
+        .await?
+    };
+
+    let pkce = Pkce::new()?;
+    let state = random_token(16)?;
+    let mut url = Url::parse(&authorize).map_err(|_| {
+        "the authorization server's authorization_endpoint is not a URL".to_string()
+    })?;
+    {
+        let mut q = url.query_pairs_mut();
+        q.append_pair("response_type", "code");
+        q.append_pair("client_id", &client.id);
+        q.append_pair("redirect_uri", &redirect_uri);
+        q.append_pair("code_challenge", &pkce.challenge);
+        q.append_pair("code_challenge_method", "S256");
+        q.append_pair("state", &state);
+        q.append_pair("resource", &found.resource);
+        if let Some(scope) = &scope {
+            q.append_pair("scope", scope);
+        }
+    }
+    show(url.as_str());
+
+    let query = tokio::time::timeout(login.wait, callback(&listener))
+        .await
+        .map_err(|_| {
+            format!(
+                "no redirect came back within {} s; run login again and finish signing in in the browser",
+                login.wait.as_secs()
+            )
+        })??;
+    let code = judge_redirect(
+        &query,
+        &state,
+        &metadata.issuer,
+        metadata.authorization_response_iss_parameter_supported == Some(true),
+    )?;
+    let params = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", redirect_uri.as_str()),
+        ("code_verifier", pkce.verifier.as_str()),
+        ("resource", found.resource.as_str()),
+    ];
+    let token = flow::token(&http, &metadata.token_endpoint, &client, &params)
+        .await
+        .map_err(|e| format!("{}; run login again", e.message()))?;
+    let now = now_unix();
+    let entry = Entry {
+        server_url: login.url.to_string(),
+        resource: Some(found.resource.clone()),
+        issuer: found.issuer.clone(),
+        token_endpoint: metadata.token_endpoint.clone(),
+        client_id: client.id,
+        client_secret: client.secret,
+        auth_method: Some(client.method),
+        access_token: token.access_token,
+        refresh_token: token.refresh_token,
+        expires_at: discovery::expires_at(now, token.expires_in),
+        lifetime: token.expires_in,
+        scope: token.scope.or(scope),
+        wanted_scope: None,
+    };
+    login.store.save(login.server, Some(&entry))?;
+    Ok(entry)
+}
+
+/// Serves the loopback redirect: the first request to `/callback` gives its query. Other paths
+/// (a browser's favicon) get 404 and the wait goes on.
+async fn callback(listener: &TcpListener) -> Result<String, String> {
+    loop {
+        let (mut stream, _) = listener
+            .accept()
+            .await
+            .map_err(|e| format!("the redirect listener failed: {e}"))?;
+        let mut buf = vec![0u8; 8192];
+        let mut len = 0;
+        // Read the request head (the query is all that matters).
+        loop {
+            let read =
+                match tokio::time::timeout(Duration::from_secs(10), stream.read(&mut buf[len..]))
+                    .await
+                {
+                    Ok(Ok(n)) => n,
+                    _ => 0,
+                };
+            if read == 0 {
+                break;
+            }
+            len += read;
+            if buf[..len].windows(4).any(|w| w == b"\r\n\r\n") || len == buf.len() {
+                break;
+            }
+        }
+        let head = String::from_utf8_lossy(&buf[..len]);
+        let target = head
+            .lines()
+            .next()
+            .and_then(|line| line.split_whitespace().nth(1))
+            .unwrap_or("")
+            .to_string();
+        let (path, query) = target.split_once('?').unwrap_or((target.as_str(), ""));
+        if path != "/callback" {
+            let _ = stream
+                .write_all(
+                    b"HTTP/1.1 404 Not Found\r\ncontent-length: 0\r\nconnection: close\r\n\r\n",
+                )
+                .await;
+            continue;
+        }
+        let page = "<!doctype html><title>mcp-supervisor</title><p>mcp-supervisor has the answer: close this tab and see the terminal.</p>";
+        let response = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: text/html; charset=utf-8\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{page}",
+            page.len()
+        );
+        let _ = stream.write_all(response.as_bytes()).await;
+        let _ = stream.shutdown().await;
+        return Ok(query.to_string());
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_s256_challenge_is_rfc_7636s() {
+        // Computed independently: base64url(sha256(verifier)) without padding (Python hashlib).
+        assert_eq!(
+            s256("dBjftJeZ4CVP-mB92K27uhbUJU1p1r7wW1gFWFOEjXk"),
+            "bwWFMyPfdG9qreDhH2lmftFx_dFeLDalzcT1gb_j68g"
+        );
+        let a = Pkce::new().expect("randomness");
+        let b = Pkce::new().expect("randomness");
+        assert_ne!(a.verifier, b.verifier);
+        assert_eq!(a.verifier.len(), 43);
+    }
+
+    #[test]
+    fn a_redirect_with_a_wrong_state_is_refused_with_what_to_do() {
+        let err = judge_redirect("code=c&state=other", "mine", "http://a", false)
+            .expect_err("wrong state");
+        assert!(err.contains("state") && err.contains("login"), "{err}");
+        assert_eq!(
+            judge_redirect("code=c&state=mine", "mine", "http://a", false),
+            Ok("c".to_string())
+        );
+    }
+
+    #[test]
+    fn the_iss_parameter_is_checked_exactly_and_required_when_promised() {
+        assert!(judge_redirect("code=c&state=s&iss=http%3A%2F%2Fa", "s", "http://a", true).is_ok());
+        assert!(
+            judge_redirect(
+                "code=c&state=s&iss=http%3A%2F%2Fa%2F",
+                "s",
+                "http://a",
+                true
+            )
+            .is_err()
+        );
+        assert!(judge_redirect("code=c&state=s", "s", "http://a", true).is_err());
+        assert!(judge_redirect("code=c&state=s", "s", "http://a", false).is_ok());
+        assert!(
+            judge_redirect(
+                "code=c&state=s&iss=http%3A%2F%2Fevil",
+                "s",
+                "http://a",
+                false
+            )
+            .is_err()
+        );
+        let refused = judge_redirect("error=access_denied&state=s", "s", "http://a", false)
+            .expect_err("refused");
+        assert!(refused.contains("access_denied"), "{refused}");
+    }
+}
