@@ -354,6 +354,7 @@ mod tests {
         );
         store.save(&server, &Catalog::default()).expect("rewritten");
         assert!(store.load(&server).is_some());
+        let _ = std::fs::remove_dir_all(&dir);
     }
 
     #[test]
