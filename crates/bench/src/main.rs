@@ -14,6 +14,7 @@
 //! | `sse-heal` | the same after the Python SDK's server was restarted, over HTTP+SSE (2024-11-05) and over streamable HTTP |
 //! | `peers` | latency and throughput through our proxy (HTTP and stdio faces), mcp-proxy, supergateway and bare relays |
 //! | `scale` | one proxy with N servers: RSS, start-up, the aggregate tools/list, a restart storm |
+//! | `startup` | proxy start to a complete `tools/list` answer, N servers slow to start, with and without saved catalogs |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
 //!
@@ -37,6 +38,7 @@ mod recovery;
 mod relay;
 mod scale;
 mod sse_heal;
+mod startup;
 mod util;
 
 use std::path::PathBuf;
@@ -177,6 +179,19 @@ enum Bench {
         /// Write the first storm's recovery timeline as SVG here.
         #[arg(long)]
         svg: Option<PathBuf>,
+    },
+    /// Proxy start to a complete tools/list answer, with N servers slow to start, with and
+    /// without saved catalogs.
+    Startup {
+        /// How many servers.
+        #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..=200))]
+        servers: u32,
+        /// How long each server takes before it serves (`--startup-delay-ms` of the fault server).
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(0..=60_000))]
+        delay_ms: u64,
+        /// Measured starts of each kind (alternating).
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=200))]
+        runs: u32,
     },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
@@ -322,6 +337,18 @@ async fn main() -> ExitCode {
                 svg,
             };
             scale::run(&fault, opts).await
+        }
+        Bench::Startup {
+            servers,
+            delay_ms,
+            runs,
+        } => {
+            let opts = startup::Options {
+                servers,
+                delay_ms,
+                runs,
+            };
+            startup::run(&fault, opts).await
         }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };

@@ -311,8 +311,9 @@ impl ServerHandler for ProxyHandler {
         // Not registered as a peer here: a legacy client is registered once by `initialized`
         // (registering it again per list sent it one copy of every notification per list), and
         // a 2026-07-28 client gets its notifications on `subscriptions/listen` only.
-        // A client that lists right after starting us sees every server that comes up.
-        self.proxy.hub.wait_started(STARTUP_WAIT).await;
+        // A client that lists right after starting us sees every server that comes up (a
+        // server with a saved catalog has its list already).
+        self.proxy.hub.wait_listed(STARTUP_WAIT).await;
         let tools = self
             .proxy
             .hub

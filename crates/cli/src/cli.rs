@@ -48,6 +48,18 @@ pub struct FaceArgs {
     pub allow_origin: Vec<String>,
 }
 
+/// Where saved catalogs live (`serve`, `wrap`).
+#[derive(Clone, Debug, clap::Args)]
+pub struct CatalogArgs {
+    /// Keep saved catalogs (each server's last tool, prompt and resource lists, published at
+    /// once at the next start) in DIR instead of the user's cache directory.
+    #[arg(long, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
+    /// Neither save nor use catalogs: tools are listed only once their server is up.
+    #[arg(long, conflicts_with = "state_dir")]
+    pub no_catalog: bool,
+}
+
 /// Reconnect policy flags of `wrap`.
 #[derive(Clone, Debug, clap::Args)]
 pub struct PolicyArgs {
@@ -75,6 +87,13 @@ pub struct PolicyArgs {
     /// A tool that is safe to send again when its outcome is unknown (repeatable).
     #[arg(long, value_name = "TOOL")]
     pub retry_tool: Vec<String>,
+    /// Publish only the tools this glob pattern matches (repeatable; `tools.allow`).
+    #[arg(long, value_name = "PATTERN")]
+    pub allow_tool: Vec<String>,
+    /// Never publish the tools this glob pattern matches (repeatable; `tools.deny`, wins over
+    /// --allow-tool).
+    #[arg(long, value_name = "PATTERN")]
+    pub deny_tool: Vec<String>,
 }
 
 /// The flags of `adopt`.
@@ -111,6 +130,8 @@ pub enum Command {
         config: PathBuf,
         #[command(flatten)]
         faces: FaceArgs,
+        #[command(flatten)]
+        catalog: CatalogArgs,
     },
     /// Front one server, transparently: its tools keep their names.
     #[command(
@@ -139,9 +160,11 @@ pub enum Command {
         #[arg(long, requires = "url")]
         oauth: bool,
         #[command(flatten)]
-        policy: PolicyArgs,
+        policy: Box<PolicyArgs>,
         #[command(flatten)]
         faces: FaceArgs,
+        #[command(flatten)]
+        catalog: CatalogArgs,
         /// The server's command and arguments, after `--`.
         #[arg(last = true, value_name = "COMMAND")]
         command: Vec<String>,
@@ -153,12 +176,19 @@ pub enum Command {
     Adopt(AdoptArgs),
     /// Validate a config and print every problem.
     #[command(
-        after_help = "Example:\n  mcp-supervisor check --config examples/servers.json\n\nExit code 0 when valid, 2 with every problem listed otherwise."
+        after_help = "Examples:\n  mcp-supervisor check --config examples/servers.json\n  mcp-supervisor check --config examples/servers.json --list   # also start the servers and check their tool filters\n\nExit code 0 when valid, 2 with every problem listed otherwise. Warnings (--list) do not change it."
     )]
     Check {
         /// The `mcpServers` JSON file.
         #[arg(long, short)]
         config: PathBuf,
+        /// Also start every enabled server, list its tools, and warn about each `tools.allow` or
+        /// `tools.deny` pattern that matches nothing the server lists.
+        #[arg(long)]
+        list: bool,
+        /// With --list: how long to wait for the servers to be ready.
+        #[arg(long, default_value_t = 30_000, requires = "list")]
+        wait_ms: u64,
     },
     /// Ask a running proxy for the state of every server.
     #[command(

@@ -16,7 +16,17 @@ const USAGE: u8 = 2;
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
-        Command::Check { config } => check(&config),
+        Command::Check {
+            config,
+            list,
+            wait_ms,
+        } => {
+            let code = check(&config)?;
+            if list && code == ExitCode::SUCCESS {
+                check_filters(&config, wait_ms).await;
+            }
+            Ok(code)
+        }
         Command::Adopt(args) => Ok(crate::adopt::run(args)),
         Command::Status {
             url,
@@ -28,7 +38,11 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             url,
             auth_token_env,
         } => crate::control::reconnect(&url, &server, auth_token_env.as_deref()).await,
-        Command::Serve { config, faces } => {
+        Command::Serve {
+            config,
+            faces,
+            catalog,
+        } => {
             let loaded = match load(&config) {
                 Ok(loaded) => loaded,
                 Err(code) => return Ok(code),
@@ -38,6 +52,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Some(config),
                 crate::proxy::Mode::Aggregate,
                 faces_of(faces)?,
+                state_dir(catalog),
             )
             .await
         }
@@ -50,6 +65,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             oauth,
             policy,
             faces,
+            catalog,
             command,
         } => {
             let remote = match (url, sse) {
@@ -75,6 +91,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 None,
                 crate::proxy::Mode::Transparent,
                 faces_of(faces)?,
+                state_dir(catalog),
             )
             .await
         }
@@ -145,6 +162,51 @@ fn check(path: &Path) -> anyhow::Result<ExitCode> {
         println!("  {}: {}{enabled}", server.name, server.describe());
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// `check --list`: start the servers that have a tool filter, and warn about each pattern that
+/// matches nothing the server lists. A server that does not come up cannot be checked; that is
+/// said too. Warnings never change the exit code.
+async fn check_filters(path: &Path, wait_ms: u64) {
+    let Ok(config) = load(path) else { return };
+    let mut filtered = config.clone();
+    filtered.servers.retain(|s| s.enabled && !s.tools.is_open());
+    if filtered.servers.is_empty() {
+        println!("no enabled server has a tool filter: nothing to list");
+        return;
+    }
+    let hub = Hub::start(filtered.clone());
+    let pending = hub.wait_ready(Duration::from_millis(wait_ms)).await;
+    for server in &filtered.servers {
+        if pending.contains(&server.name) {
+            println!(
+                "warning: mcpServers.{}.tools: cannot check the patterns, the server did not list its tools within {wait_ms} ms",
+                server.name
+            );
+            continue;
+        }
+        let listed = hub.registry().listed(&server.name);
+        let names: Vec<&str> = listed.iter().map(String::as_str).collect();
+        let unmatched = server.tools.unmatched(&names);
+        for (list, index, pattern) in &unmatched {
+            println!(
+                "warning: mcpServers.{}.tools.{}[{index}] {pattern:?} matches no tool the server lists ({} listed: {})",
+                server.name,
+                list.key(),
+                names.len(),
+                names.join(", ")
+            );
+        }
+        if unmatched.is_empty() {
+            println!(
+                "  {}: every tool filter pattern matches a listed tool ({} of {} published)",
+                server.name,
+                hub.registry().count(&server.name),
+                names.len()
+            );
+        }
+    }
+    hub.stop().await;
 }
 
 async fn start(path: &Path, wait_ms: u64) -> Result<Hub, ExitCode> {
@@ -250,6 +312,23 @@ async fn call(
     }
 }
 
+/// Where catalogs are saved: `--state-dir`, else the user's cache directory; none with
+/// `--no-catalog` or when there is no home to find a cache directory in.
+fn state_dir(args: crate::cli::CatalogArgs) -> Option<std::path::PathBuf> {
+    if args.no_catalog {
+        return None;
+    }
+    let dir = args
+        .state_dir
+        .or_else(mcp_supervisor::catalog::CatalogStore::default_dir);
+    if dir.is_none() {
+        tracing::warn!(
+            "no cache directory (neither XDG_CACHE_HOME nor HOME is set): catalogs are not saved; pass --state-dir DIR to keep them"
+        );
+    }
+    dir
+}
+
 fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
     let token = match &args.auth_token_env {
         Some(var) => match std::env::var(var) {
@@ -346,6 +425,12 @@ fn wrap_config(
         "connectTimeoutMs": policy.connect_timeout_ms,
         "retryTools": policy.retry_tool,
     });
+    if !policy.allow_tool.is_empty() {
+        server["tools"]["allow"] = policy.allow_tool.clone().into();
+    }
+    if !policy.deny_tool.is_empty() {
+        server["tools"]["deny"] = policy.deny_tool.clone().into();
+    }
     match &transport {
         TransportConfig::Http { url, .. } => server["url"] = url.clone().into(),
         TransportConfig::Sse { url, .. } => {

@@ -108,7 +108,11 @@ pub fn table(value: &Value) -> String {
             field("generation"),
             format!("{}/{}", field("attempts"), field("maxAttempts")),
             field("restarts"),
-            field("tools"),
+            if field("toolList") == "cache" {
+                format!("{} (saved)", field("tools"))
+            } else {
+                field("tools")
+            },
             uptime,
             error,
         ]);

@@ -439,6 +439,12 @@ impl Proxy {
                 return Err(RpcError::new(-32603, "wrap fronts exactly one server"));
             };
             self.hub.set_handshake(params.to_owned().into());
+            // A saved answer to the same request: the client goes on at once, while the server
+            // starts (its own answer is saved again for the next time).
+            if let Some(saved) = self.hub.cached_handshake(server, &init.protocol_version) {
+                return Ok(RawValue::from_string(saved.get().to_string())
+                    .unwrap_or_else(|_| raw_json("{}")));
+            }
             let mut watch = self
                 .hub
                 .watch(server)
@@ -504,7 +510,8 @@ impl Proxy {
     /// The aggregate tool list, from the registry: every definition whole, under its public
     /// name. A client that lists right after starting us sees every server that comes up.
     async fn list_tools(&self) -> Result<Box<RawValue>, RpcError> {
-        self.hub.wait_started(STARTUP_WAIT).await;
+        // A server still starting with a saved catalog has its list already: no wait for it.
+        self.hub.wait_listed(STARTUP_WAIT).await;
         let tools = self.hub.tools();
         let mut text = String::with_capacity(
             16 + tools
@@ -571,7 +578,14 @@ impl Proxy {
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
         match self.hub.servers().as_slice() {
-            [server] => self.send(server, method, params, args).await,
+            [server] => {
+                // A first page while the server starts on its saved catalog comes from it.
+                let first_page = params.is_none_or(|p| member_str(p, "cursor").is_none());
+                if first_page && let Some(page) = self.hub.cached_page(server, method) {
+                    return Ok(page);
+                }
+                self.send(server, method, params, args).await
+            }
             _ => Err(RpcError::new(-32603, "wrap fronts exactly one server")),
         }
     }

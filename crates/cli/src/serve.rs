@@ -38,7 +38,11 @@ pub async fn run(
     config_path: Option<PathBuf>,
     mode: Mode,
     faces: Faces,
+    state_dir: Option<PathBuf>,
 ) -> anyhow::Result<ExitCode> {
+    if let Some(dir) = &state_dir {
+        tracing::debug!("saved catalogs in {}", dir.display());
+    }
     let naming = config.naming.clone();
     // Servers' requests that no client's call caused go to the only client.
     let unrelated = Unrelated::new();
@@ -49,6 +53,7 @@ pub async fn run(
             Mode::Transparent => None,
             Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
         },
+        state_dir,
         trace: crate::telemetry::context(),
     };
     let hub = Arc::new(Hub::start_with_options(config, options));

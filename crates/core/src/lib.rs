@@ -6,6 +6,7 @@
 
 pub mod classify;
 pub mod config;
+pub mod filter;
 pub mod headers;
 pub mod naming;
 pub mod policy;

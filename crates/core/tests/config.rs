@@ -799,7 +799,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools)",
             ],
         ),
         (
@@ -1121,6 +1121,74 @@ fn config_errors_display_one_problem_per_line() {
          mcpServers.b needs either \"command\" (stdio) or \"url\" (streamable HTTP)"
     );
     assert_eq!(err.to_string().lines().count(), err.problems.len());
+}
+
+// === tools: { allow, deny } ===
+
+#[test]
+fn tool_filters_are_read_with_allow_and_deny() {
+    let s = server(
+        r#"{ "command": "x", "tools": { "allow": ["read_*", "list_dir"], "deny": ["*_secret"] } }"#,
+    );
+    assert!(s.tools.allows("read_file"));
+    assert!(s.tools.allows("list_dir"));
+    assert!(!s.tools.allows("write_file"), "not allowed");
+    assert!(!s.tools.allows("read_secret"), "deny wins");
+    let s = server(r#"{ "command": "x", "tools": { "deny": ["delete_*"] } }"#);
+    assert!(s.tools.allows("write_file") && !s.tools.allows("delete_file"));
+    let s = server(r#"{ "command": "x" }"#);
+    assert!(s.tools.is_open(), "no filter: every tool");
+    let s = server(r#"{ "command": "x", "tools": {} }"#);
+    assert!(s.tools.is_open(), "an empty block: every tool");
+}
+
+#[test]
+fn bad_tool_filters_are_named_by_their_path() {
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "tools": ["a"] }"#,
+            &["mcpServers.s.tools must be an object (got an array)"],
+        ),
+        (
+            r#"{ "command": "x", "tools": { "allow": "read_*" } }"#,
+            &[
+                "mcpServers.s.tools.allow must be an array of glob patterns on upstream tool names, like [\"read_*\"] (got a string)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "tools": { "allow": ["ok", "[unclosed", 3, ""] } }"#,
+            &[
+                "mcpServers.s.tools.allow[1] is not a valid glob pattern: unclosed character class; missing ']'",
+                "mcpServers.s.tools.allow[2] must be a glob pattern (got a number)",
+                "mcpServers.s.tools.allow[3] must be a glob pattern (got an empty string)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "tools": { "deny": ["{a,b"] } }"#,
+            &[
+                "mcpServers.s.tools.deny[0] is not a valid glob pattern: unclosed alternate group; missing '}' (maybe escape '{' with '[{]'?)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "tools": { "allow": [] } }"#,
+            &[
+                "mcpServers.s.tools.allow must list at least one pattern (an empty list would publish no tool); leave \"allow\" out to publish every tool",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "tools": { "alow": ["a"] } }"#,
+            &["mcpServers.s.tools.alow is not a known key (known: allow, deny)"],
+        ),
+    ]);
+}
+
+#[test]
+fn a_changed_tool_filter_is_a_changed_server() {
+    let a = server(r#"{ "command": "x", "tools": { "deny": ["a"] } }"#);
+    let b = server(r#"{ "command": "x", "tools": { "deny": ["b"] } }"#);
+    let c = server(r#"{ "command": "x", "tools": { "deny": ["a"] } }"#);
+    assert_ne!(a, b);
+    assert_eq!(a, c);
 }
 
 // === The oauth block ===

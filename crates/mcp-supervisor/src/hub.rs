@@ -17,11 +17,12 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
+use crate::catalog::CatalogStore;
 use crate::error::{CallError, Error};
 use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
 use crate::registry::{PublishedTool, Registry, Route};
 use crate::routes::Routes;
-use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle};
+use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle, ToolList};
 use crate::upstream::ServerConnector;
 
 /// Builds the connector for a server; tests swap in a fake.
@@ -69,6 +70,9 @@ pub struct HubOptions {
     /// The `initialize` params every server is opened with. `None`: the servers' processes start
     /// at once, but their handshakes wait until [`Hub::set_handshake`] gives the client's own.
     pub handshake: Option<Arc<RawValue>>,
+    /// Where servers' catalogs are saved after each successful list and published from at the
+    /// next start ([`crate::catalog`]). `None`: no catalog.
+    pub state_dir: Option<std::path::PathBuf>,
     /// Links each request's span (`mcp.call`, see [`crate::trace`]) to a trace and gives the
     /// `traceparent` carried upstream in the request's `_meta`. `None`: none is sent.
     pub trace: Option<Arc<dyn crate::trace::TraceContext>>,
@@ -124,6 +128,7 @@ impl HubOptions {
         Self {
             client,
             handshake: Some(default_handshake(capabilities)),
+            state_dir: None,
             trace: None,
         }
     }
@@ -134,6 +139,7 @@ impl Default for HubOptions {
         Self {
             client: Arc::new(Refuse),
             handshake: Some(default_handshake(&serde_json::json!({}))),
+            state_dir: None,
             trace: None,
         }
     }
@@ -180,6 +186,9 @@ pub struct ServerStatus {
     pub pid: Option<u32>,
     /// Whether the config enables it (a disabled server is listed, `stopped`).
     pub enabled: bool,
+    /// Where the published tools come from: `cache` (the saved catalog, until the server lists
+    /// its own), `live`, or `none`.
+    pub tool_list: ToolList,
 }
 
 /// Something that happened in the hub.
@@ -221,6 +230,7 @@ pub struct Hub {
     notifications: broadcast::Sender<ServerEvent>,
     factory: ConnectorFactory,
     handshake: watch::Sender<Option<Arc<RawValue>>>,
+    catalog: Option<Arc<CatalogStore>>,
     trace: Option<Arc<dyn crate::trace::TraceContext>>,
     background: Vec<JoinHandle<()>>,
 }
@@ -266,12 +276,31 @@ impl Hub {
         let factory: ConnectorFactory = Arc::new(move |server: &ServerConfig| {
             Arc::new(ServerConnector::new(server.clone(), client.clone())) as Arc<dyn Connector>
         });
-        Self::build(config, factory, options.handshake, options.trace)
+        let catalog = options
+            .state_dir
+            .map(|dir| Arc::new(CatalogStore::new(dir)));
+        Self::build(config, factory, options.handshake, options.trace, catalog)
     }
 
     /// Start with a connector of the caller's (tests use a scripted fake).
     pub fn start_with(config: Config, factory: ConnectorFactory) -> Self {
-        Self::build(config, factory, HubOptions::default().handshake, None)
+        Self::build(config, factory, HubOptions::default().handshake, None, None)
+    }
+
+    /// Start with a connector of the caller's and catalogs saved under `state_dir`.
+    pub fn start_with_catalog(
+        config: Config,
+        factory: ConnectorFactory,
+        state_dir: std::path::PathBuf,
+    ) -> Self {
+        let catalog = Some(Arc::new(CatalogStore::new(state_dir)));
+        Self::build(
+            config,
+            factory,
+            HubOptions::default().handshake,
+            None,
+            catalog,
+        )
     }
 
     fn build(
@@ -279,6 +308,7 @@ impl Hub {
         factory: ConnectorFactory,
         handshake: Option<Arc<RawValue>>,
         trace: Option<Arc<dyn crate::trace::TraceContext>>,
+        catalog: Option<Arc<CatalogStore>>,
     ) -> Self {
         let (handshake, _) = watch::channel(handshake);
         let names = config.servers.iter().map(|s| s.name.clone()).collect();
@@ -323,6 +353,7 @@ impl Hub {
             notifications,
             factory,
             handshake,
+            catalog,
             trace,
             background,
         };
@@ -340,6 +371,8 @@ impl Hub {
 
     fn spawn_server(&self, server: ServerConfig) {
         let name = server.name.clone();
+        // The filter is in place before the supervisor can publish anything.
+        self.registry.set_filter(&name, server.tools.clone());
         let connector = (self.factory)(&server);
         let seed = jitter_seed(&name);
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -350,6 +383,7 @@ impl Hub {
             self.notifications.clone(),
             self.handshake.subscribe(),
             Box::new(move || rng.f64()),
+            self.catalog.clone(),
         );
         let forwarder = {
             let mut watch = handle.watch();
@@ -632,6 +666,10 @@ impl Hub {
             // A tool the registry does not hold (yet): its annotations are unknown here, so
             // only retryTools can make it safe to repeat.
             if let Some(name) = params.and_then(tool_name) {
+                // A tool the server's filter hides is unknown here: the call never reaches it.
+                if self.registry.is_filtered(server, &name) {
+                    return Err(CallError::UnknownTool { name });
+                }
                 if let Some(tool) = self
                     .registry
                     .tools()
@@ -666,6 +704,13 @@ impl Hub {
         field: &str,
         args: &CallArgs,
     ) -> Vec<serde_json::Value> {
+        // A server still on its saved catalog answers from it at once.
+        if let Some(saved) = self.handle(server).and_then(|h| h.cached_list(method)) {
+            return saved
+                .iter()
+                .filter_map(|item| serde_json::from_str(item.get()).ok())
+                .collect();
+        }
         let mut items = Vec::new();
         let mut cursor: Option<String> = None;
         for _ in 0..1000 {
@@ -742,6 +787,7 @@ impl Hub {
                             }),
                             pid: s.pid(),
                             enabled: true,
+                            tool_list: s.tool_list,
                         }
                     }
                     None => ServerStatus {
@@ -756,6 +802,7 @@ impl Hub {
                         uptime_ms: None,
                         pid: None,
                         enabled: server.enabled,
+                        tool_list: ToolList::None,
                     },
                 }
             })
@@ -804,6 +851,45 @@ impl Hub {
     pub async fn wait_started(&self, timeout: Duration) {
         self.wait_all(timeout, |s| s.state != ServerState::Connecting)
             .await;
+    }
+
+    /// Wait until every server has a tool list to show: it is past its first attempt, or it
+    /// published its saved catalog (bounded by `timeout`). A client's first tools/list waits
+    /// for this: with saved catalogs, it answers at once.
+    pub async fn wait_listed(&self, timeout: Duration) {
+        self.wait_all(timeout, |s| {
+            s.state != ServerState::Connecting || s.tool_list == ToolList::Cache
+        })
+        .await;
+    }
+
+    /// The first page of a list (`prompts/list`, `resources/list`, `resources/templates/list`)
+    /// from a server's saved catalog, as a result, while its published list is still the saved
+    /// one (`wrap` answers from it at once).
+    pub fn cached_page(&self, server: &str, method: &str) -> Option<Box<RawValue>> {
+        let field = match method {
+            "prompts/list" => "prompts",
+            "resources/list" => "resources",
+            "resources/templates/list" => "resourceTemplates",
+            _ => return None,
+        };
+        let items = self.handle(server)?.cached_list(method)?;
+        let mut text = format!("{{\"{field}\":[");
+        for (i, item) in items.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(item.get());
+        }
+        text.push_str("]}");
+        RawValue::from_string(text).ok()
+    }
+
+    /// A server's saved `initialize` answer to a request of `protocol_version`, while its
+    /// published list is still the saved one (`wrap` answers a client from it at once).
+    pub fn cached_handshake(&self, server: &str, protocol_version: &str) -> Option<Arc<RawValue>> {
+        self.handle(server)
+            .and_then(|h| h.cached_handshake(protocol_version))
     }
 
     /// Wait until every running server's snapshot satisfies `done`, at most `timeout` in all.

@@ -49,6 +49,7 @@
 #![deny(missing_docs)]
 
 pub mod auth;
+pub mod catalog;
 pub mod error;
 pub mod hub;
 pub mod link;
@@ -63,4 +64,4 @@ pub use hub::{CallArgs, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};
 pub use link::{Downstream, Refuse, RpcError};
 pub use mcp_supervisor_core as core;
 pub use registry::{PublishedTool, UpstreamTool};
-pub use supervisor::{Phase, ServerState, Snapshot};
+pub use supervisor::{Phase, ServerState, Snapshot, ToolList};

@@ -188,14 +188,18 @@ pub(crate) async fn list_tools(
     link: &dyn Link,
     timeout: Duration,
 ) -> Result<Vec<Box<RawValue>>, Failure> {
-    #[derive(Deserialize)]
-    struct Page {
-        #[serde(default)]
-        tools: Vec<Box<RawValue>>,
-        #[serde(rename = "nextCursor", default)]
-        next_cursor: Option<String>,
-    }
-    let mut tools = Vec::new();
+    list_items(link, "tools/list", "tools", timeout).await
+}
+
+/// Every item of one list (`tools/list`, `prompts/list`, ...) under `field`, as JSON text each:
+/// every page, each page bounded by `timeout`.
+pub(crate) async fn list_items(
+    link: &dyn Link,
+    method: &str,
+    field: &str,
+    timeout: Duration,
+) -> Result<Vec<Box<RawValue>>, Failure> {
+    let mut items = Vec::new();
     let mut cursor: Option<String> = None;
     // Bounded: a server that keeps handing out cursors cannot keep us here forever.
     for _ in 0..10_000 {
@@ -207,17 +211,26 @@ pub(crate) async fn list_tools(
             None => empty_object(),
         };
         let opts = CallOptions::new(timeout);
-        let page = link.request("tools/list", Some(&params), opts).await?;
-        let page: Page =
+        let page = link.request(method, Some(&params), opts).await?;
+        let mut page: std::collections::HashMap<String, Box<RawValue>> =
             serde_json::from_str(page.get()).map_err(|_| Failure::UnexpectedResponse)?;
-        tools.extend(page.tools);
-        match page.next_cursor {
+        if let Some(list) = page.remove(field) {
+            let list: Vec<Box<RawValue>> =
+                serde_json::from_str(list.get()).map_err(|_| Failure::UnexpectedResponse)?;
+            items.extend(list);
+        }
+        let next = page.remove("nextCursor").and_then(|c| {
+            serde_json::from_str::<Option<String>>(c.get())
+                .ok()
+                .flatten()
+        });
+        match next {
             Some(next) if !next.is_empty() => cursor = Some(next),
-            _ => return Ok(tools),
+            _ => return Ok(items),
         }
     }
     Err(Failure::TransportError {
-        message: "tools/list returned more than 10000 pages".into(),
+        message: format!("{method} returned more than 10000 pages"),
         connection_closed: false,
     })
 }

@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 
 use mcp_supervisor_core::classify::ToolSafety;
+use mcp_supervisor_core::filter::ToolFilter;
 use mcp_supervisor_core::headers::{self, ParamHeader};
 use mcp_supervisor_core::naming::{self, NamingConfig};
 use serde::Deserialize;
@@ -132,8 +133,11 @@ impl PublishedTool {
 
 struct Inner {
     naming: NamingConfig,
-    /// Server names in config order, each with its upstream tools as last published.
+    /// Server names in config order, each with its upstream tools as last published (before
+    /// its filter).
     servers: Vec<(String, Vec<UpstreamTool>)>,
+    /// Each server's tool filter (`tools: { allow, deny }`); a server without one publishes all.
+    filters: HashMap<String, ToolFilter>,
     published: Arc<Vec<PublishedTool>>,
     by_name: HashMap<String, usize>,
     warnings: Vec<String>,
@@ -153,6 +157,7 @@ impl Registry {
             inner: Mutex::new(Inner {
                 naming,
                 servers: servers.into_iter().map(|s| (s, Vec::new())).collect(),
+                filters: HashMap::new(),
                 published: Arc::new(Vec::new()),
                 by_name: HashMap::new(),
                 warnings: Vec::new(),
@@ -179,6 +184,35 @@ impl Registry {
         self.rebuild(&mut inner)
     }
 
+    /// Set `server`'s tool filter: a tool it does not allow is never published, so it is not
+    /// listed and a call to it is an unknown tool. Returns whether the aggregate changed.
+    pub fn set_filter(&self, server: &str, filter: ToolFilter) -> bool {
+        let mut inner = self.lock();
+        if inner.filters.get(server) == Some(&filter) {
+            return false;
+        }
+        inner.filters.insert(server.to_string(), filter);
+        self.rebuild(&mut inner)
+    }
+
+    /// Whether `server`'s filter hides a tool of this upstream name.
+    pub fn is_filtered(&self, server: &str, upstream_name: &str) -> bool {
+        self.lock()
+            .filters
+            .get(server)
+            .is_some_and(|f| !f.allows(upstream_name))
+    }
+
+    /// The upstream names `server` listed last, filtered or not (for `check`).
+    pub fn listed(&self, server: &str) -> Vec<String> {
+        self.lock()
+            .servers
+            .iter()
+            .find(|(s, _)| s == server)
+            .map(|(_, tools)| tools.iter().map(|t| t.name.clone()).collect())
+            .unwrap_or_default()
+    }
+
     /// Withdraw every tool of `server`.
     pub(crate) fn withdraw(&self, server: &str) -> bool {
         self.publish(server, Vec::new())
@@ -197,18 +231,33 @@ impl Registry {
                 (s, tools)
             })
             .collect();
+        let Inner {
+            servers, filters, ..
+        } = &mut *inner;
+        filters.retain(|name, _| servers.iter().any(|(s, _)| s == name));
         self.rebuild(&mut inner)
     }
 
     fn rebuild(&self, inner: &mut Inner) -> bool {
-        let input: Vec<(&str, Vec<&str>)> = inner
+        let open = ToolFilter::default();
+        let kept: Vec<(&str, Vec<&UpstreamTool>)> = inner
             .servers
             .iter()
-            .map(|(s, tools)| (s.as_str(), tools.iter().map(|t| t.name.as_str()).collect()))
+            .map(|(s, tools)| {
+                let filter = inner.filters.get(s).unwrap_or(&open);
+                (
+                    s.as_str(),
+                    tools.iter().filter(|t| filter.allows(&t.name)).collect(),
+                )
+            })
+            .collect();
+        let input: Vec<(&str, Vec<&str>)> = kept
+            .iter()
+            .map(|(s, tools)| (*s, tools.iter().map(|t| t.name.as_str()).collect()))
             .collect();
         let (names, warnings) = naming::assign(&inner.naming, &input);
         let mut published = Vec::new();
-        for ((server, tools), names) in inner.servers.iter().zip(names) {
+        for ((server, tools), names) in kept.iter().zip(names) {
             for (tool, public) in tools.iter().zip(names) {
                 let definition = if public == tool.name {
                     tool.definition.clone()
@@ -224,7 +273,7 @@ impl Registry {
                 };
                 published.push(PublishedTool {
                     public_name: public,
-                    server: server.clone(),
+                    server: server.to_string(),
                     upstream_name: tool.name.clone(),
                     definition,
                     safety: tool.safety,
@@ -304,10 +353,10 @@ impl Registry {
     /// How many tools `server` has published.
     pub fn count(&self, server: &str) -> usize {
         self.lock()
-            .servers
+            .published
             .iter()
-            .find(|(s, _)| s == server)
-            .map_or(0, |(_, t)| t.len())
+            .filter(|t| t.server == server)
+            .count()
     }
 
     /// A counter that moves each time the aggregate changes.
@@ -380,6 +429,46 @@ mod tests {
         let registry = Registry::new(prefixed(), vec!["a".into()]);
         assert!(!registry.publish("ghost", vec![tool("x")]));
         assert!(registry.tools().is_empty());
+    }
+
+    #[test]
+    fn a_filtered_tool_is_neither_listed_nor_routed() {
+        let registry = Registry::new(prefixed(), vec!["a".into(), "b".into()]);
+        let own = |l: &[&str]| l.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let filter = ToolFilter::new(Some(&own(&["read_*", "list"])), &own(&["read_secret"]))
+            .expect("valid patterns");
+        assert!(
+            !registry.set_filter("a", filter.clone()),
+            "nothing published yet"
+        );
+        assert!(registry.publish(
+            "a",
+            vec![
+                tool("read_file"),
+                tool("read_secret"),
+                tool("write"),
+                tool("list")
+            ]
+        ));
+        registry.publish("b", vec![tool("write")]);
+        let names: Vec<_> = registry
+            .tools()
+            .iter()
+            .map(|t| t.public_name.clone())
+            .collect();
+        assert_eq!(names, ["a__read_file", "a__list", "b__write"]);
+        assert_eq!(registry.count("a"), 2);
+        assert!(registry.route("a__write").is_none());
+        assert!(registry.route("a__read_secret").is_none());
+        assert!(registry.is_filtered("a", "write") && !registry.is_filtered("b", "write"));
+        assert_eq!(
+            registry.listed("a"),
+            ["read_file", "read_secret", "write", "list"]
+        );
+        assert!(!registry.set_filter("a", filter), "the same filter again");
+        // Opening the filter publishes what it hid.
+        assert!(registry.set_filter("a", ToolFilter::default()));
+        assert_eq!(registry.count("a"), 4);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use super::{
     Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TOOL_CALL_TIMEOUT, Problem, Secret, ServerConfig,
     TransportConfig,
 };
+use crate::filter::ToolFilter;
 use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
@@ -66,8 +67,18 @@ fn build_server(
         retry_tools: raw.retry_tools.value().cloned().unwrap_or_default(),
         enabled: raw.enabled.value().copied().unwrap_or(true),
         protocol_version: raw.protocol_version.value().cloned(),
+        tools: tool_filter(raw),
         oauth: raw.oauth.value().cloned(),
     })
+}
+
+/// The server's tool filter; its patterns were checked in stage 1 (a bad one failed the config).
+fn tool_filter(raw: &RawServer) -> ToolFilter {
+    let Some(tools) = raw.tools.value() else {
+        return ToolFilter::default();
+    };
+    let deny = tools.deny.value().cloned().unwrap_or_default();
+    ToolFilter::new(tools.allow.value().map(Vec::as_slice), &deny).unwrap_or_default()
 }
 
 // === Tuning: defaults merged field by field ===

@@ -14,6 +14,7 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::filter::ToolFilter;
 use crate::naming::NamingConfig;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
@@ -58,6 +59,8 @@ pub struct ServerConfig {
     /// `2026-07-28` speaks the stateless era, falling back to the handshake when the server
     /// does not.
     pub protocol_version: Option<String>,
+    /// Which upstream tools are published (`tools: { allow, deny }`); open by default.
+    pub tools: ToolFilter,
     /// How tokens are obtained for a protected HTTP server (`oauth`); `None`: no OAuth.
     pub oauth: Option<OAuthConfig>,
 }
@@ -98,6 +101,7 @@ impl ServerConfig {
             retry_tools: Vec::new(),
             enabled: true,
             protocol_version: None,
+            tools: ToolFilter::default(),
             oauth: None,
         }
     }

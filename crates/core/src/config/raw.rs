@@ -33,7 +33,9 @@ const SERVER_KEYS: &[&str] = &[
     "enabled",
     "protocolVersion",
     "oauth",
+    "tools",
 ];
+const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
 pub const PROTOCOL_VERSIONS: &[&str] = &[
     "2026-07-28",
@@ -145,6 +147,14 @@ pub(crate) struct RawServer {
     pub(crate) protocol_version: Given<String>,
     /// The `oauth` block, read whole (`Invalid` when it had a problem).
     pub(crate) oauth: Given<super::OAuthConfig>,
+    pub(crate) tools: Given<RawTools>,
+}
+
+/// A server's `tools` block: glob patterns, each already checked.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct RawTools {
+    pub(crate) allow: Given<Vec<String>>,
+    pub(crate) deny: Given<Vec<String>>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -315,6 +325,9 @@ impl Walker<'_> {
         if let Some(v) = fields.get("protocolVersion") {
             raw.protocol_version = self.protocol_version(&at("protocolVersion"), v);
         }
+        if let Some(v) = fields.get("tools") {
+            raw.tools = self.tool_filter(&at("tools"), v);
+        }
         if let Some(v) = fields.get("oauth") {
             raw.oauth = match super::oauth::walk(&at("oauth"), v, self.problems) {
                 Some(oauth) => Given::Value(oauth),
@@ -322,6 +335,64 @@ impl Walker<'_> {
             };
         }
         raw
+    }
+
+    /// `tools: { "allow": [..], "deny": [..] }`: each pattern a valid glob.
+    fn tool_filter(&mut self, path: &str, value: &Json) -> Given<RawTools> {
+        let Some(fields) = self.object(path, value, Some(TOOLS_KEYS)) else {
+            return Given::Invalid;
+        };
+        let mut raw = RawTools::default();
+        for (key, slot) in [("allow", &mut raw.allow), ("deny", &mut raw.deny)] {
+            if let Some(v) = fields.get(key) {
+                *slot = self.patterns(&child(path, key), v);
+            }
+        }
+        if matches!(&raw.allow, Given::Value(a) if a.is_empty()) {
+            self.problem(
+                &child(path, "allow"),
+                "must list at least one pattern (an empty list would publish no tool); leave \"allow\" out to publish every tool",
+            );
+            raw.allow = Given::Invalid;
+        }
+        if raw.allow.is_invalid() || raw.deny.is_invalid() {
+            return Given::Invalid;
+        }
+        Given::Value(raw)
+    }
+
+    fn patterns(&mut self, path: &str, value: &Json) -> Given<Vec<String>> {
+        let Json::Array(items) = value else {
+            self.problem(
+                path,
+                format!(
+                    "must be an array of glob patterns on upstream tool names, like [\"read_*\"] (got {})",
+                    value.kind()
+                ),
+            );
+            return Given::Invalid;
+        };
+        let mut patterns = Vec::with_capacity(items.len());
+        let mut ok = true;
+        for (i, item) in items.iter().enumerate() {
+            let why = match item {
+                Json::String(s) => match crate::filter::check_pattern(s) {
+                    Ok(()) => {
+                        patterns.push(s.clone());
+                        continue;
+                    }
+                    Err(why) => why,
+                },
+                other => format!("must be a glob pattern (got {})", other.kind()),
+            };
+            self.problem(&index(path, i), why);
+            ok = false;
+        }
+        if ok {
+            Given::Value(patterns)
+        } else {
+            Given::Invalid
+        }
     }
 
     fn protocol_version(&mut self, path: &str, value: &Json) -> Given<String> {

@@ -18,6 +18,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{Mutex as AsyncMutex, broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
+use crate::catalog::{Catalog, CatalogStore, SavedHandshake};
 use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
 use crate::registry::{Registry, UpstreamTool};
 
@@ -84,6 +85,19 @@ impl std::fmt::Display for ServerState {
     }
 }
 
+/// Where a server's published list comes from (`/status` shows it).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ToolList {
+    /// Nothing is published.
+    #[default]
+    None,
+    /// The saved catalog, published at start until the server lists its own.
+    Cache,
+    /// The server's own list.
+    Live,
+}
+
 /// What a server is doing, with the data that belongs to it: one value, so a reader never
 /// decodes a combination of flags.
 #[derive(Clone)]
@@ -131,6 +145,8 @@ pub struct Snapshot {
     pub last_error: Option<String>,
     /// What it is doing, with that phase's data.
     pub phase: Phase,
+    /// Where the published tools come from: the saved catalog until the first live list.
+    pub tool_list: ToolList,
 }
 
 impl Snapshot {
@@ -205,6 +221,7 @@ impl std::fmt::Debug for Snapshot {
             .field("restarts", &self.restarts)
             .field("last_error", &self.last_error)
             .field("phase", &self.phase)
+            .field("tool_list", &self.tool_list)
             .finish()
     }
 }
@@ -249,6 +266,9 @@ struct Shared {
     in_flight: AtomicUsize,
     /// Timed-out calls and missed probes in a row; any sign of life resets it.
     misses: AtomicU32,
+    /// The catalog saved by an earlier run, as loaded at start; served only while the published
+    /// list is still the cached one.
+    saved: Option<Arc<Catalog>>,
 }
 
 /// The way to talk to one supervisor.
@@ -270,8 +290,20 @@ impl SupervisorHandle {
         notifications: broadcast::Sender<ServerEvent>,
         handshake: Handshake,
         jitter: Box<dyn FnMut() -> f64 + Send + Sync>,
+        catalog: Option<Arc<CatalogStore>>,
     ) -> (Self, tokio::task::JoinHandle<()>) {
         let name: Arc<str> = config.name.as_str().into();
+        // A saved catalog is published now, before the first attempt: the server stays
+        // `connecting`, and its tools are listed at once.
+        let saved = catalog.as_ref().and_then(|store| store.load(&config));
+        let mut tool_list = ToolList::None;
+        if let Some(saved) = &saved {
+            registry.publish(&config.name, parse_tools(&saved.tools, &config.name));
+            tool_list = ToolList::Cache;
+            tracing::info!(server = %name, tools = saved.tools.len(), "published the saved catalog; the server's own list replaces it when it is ready");
+        }
+        let writer =
+            catalog.map(|store| CatalogWriter::start(store, config.clone(), saved.clone()));
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (synced_tx, synced_rx) = mpsc::unbounded_channel();
@@ -284,11 +316,13 @@ impl SupervisorHandle {
             restarts: 0,
             last_error: None,
             phase: Phase::Attempting,
+            tool_list,
         });
         let shared = Arc::new(Shared {
             config: config.clone(),
             in_flight: AtomicUsize::new(0),
             misses: AtomicU32::new(0),
+            saved: saved.map(Arc::new),
         });
         let auth = connector.auth_status();
         let supervisor = Supervisor {
@@ -312,6 +346,7 @@ impl SupervisorHandle {
             shared: shared.clone(),
             generation: 0,
             stop_reply: Vec::new(),
+            catalog: writer,
         };
         let join = tokio::spawn(supervisor.run());
         let handle = Self {
@@ -344,6 +379,29 @@ impl SupervisorHandle {
         if let Some(link) = link {
             link.notify(method, params);
         }
+    }
+
+    /// The saved catalog's items of a list method (`prompts/list`, ...), while the published
+    /// list is still the cached one; `None` otherwise, or when the catalog does not know it.
+    pub fn cached_list(&self, method: &str) -> Option<Vec<Box<RawValue>>> {
+        if self.snapshot.borrow().tool_list != ToolList::Cache {
+            return None;
+        }
+        self.shared
+            .saved
+            .as_ref()
+            .and_then(|c| c.list(method))
+            .map(<[_]>::to_vec)
+    }
+
+    /// The server's saved `initialize` answer, asked with `protocol_version`, while the published
+    /// list is still the cached one.
+    pub fn cached_handshake(&self, protocol_version: &str) -> Option<Arc<RawValue>> {
+        if self.snapshot.borrow().tool_list != ToolList::Cache {
+            return None;
+        }
+        let saved = self.shared.saved.as_ref()?.initialize.as_ref()?;
+        (saved.asked == protocol_version).then(|| Arc::from(saved.result.clone()))
     }
 
     /// A watch of the snapshot, for waiting on state changes.
@@ -447,6 +505,65 @@ struct Supervisor {
     stop_reply: Vec<oneshot::Sender<()>>,
     /// For a server with OAuth: `Some(why)` while it needs a login.
     auth: Option<watch::Receiver<Option<String>>>,
+    /// Saves the catalog after each successful list; `None`: no state directory.
+    catalog: Option<CatalogWriter>,
+}
+
+/// Keeps one server's catalog on disk: the lists as last seen, written one save at a time, in
+/// order, off the async threads.
+struct CatalogWriter {
+    current: Arc<std::sync::Mutex<Catalog>>,
+    tx: mpsc::UnboundedSender<Catalog>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl CatalogWriter {
+    fn start(store: Arc<CatalogStore>, config: ServerConfig, saved: Option<Catalog>) -> Self {
+        let (tx, mut rx) = mpsc::unbounded_channel::<Catalog>();
+        let task = tokio::spawn(async move {
+            while let Some(mut catalog) = rx.recv().await {
+                // Only the newest of a burst is worth writing.
+                while let Ok(newer) = rx.try_recv() {
+                    catalog = newer;
+                }
+                let (store, config) = (store.clone(), config.clone());
+                let name = config.name.clone();
+                let saved =
+                    tokio::task::spawn_blocking(move || store.save(&config, &catalog)).await;
+                match saved {
+                    Ok(Ok(())) => tracing::debug!(server = %name, "catalog saved"),
+                    Ok(Err(why)) => {
+                        tracing::warn!(server = %name, "the catalog was not saved: {why}")
+                    }
+                    Err(e) => tracing::warn!(server = %name, "the catalog was not saved: {e}"),
+                }
+            }
+        });
+        Self {
+            current: Arc::new(std::sync::Mutex::new(saved.unwrap_or_default())),
+            tx,
+            task,
+        }
+    }
+
+    /// Change the catalog and queue a save of the whole.
+    fn update(
+        current: &std::sync::Mutex<Catalog>,
+        tx: &mpsc::UnboundedSender<Catalog>,
+        change: impl FnOnce(&mut Catalog),
+    ) {
+        let mut catalog = current.lock().unwrap_or_else(|p| p.into_inner());
+        change(&mut catalog);
+        // Sent under the lock, so saves are queued in the order of the changes.
+        let _ = tx.send(catalog.clone());
+    }
+
+    /// Let the queued saves finish (bounded), then end.
+    async fn finish(self) {
+        let Self { tx, task, .. } = self;
+        drop(tx);
+        let _ = tokio::time::timeout(CLOSE_BARRIER, task).await;
+    }
 }
 
 impl Supervisor {
@@ -600,7 +717,7 @@ impl Supervisor {
                      recover with an explicit reconnect (`mcp-supervisor reconnect {name}` or POST /servers/{name}/reconnect) or a config reload",
                     max = self.config.reconnect.max_attempts,
                 );
-                self.registry.withdraw(&name);
+                self.withdraw();
                 let max = self.config.reconnect.max_attempts;
                 self.snapshot.send_modify(|s| s.attempt = max);
                 self.publish_state(ServerState::GaveUp, Phase::Parked);
@@ -719,7 +836,7 @@ impl Supervisor {
     /// A generation would not close: stop reconnecting, say why, wait for a human.
     async fn park_stuck(&mut self, cause: String) -> Next {
         tracing::error!(server = %self.name, "{cause}");
-        self.registry.withdraw(&self.name);
+        self.withdraw();
         self.snapshot.send_modify(|s| s.last_error = Some(cause));
         self.publish_state(ServerState::GaveUp, Phase::Parked);
         self.park().await
@@ -728,12 +845,68 @@ impl Supervisor {
     /// After the loop: wait for the sync queue, withdraw the tools, report stopped.
     async fn quiesce(&mut self) {
         let _ = tokio::time::timeout(CLOSE_BARRIER, self.sync_queue.lock()).await;
-        self.registry.withdraw(&self.name);
+        self.withdraw();
+        if let Some(writer) = self.catalog.take() {
+            writer.finish().await;
+        }
         self.publish_state(ServerState::Stopped, Phase::Parked);
         tracing::info!(server = %self.name, "stopped");
         for reply in self.stop_reply.drain(..) {
             let _ = reply.send(());
         }
+    }
+
+    /// Withdraw every tool, live or cached.
+    fn withdraw(&self) {
+        self.registry.withdraw(&self.name);
+        self.snapshot.send_modify(|s| s.tool_list = ToolList::None);
+    }
+
+    /// A live list was published: save it (with the handshake it came after, when given).
+    fn save_tools(&self, tools: &[UpstreamTool], initialize: Option<SavedHandshake>) {
+        let Some(writer) = &self.catalog else { return };
+        let listed: Vec<Box<RawValue>> = tools.iter().map(|t| (*t.definition).to_owned()).collect();
+        CatalogWriter::update(&writer.current, &writer.tx, |c| {
+            c.tools = listed;
+            if initialize.is_some() {
+                c.initialize = initialize;
+            }
+        });
+    }
+
+    /// List the server's prompts, resources and resource templates (those its `initialize`
+    /// answer declares) in the background, and save them with the catalog.
+    fn save_extras(&self, link: &Arc<dyn Link>, info: &RawValue) {
+        let Some(writer) = &self.catalog else { return };
+        // A weak sender: a listing still under way never holds up the writer's end at stop.
+        let (current, tx) = (writer.current.clone(), writer.tx.downgrade());
+        let (link, timeout) = (link.clone(), self.config.connect_timeout);
+        let offers = offered_lists(info);
+        tokio::spawn(async move {
+            let mut lists = Vec::new();
+            for (method, field, offered) in offers {
+                let items = if offered {
+                    // A failed list is not known: the saved one (if any) stays.
+                    crate::link::list_items(&*link, method, field, timeout)
+                        .await
+                        .ok()
+                } else {
+                    Some(Vec::new())
+                };
+                lists.push((method, items));
+            }
+            let Some(tx) = tx.upgrade() else { return };
+            CatalogWriter::update(&current, &tx, |c| {
+                for (method, items) in lists {
+                    let Some(items) = items else { continue };
+                    match method {
+                        "prompts/list" => c.prompts = Some(items),
+                        "resources/list" => c.resources = Some(items),
+                        _ => c.resource_templates = Some(items),
+                    }
+                }
+            });
+        });
     }
 
     /// Publish a state; `until` is the next attempt's due time during a backoff.
@@ -826,13 +999,22 @@ impl Supervisor {
                 CLOSED_WHILE_CONNECTING.to_string()
             }
             Ok(Ok((info, tools))) => {
-                self.registry.publish(&self.name, tools);
+                // The live list replaces the cached one; clients hear of it only if it differs.
+                self.registry.publish(&self.name, tools.clone());
+                let asked = self.handshake.borrow().as_deref().and_then(asked_version);
+                let saved = asked.map(|asked| SavedHandshake {
+                    asked,
+                    result: info.clone(),
+                });
+                self.save_tools(&tools, saved);
                 let info: Arc<RawValue> = info.into();
+                self.save_extras(&link, &info);
                 let pid = link.pid();
                 let since = Instant::now();
                 self.snapshot.send_modify(|s| {
                     s.state = ServerState::Ready;
                     s.attempt = 0;
+                    s.tool_list = ToolList::Live;
                     s.phase = Phase::Ready {
                         link: link.clone(),
                         since,
@@ -939,6 +1121,11 @@ impl Supervisor {
                         LinkEvent::ToolListChanged => self.enqueue_sync(generation, link.clone()),
                         LinkEvent::SignOfLife => self.shared.misses.store(0, Ordering::SeqCst),
                         LinkEvent::Notification { method, params } => {
+                            if matches!(method.as_str(), "notifications/prompts/list_changed" | "notifications/resources/list_changed")
+                                && let Some(info) = self.snapshot.borrow().server_info().cloned()
+                            {
+                                self.save_extras(&link, &info);
+                            }
                             let _ = self.notifications.send(ServerEvent { server: self.name.clone(), method, params });
                         }
                     }
@@ -949,6 +1136,7 @@ impl Supervisor {
                     }
                     match done.result {
                         Ok(tools) => {
+                            self.save_tools(&tools, None);
                             if self.registry.publish(&self.name, tools) {
                                 tracing::info!(server = %self.name, "tool list changed upstream; registry updated");
                             }
@@ -1097,4 +1285,48 @@ async fn sync_tools(
         }
     }
     Ok(tools)
+}
+
+/// Tool definitions from a saved catalog, for the registry; one that is not valid is left out.
+fn parse_tools(saved: &[Box<RawValue>], server: &str) -> Vec<UpstreamTool> {
+    saved
+        .iter()
+        .filter_map(|definition| match UpstreamTool::parse(definition.clone()) {
+            Ok(tool) => Some(tool),
+            Err(cause) => {
+                tracing::warn!(server, "saved catalog: {cause}; the tool is not published");
+                None
+            }
+        })
+        .collect()
+}
+
+/// The `protocolVersion` of `initialize` params.
+fn asked_version(params: &RawValue) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Asked {
+        #[serde(rename = "protocolVersion")]
+        protocol_version: String,
+    }
+    serde_json::from_str::<Asked>(params.get())
+        .ok()
+        .map(|a| a.protocol_version)
+}
+
+/// The lists a server's `initialize` answer declares: (method, field, offered).
+fn offered_lists(info: &RawValue) -> [(&'static str, &'static str, bool); 3] {
+    let info: serde_json::Value = serde_json::from_str(info.get()).unwrap_or_default();
+    let has = |capability: &str| {
+        info.pointer(&format!("/capabilities/{capability}"))
+            .is_some()
+    };
+    [
+        ("prompts/list", "prompts", has("prompts")),
+        ("resources/list", "resources", has("resources")),
+        (
+            "resources/templates/list",
+            "resourceTemplates",
+            has("resources"),
+        ),
+    ]
 }

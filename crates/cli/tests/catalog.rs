@@ -1,0 +1,532 @@
+//! End to end through the real binary and real fault servers that take 1.5 s to start
+//! (`--startup-delay-ms`): instant start from a saved catalog in `serve` and `wrap` (the first
+//! `tools/list` answers from the catalog before the server is ready, `/status` says so, a call
+//! waits and succeeds, list_changed goes out only when the live list differs, a corrupt catalog is
+//! ignored and rewritten), and tool filters (a filtered tool is not listed and its call never
+//! reaches the server; `check --list` warns about a pattern that matches nothing).
+//!
+//! Every process is stopped by its own id: the proxy by closing its stdin (it stops its servers),
+//! then SIGKILL by pid if it has not exited within 10 s.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+
+/// How long each fault server takes before it serves.
+const STARTUP_MS: u64 = 1500;
+/// The bound of any wait for an answer or a notification.
+const LIMIT: Duration = Duration::from_secs(20);
+
+/// `mcp-supervisor ARGS` spoken to over stdio, line by line.
+struct Proxy {
+    child: Child,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    next: u64,
+    /// Every notification seen so far, by method.
+    notifications: Vec<String>,
+}
+
+impl Proxy {
+    fn start(args: &[String]) -> Self {
+        let mut child = Command::new(supervisor_bin())
+            .args(args)
+            .env("RUST_LOG", "warn")
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("spawn mcp-supervisor");
+        let stdin = child.stdin.take();
+        let stdout = child.stdout.take().expect("stdout is piped");
+        Self {
+            child,
+            stdin,
+            lines: BufReader::new(stdout).lines(),
+            next: 1,
+            notifications: Vec::new(),
+        }
+    }
+
+    async fn send(&mut self, message: Value) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        let line = format!("{message}\n");
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
+    /// One line from the proxy, bounded.
+    async fn read(&mut self) -> Value {
+        let line = tokio::time::timeout(LIMIT, self.lines.next_line())
+            .await
+            .expect("the proxy answered in time")
+            .expect("read")
+            .expect("the proxy's stdout is open");
+        serde_json::from_str(&line).expect("a JSON-RPC line")
+    }
+
+    /// A request, answered: its `result` (or the whole answer when it is an error).
+    async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
+            .await;
+        loop {
+            let message = self.read().await;
+            if message["id"] == id {
+                return match message.get("result") {
+                    Some(result) => result.clone(),
+                    None => message,
+                };
+            }
+            if let Some(method) = message["method"].as_str() {
+                self.notifications.push(method.to_string());
+            }
+        }
+    }
+
+    /// Read until a notification of `method` has been seen (bounded); returns how many.
+    async fn until_notified(&mut self, method: &str) -> usize {
+        while !self.notifications.iter().any(|m| m == method) {
+            let message = self.read().await;
+            if let Some(m) = message["method"].as_str() {
+                self.notifications.push(m.to_string());
+            }
+        }
+        self.count(method)
+    }
+
+    fn count(&self, method: &str) -> usize {
+        self.notifications.iter().filter(|m| *m == method).count()
+    }
+
+    async fn initialize(&mut self) -> Value {
+        let result = self
+            .request(
+                "initialize",
+                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "catalog-test", "version": "1"}}),
+            )
+            .await;
+        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+            .await;
+        result
+    }
+
+    async fn tool_names(&mut self) -> Vec<String> {
+        let result = self.request("tools/list", json!({})).await;
+        let mut names: Vec<String> = result["tools"]
+            .as_array()
+            .expect("a tools array")
+            .iter()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect();
+        names.sort();
+        names
+    }
+
+    /// Close stdin (the proxy stops its servers and exits), then SIGKILL by pid if it has not.
+    async fn stop(mut self) {
+        drop(self.stdin.take());
+        let exited = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
+        if exited.is_err() {
+            if let Some(pid) = self.child.id() {
+                kill9(pid);
+            }
+            let _ = self.child.wait().await;
+            panic!("the proxy did not exit within 10 s of the end of its stdin");
+        }
+    }
+}
+
+fn args(list: &[&str]) -> Vec<String> {
+    list.iter().map(|s| s.to_string()).collect()
+}
+
+fn path_str(path: &Path) -> String {
+    path.to_str().expect("a UTF-8 path").to_string()
+}
+
+/// The saved catalogs in `dir`.
+fn catalogs(dir: &Path) -> Vec<PathBuf> {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .filter_map(|e| e.ok().map(|e| e.path()))
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+/// Wait (bounded) until the one catalog in `dir` satisfies `pred`; returns its text.
+async fn catalog_until(dir: &Path, what: &str, pred: impl Fn(&str) -> bool) -> String {
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let [file] = catalogs(dir).as_slice()
+            && let Ok(text) = std::fs::read_to_string(file)
+            && pred(&text)
+        {
+            return text;
+        }
+        assert!(Instant::now() < deadline, "the catalog never {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+fn fault_with_delay() -> Value {
+    json!({
+        "command": fault_bin(),
+        "args": ["--startup-delay-ms", STARTUP_MS.to_string()],
+        "health": { "intervalMs": 0 }
+    })
+}
+
+fn serve_args(config: &Path, state: &Path, admin: Option<u16>) -> Vec<String> {
+    let mut list = args(&["serve", "--config"]);
+    list.push(path_str(config));
+    list.push("--state-dir".into());
+    list.push(path_str(state));
+    if let Some(port) = admin {
+        list.push("--admin".into());
+        list.push(format!("127.0.0.1:{port}"));
+    }
+    list
+}
+
+async fn status_of(port: u16) -> Value {
+    let (code, status) = get_json(&format!("http://127.0.0.1:{port}/status")).await;
+    assert_eq!(code, 200);
+    status["servers"][0].clone()
+}
+
+#[tokio::test]
+async fn serve_answers_the_first_tools_list_from_the_saved_catalog_before_the_server_is_ready() {
+    let dir = temp_dir("catalog-serve");
+    let state = dir.join("state");
+    let config = dir.join("servers.json");
+    write_config(&config, json!({ "fault": fault_with_delay() }));
+
+    // Run 1, no catalog yet: the first list waits for the server; then the server's tools
+    // change (set_tools), and the changed list is what gets saved.
+    let mut proxy = Proxy::start(&serve_args(&config, &state, None));
+    proxy.initialize().await;
+    let began = Instant::now();
+    let first = proxy.tool_names().await;
+    assert!(
+        began.elapsed() >= Duration::from_millis(STARTUP_MS - 100),
+        "no catalog: it waited"
+    );
+    assert!(first.contains(&"fault__echo".to_string()), "{first:?}");
+    proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__set_tools", "arguments": {"tools": ["extra"]}}),
+        )
+        .await;
+    proxy
+        .until_notified("notifications/tools/list_changed")
+        .await;
+    catalog_until(&state, "saved the changed list", |t| {
+        t.contains(r#""name":"extra""#)
+    })
+    .await;
+    proxy.stop().await;
+
+    // Run 2: the saved list (with `extra`) at once, while the server is still connecting.
+    let port = free_port();
+    let mut proxy = Proxy::start(&serve_args(&config, &state, Some(port)));
+    let began = Instant::now();
+    proxy.initialize().await;
+    let cached = proxy.tool_names().await;
+    let answered = began.elapsed();
+    assert!(
+        answered < Duration::from_millis(STARTUP_MS / 2),
+        "answered from the catalog in {answered:?}"
+    );
+    assert!(cached.contains(&"fault__extra".to_string()), "{cached:?}");
+    let status = status_of(port).await;
+    assert_eq!(
+        (status["state"].as_str(), status["toolList"].as_str()),
+        (Some("connecting"), Some("cache")),
+        "{status}"
+    );
+    // A call waits for ready within its deadline, and succeeds.
+    let result = proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__echo", "arguments": {"message": "hi"}}),
+        )
+        .await;
+    assert_eq!(result["content"][0]["text"], "hi", "{result}");
+    assert!(began.elapsed() >= Duration::from_millis(STARTUP_MS - 100));
+    // The live list differs (no `extra`): clients are told, and it replaces the saved one.
+    proxy
+        .until_notified("notifications/tools/list_changed")
+        .await;
+    let live = proxy.tool_names().await;
+    assert!(!live.contains(&"fault__extra".to_string()), "{live:?}");
+    let status = status_of(port).await;
+    assert_eq!(
+        (status["state"].as_str(), status["toolList"].as_str()),
+        (Some("ready"), Some("live"))
+    );
+    catalog_until(&state, "saved the live list", |t| {
+        !t.contains(r#""name":"extra""#)
+    })
+    .await;
+    proxy.stop().await;
+
+    // Run 3: the saved list is the live one, so no list_changed at all until the marker.
+    let mut proxy = Proxy::start(&serve_args(&config, &state, None));
+    proxy.initialize().await;
+    assert_eq!(
+        proxy.tool_names().await,
+        live,
+        "the saved list is the live one"
+    );
+    let result = proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__echo", "arguments": {"message": "up"}}),
+        )
+        .await;
+    assert_eq!(result["content"][0]["text"], "up");
+    // A marker: the server's own change. Only that one list_changed may be seen.
+    proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__set_tools", "arguments": {"tools": ["marker"]}}),
+        )
+        .await;
+    assert_eq!(
+        proxy
+            .until_notified("notifications/tools/list_changed")
+            .await,
+        1
+    );
+    proxy.stop().await;
+
+    // Run 4: a corrupt catalog is ignored (the list waits for the server) and rewritten.
+    let [file] = catalogs(&state).try_into().expect("one catalog");
+    std::fs::write(&file, "{ not a catalog").expect("corrupt it");
+    let mut proxy = Proxy::start(&serve_args(&config, &state, None));
+    proxy.initialize().await;
+    let began = Instant::now();
+    let names = proxy.tool_names().await;
+    assert!(
+        began.elapsed() >= Duration::from_millis(STARTUP_MS - 500),
+        "nothing cached: it waited"
+    );
+    assert!(names.contains(&"fault__echo".to_string()));
+    let text = catalog_until(&state, "was rewritten", |t| t.starts_with(r#"{"format":1"#)).await;
+    assert!(text.contains(r#""name":"echo""#));
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn wrap_answers_initialize_and_tools_list_from_its_saved_catalog() {
+    let dir = temp_dir("catalog-wrap");
+    let state = dir.join("state");
+    let wrap = || {
+        let mut list = args(&["wrap", "--health-interval-ms", "0", "--state-dir"]);
+        list.push(path_str(&state));
+        list.push("--".into());
+        list.push(path_str(&fault_bin()));
+        list.push("--startup-delay-ms".into());
+        list.push(STARTUP_MS.to_string());
+        list
+    };
+    let mut proxy = Proxy::start(&wrap());
+    let info = proxy.initialize().await;
+    let names = proxy.tool_names().await;
+    assert!(
+        names.contains(&"echo".to_string()),
+        "wrap keeps names: {names:?}"
+    );
+    catalog_until(&state, "saved the handshake", |t| {
+        t.contains(r#""initialize""#)
+    })
+    .await;
+    proxy.stop().await;
+
+    let mut proxy = Proxy::start(&wrap());
+    let began = Instant::now();
+    let cached_info = proxy.initialize().await;
+    assert_eq!(cached_info, info, "the server's own answer, as saved");
+    assert_eq!(proxy.tool_names().await, names);
+    let prompts = proxy.request("prompts/list", json!({})).await;
+    let answered = began.elapsed();
+    assert!(
+        answered < Duration::from_millis(STARTUP_MS / 2),
+        "answered from the catalog in {answered:?}"
+    );
+    assert_eq!(prompts["prompts"][0]["name"], "greet", "{prompts}");
+    let result = proxy
+        .request(
+            "tools/call",
+            json!({"name": "echo", "arguments": {"message": "wrapped"}}),
+        )
+        .await;
+    assert_eq!(result["content"][0]["text"], "wrapped");
+    assert!(
+        began.elapsed() >= Duration::from_millis(STARTUP_MS - 100),
+        "the call waited for the server"
+    );
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_filtered_tool_is_not_listed_and_its_call_never_reaches_the_server() {
+    let dir = temp_dir("filters");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "fault": {
+            "command": fault_bin(),
+            "tools": { "allow": ["echo", "add", "cr*"], "deny": ["crash"] },
+            "health": { "intervalMs": 0 }
+        } }),
+    );
+    let port = free_port();
+    let mut list = args(&["serve", "--no-catalog", "--config"]);
+    list.push(path_str(&config));
+    list.push("--admin".into());
+    list.push(format!("127.0.0.1:{port}"));
+    let mut proxy = Proxy::start(&list);
+    proxy.initialize().await;
+    assert_eq!(proxy.tool_names().await, ["fault__add", "fault__echo"]);
+    let answer = proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__crash", "arguments": {}}),
+        )
+        .await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("fault__crash"),
+        "an unknown-tool error: {answer}"
+    );
+    let result = proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__echo", "arguments": {"message": "still here"}}),
+        )
+        .await;
+    assert_eq!(result["content"][0]["text"], "still here");
+    // Had `crash` reached the server, it would have exited and been replaced.
+    let status = status_of(port).await;
+    assert_eq!(
+        (
+            status["generation"].as_u64(),
+            status["restarts"].as_u64(),
+            status["tools"].as_u64()
+        ),
+        (Some(1), Some(0), Some(2)),
+        "{status}"
+    );
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn check_list_warns_about_a_pattern_that_matches_nothing() {
+    let dir = temp_dir("check-list");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "fault": {
+            "command": fault_bin(),
+            "tools": { "allow": ["echo", "nothing_*"], "deny": ["crash"] }
+        } }),
+    );
+    let output = tokio::time::timeout(
+        LIMIT,
+        Command::new(supervisor_bin())
+            .args(["check", "--list", "--config", &path_str(&config)])
+            .stdin(Stdio::null())
+            .output(),
+    )
+    .await
+    .expect("check finished in time")
+    .expect("run check");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    assert_eq!(
+        output.status.code(),
+        Some(0),
+        "warnings are not errors: {stdout}"
+    );
+    assert!(
+        stdout.contains(r#"warning: mcpServers.fault.tools.allow[1] "nothing_*" matches no tool the server lists"#),
+        "{stdout}"
+    );
+    assert!(
+        !stdout.contains("tools.deny[0]"),
+        "crash is listed: {stdout}"
+    );
+    assert!(
+        !stdout.contains("tools.allow[0]"),
+        "echo is listed: {stdout}"
+    );
+    // Without --list, check never starts a server.
+    let output = Command::new(supervisor_bin())
+        .args(["check", "--config", &path_str(&config)])
+        .stdin(Stdio::null())
+        .output()
+        .await
+        .expect("run check");
+    assert_eq!(output.status.code(), Some(0));
+    assert!(!String::from_utf8_lossy(&output.stdout).contains("warning"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn wrap_filters_tools_with_its_flags_and_never_forwards_a_filtered_call() {
+    let mut list = args(&[
+        "wrap",
+        "--no-catalog",
+        "--health-interval-ms",
+        "0",
+        "--deny-tool",
+        "cr*",
+        "--deny-tool",
+        "hang",
+        "--",
+    ]);
+    list.push(path_str(&fault_bin()));
+    let mut proxy = Proxy::start(&list);
+    proxy.initialize().await;
+    let names = proxy.tool_names().await;
+    assert!(names.contains(&"echo".to_string()), "{names:?}");
+    assert!(
+        !names.iter().any(|n| n == "crash" || n == "hang"),
+        "{names:?}"
+    );
+    let pid = proxy
+        .request("tools/call", json!({"name": "pid", "arguments": {}}))
+        .await;
+    let answer = proxy
+        .request("tools/call", json!({"name": "crash", "arguments": {}}))
+        .await;
+    let message = answer["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("no server offers a tool named \"crash\""),
+        "our unknown-tool error, not the server's: {answer}"
+    );
+    // The same process still answers: `crash` never reached it.
+    let again = proxy
+        .request("tools/call", json!({"name": "pid", "arguments": {}}))
+        .await;
+    let text = pid["content"][0]["text"].as_str().unwrap_or_default();
+    assert!(text.parse::<u32>().is_ok(), "the server's pid: {pid}");
+    assert_eq!(pid["content"], again["content"], "{pid} {again}");
+    proxy.stop().await;
+}
