@@ -10,6 +10,12 @@ scripts/install-test-deps.sh
 
 export MCP_SUPERVISOR_PYTHON="$ROOT/.venv-test/bin/python"
 export MCP_SUPERVISOR_TOOLS="$ROOT/tools/node_modules/.bin"
+# serve and wrap save each server's catalog under the user's cache dir: the tests get a cache of
+# their own, empty at each run, so no run starts warm from an earlier one and nothing is written
+# to the user's.
+export XDG_CACHE_HOME="$ROOT/target/test-cache"
+rm -rf "$XDG_CACHE_HOME"
+mkdir -p "$XDG_CACHE_HOME"
 
 cargo build --workspace --bins
 # --no-fail-fast: one failing test binary must not hide the results of the others.
