@@ -65,6 +65,8 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
 /// The first protocol version without sessions: its clients go to rmcp.
 const SESSIONLESS_SINCE: &str = "2026-07-28";
+/// The reconnection delay a priming event asks a client for (SEP-1699).
+const PRIMING_RETRY: std::time::Duration = std::time::Duration::from_millis(1000);
 const JSON: &str = "application/json";
 const EVENT_STREAM: &str = "text/event-stream";
 
@@ -151,7 +153,10 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
             }
             session.touch();
             match kind {
-                Kind::Request { .. } => face.call(&session, text).await,
+                Kind::Request { .. } => {
+                    face.call(&session, text, stream_first(&parts.headers))
+                        .await
+                }
                 _ => {
                     // A notification, or the client's answer to a server's request.
                     let _ = face.proxy.handle(&session.client, text, None).await;
@@ -303,7 +308,7 @@ impl McpHttp {
     /// A request on a session, handled in a task of its own: its answer as JSON while nothing
     /// related comes first, else an event stream. Dropping the response (the client went away)
     /// aborts the task, which cancels the call upstream.
-    async fn call(&self, session: &Arc<Session>, text: &str) -> Response {
+    async fn call(&self, session: &Arc<Session>, text: &str, stream_first: bool) -> Response {
         let id = request_id(text);
         let (related_tx, related) = mpsc::unbounded_channel();
         let (answer_tx, answer_rx) = oneshot::channel();
@@ -345,33 +350,46 @@ impl McpHttp {
             answer: Some(answer),
             _call: call,
         };
-        match messages.next().await {
-            Some(Message::Answer(answer)) => {
-                (StatusCode::OK, [(header::CONTENT_TYPE, JSON)], answer).into_response()
+        // A client that puts the event stream first in `Accept` gets one from the start, opened
+        // with a priming event (an id, the reconnection delay, no data: SEP-1699); any other
+        // gets JSON unless something related to the request comes before its answer.
+        let first = if stream_first {
+            None
+        } else {
+            match messages.next().await {
+                Some(Message::Answer(answer)) => {
+                    return (StatusCode::OK, [(header::CONTENT_TYPE, JSON)], answer)
+                        .into_response();
+                }
+                Some(related) => Some(related),
+                None => {
+                    return refuse(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        "the request was not answered",
+                    );
+                }
             }
-            Some(Message::Related(first)) => {
-                let stream = session.next_stream.fetch_add(1, Ordering::Relaxed);
-                let events = futures::stream::unfold(
-                    (Some(Message::Related(first)), messages, 0u64),
-                    move |(first, mut messages, n)| async move {
-                        let message = match first {
-                            Some(message) => message,
-                            None => messages.next().await?,
-                        };
-                        let (Message::Related(text) | Message::Answer(text)) = message;
-                        let event = message_event(format!("{stream}/{n}"), &text);
-                        Some((Ok::<_, Infallible>(event), (None, messages, n + 1)))
-                    },
-                );
-                Sse::new(events)
-                    .keep_alive(KeepAlive::default())
-                    .into_response()
-            }
-            None => refuse(
-                StatusCode::INTERNAL_SERVER_ERROR,
-                "the request was not answered",
-            ),
-        }
+        };
+        let stream = session.next_stream.fetch_add(1, Ordering::Relaxed);
+        let priming = Event::default()
+            .id(format!("{stream}/p"))
+            .retry(PRIMING_RETRY)
+            .data("");
+        let events = futures::stream::unfold(
+            (first, messages, 0u64),
+            move |(first, mut messages, n)| async move {
+                let message = match first {
+                    Some(message) => message,
+                    None => messages.next().await?,
+                };
+                let (Message::Related(text) | Message::Answer(text)) = message;
+                let event = message_event(format!("{stream}/{n}"), &text);
+                Some((Ok::<_, Infallible>(event), (None, messages, n + 1)))
+            },
+        );
+        Sse::new(futures::stream::once(async move { Ok(priming) }).chain(events))
+            .keep_alive(KeepAlive::default())
+            .into_response()
     }
 
     /// Hand a request to rmcp's service (protocol 2026-07-28), its body as it came.
@@ -756,6 +774,27 @@ fn accepts(headers: &HeaderMap, media: &str) -> bool {
             });
             range.eq_ignore_ascii_case(media) && !zero
         })
+}
+
+/// Whether the client lists `text/event-stream` before `application/json` in `Accept` (its
+/// preference, when it gives no weights).
+fn stream_first(headers: &HeaderMap) -> bool {
+    let ranges: Vec<String> = headers
+        .get_all(header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|entry| {
+            entry
+                .split(';')
+                .next()
+                .unwrap_or_default()
+                .trim()
+                .to_ascii_lowercase()
+        })
+        .collect();
+    let at = |media: &str| ranges.iter().position(|r| r == media);
+    matches!((at(EVENT_STREAM), at(JSON)), (Some(s), Some(j)) if s < j)
 }
 
 /// Whether the body is said to be `application/json` (parameters aside).

@@ -969,9 +969,15 @@ async fn a_call_is_json_until_progress_comes_then_an_event_stream_with_the_clien
             .map(str::trim)
             .collect();
         let messages = sse_messages(&answer.body);
+        // The stream opens with a priming event (an id and a reconnection delay, no data:
+        // SEP-1699), then one event per message.
+        assert!(
+            answer.body.starts_with("id: ") && answer.body.contains("\nretry: "),
+            "the stream opens with a priming event: {answer:?}"
+        );
         assert_eq!(
             ids.len(),
-            messages.len(),
+            messages.len() + 1,
             "each event has an id: {answer:?}"
         );
         let unique: std::collections::HashSet<_> = ids.iter().collect();

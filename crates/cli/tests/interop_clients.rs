@@ -294,15 +294,16 @@ fn a_crash_behind_the_proxy_is_invisible_to_the_python_client_but_for_one_list_c
     let dir = temp_dir("py-crash");
     let config = path_str(&fault_config(&dir));
     let prefix = ["--prefix", "fault__"];
+    // No saved catalog: the control's tool change must not reach the next run through it.
     for mode in MODES {
-        let argv = strings(&[&sup(), "serve", "--config", &config]);
+        let argv = strings(&[&sup(), "serve", "--no-catalog", "--config", &config]);
         let target = Target::Stdio(argv);
         let summary = run_driver(&dir, "crash", mode, &target, &prefix, DRIVER_LIMIT);
         check_crash_run(&summary, mode, &format!("stdio/{mode}"));
     }
     for mode in MODES {
         // A proxy per run: the control's tool change must not leak into the next run.
-        let args = strings(&["serve", "--config", &config]);
+        let args = strings(&["serve", "--no-catalog", "--config", &config]);
         let (mut proxy, port) = start_http_proxy(&dir, &format!("proxy http {mode}"), &args);
         let target = Target::Url(mcp_url(port));
         let summary = run_driver(&dir, "crash", mode, &target, &prefix, DRIVER_LIMIT);

@@ -54,6 +54,10 @@ pub struct SavedHandshake {
     pub asked: String,
     /// The `result` of the server's answer, as it came.
     pub result: Box<RawValue>,
+    /// The whole `initialize` params it answered (the client's identity): a server may show
+    /// another client other tools, so the saved lists serve only the same client again.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client: Option<String>,
 }
 
 impl Catalog {
@@ -309,6 +313,7 @@ mod tests {
             initialize: Some(SavedHandshake {
                 asked: "2025-06-18".into(),
                 result: raw(r#"{"protocolVersion":"2025-06-18"}"#),
+                client: Some(r#"{"clientInfo":{"name":"c"}}"#.into()),
             }),
         };
         store.save(&server, &catalog).expect("saved");

@@ -302,3 +302,55 @@ async fn saved_prompts_and_resources_answer_at_once_while_the_server_starts() {
     assert_eq!(saved.prompts.map(|p| p.len()), Some(0));
     assert!(saved.initialize.is_some(), "the handshake is saved too");
 }
+
+#[tokio::test(start_paused = true)]
+async fn a_catalog_saved_for_another_client_is_withdrawn_and_one_for_this_client_is_served() {
+    let dir = StateDir::new("client");
+    let store = CatalogStore::new(&dir.0);
+    let raw = |text: &str| {
+        serde_json::value::RawValue::from_string(text.to_string()).expect("valid JSON")
+    };
+    let saved = |client: String| mcp_supervisor::catalog::Catalog {
+        tools: vec![raw(r#"{"name":"echo","inputSchema":{"type":"object"}}"#)],
+        prompts: Some(vec![raw(r#"{"name":"greet"}"#)]),
+        resources: None,
+        resource_templates: None,
+        initialize: Some(mcp_supervisor::catalog::SavedHandshake {
+            asked: "2025-11-25".into(),
+            result: raw(
+                r#"{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s","version":"1"}}"#,
+            ),
+            client: Some(client),
+        }),
+    };
+    let slow = || {
+        Fake::new(
+            vec![Gen::ok(tools(&["echo"])).init(Reply::After(ms(2000), Ok(())))],
+            Gen::open_fails("unscripted"),
+        )
+    };
+
+    // Saved for another client (a server may show it other tools): not served to this one.
+    store
+        .save(
+            &quick(),
+            &saved(r#"{"clientInfo":{"name":"another"}}"#.into()),
+        )
+        .expect("saved");
+    let hub = start_saving(quick(), &slow(), &dir);
+    tokio::time::sleep(ms(10)).await;
+    assert!(hub.registry().listed("srv").is_empty(), "withdrawn");
+    assert!(hub.cached_page("srv", "prompts/list").is_none());
+    stop(&hub).await;
+
+    // Saved for this very client: served at once.
+    let own = mcp_supervisor::hub::default_handshake(&serde_json::json!({}))
+        .get()
+        .to_string();
+    store.save(&quick(), &saved(own)).expect("saved");
+    let hub = start_saving(quick(), &slow(), &dir);
+    tokio::time::sleep(ms(10)).await;
+    assert_eq!(hub.registry().listed("srv"), ["echo"]);
+    assert!(hub.cached_page("srv", "prompts/list").is_some());
+    stop(&hub).await;
+}

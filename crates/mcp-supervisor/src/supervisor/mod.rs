@@ -269,6 +269,28 @@ struct Shared {
     /// The catalog saved by an earlier run, as loaded at start; served only while the published
     /// list is still the cached one.
     saved: Option<Arc<Catalog>>,
+    /// The client's identity the servers are opened with, once known.
+    handshake: Handshake,
+}
+
+impl Shared {
+    /// Whether the saved catalog was made for the client now known (the same `initialize`
+    /// params), or no client is known yet, or the catalog does not say. A catalog made for
+    /// another client is not served: a server may show another client other tools.
+    fn saved_fits(&self) -> bool {
+        let Some(current) = self.handshake.borrow().clone() else {
+            return true;
+        };
+        match self
+            .saved
+            .as_ref()
+            .and_then(|c| c.initialize.as_ref())
+            .and_then(|i| i.client.as_deref())
+        {
+            Some(client) => client == current.get(),
+            None => true,
+        }
+    }
 }
 
 /// The way to talk to one supervisor.
@@ -323,6 +345,7 @@ impl SupervisorHandle {
             in_flight: AtomicUsize::new(0),
             misses: AtomicU32::new(0),
             saved: saved.map(Arc::new),
+            handshake: handshake.clone(),
         });
         let auth = connector.auth_status();
         let supervisor = Supervisor {
@@ -384,7 +407,7 @@ impl SupervisorHandle {
     /// The saved catalog's items of a list method (`prompts/list`, ...), while the published
     /// list is still the cached one; `None` otherwise, or when the catalog does not know it.
     pub fn cached_list(&self, method: &str) -> Option<Vec<Box<RawValue>>> {
-        if self.snapshot.borrow().tool_list != ToolList::Cache {
+        if self.snapshot.borrow().tool_list != ToolList::Cache || !self.shared.saved_fits() {
             return None;
         }
         self.shared
@@ -397,7 +420,7 @@ impl SupervisorHandle {
     /// The server's saved `initialize` answer, asked with `protocol_version`, while the published
     /// list is still the cached one.
     pub fn cached_handshake(&self, protocol_version: &str) -> Option<Arc<RawValue>> {
-        if self.snapshot.borrow().tool_list != ToolList::Cache {
+        if self.snapshot.borrow().tool_list != ToolList::Cache || !self.shared.saved_fits() {
             return None;
         }
         let saved = self.shared.saved.as_ref()?.initialize.as_ref()?;
@@ -975,9 +998,19 @@ impl Supervisor {
         // must publish nothing, even if its handshake and first tools/list then succeed.
         let closed = link.closed();
         tokio::pin!(closed);
+        // A saved catalog made for another client is withdrawn once this client is known.
+        let mut client = self.handshake.clone();
+        let mut checked = self.snapshot.borrow().tool_list != ToolList::Cache;
         let outcome = loop {
             tokio::select! {
                 outcome = &mut connect => break outcome,
+                known = async { client.wait_for(Option::is_some).await.is_ok() }, if !checked => {
+                    checked = true;
+                    if known && !self.shared.saved_fits() {
+                        tracing::info!(server = %self.name, "the saved catalog was made for another client: withdrawn until the server lists its own tools");
+                        self.withdraw();
+                    }
+                }
                 () = &mut closed => break Ok(Err(CLOSED_WHILE_CONNECTING.to_string())),
                 command = self.commands.recv() => match command {
                     None | Some(Command::Stop(_)) => {
@@ -1002,9 +1035,15 @@ impl Supervisor {
                 // The live list replaces the cached one; clients hear of it only if it differs.
                 self.registry.publish(&self.name, tools.clone());
                 let asked = self.handshake.borrow().as_deref().and_then(asked_version);
+                let client = self
+                    .handshake
+                    .borrow()
+                    .as_deref()
+                    .map(|p| p.get().to_string());
                 let saved = asked.map(|asked| SavedHandshake {
                     asked,
                     result: info.clone(),
+                    client,
                 });
                 self.save_tools(&tools, saved);
                 let info: Arc<RawValue> = info.into();
