@@ -362,17 +362,7 @@ async fn storm(proxy: &Proxy, n: usize, marker: &str, limit: Duration) -> Result
 }
 
 pub async fn run(fault: &Path, opts: Options) -> Result<Value> {
-    let here = std::env::current_exe().context("cannot tell where this binary is")?;
-    let supervisor = here
-        .parent()
-        .context("this binary has no directory")?
-        .join("mcp-supervisor");
-    if !supervisor.is_file() {
-        bail!(
-            "{} is missing (cargo build --release --workspace --bins)",
-            supervisor.display()
-        );
-    }
+    let supervisor = crate::util::supervisor_beside()?;
     let run = RunDir::new("scale")?;
     let limit = Duration::from_secs(opts.limit_secs);
     let outcome = tokio::select! {

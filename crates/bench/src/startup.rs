@@ -24,17 +24,7 @@ pub struct Options {
 }
 
 pub async fn run(fault: &Path, opts: Options) -> Result<Value> {
-    let here = std::env::current_exe().context("cannot tell where this binary is")?;
-    let supervisor = here
-        .parent()
-        .context("this binary has no directory")?
-        .join("mcp-supervisor");
-    if !supervisor.is_file() {
-        bail!(
-            "{} is missing (cargo build --release --workspace --bins)",
-            supervisor.display()
-        );
-    }
+    let supervisor = crate::util::supervisor_beside()?;
     let run = RunDir::new("startup")?;
     let outcome = tokio::select! {
         outcome = measure(fault, &supervisor, &run, &opts) => outcome,

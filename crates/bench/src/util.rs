@@ -37,6 +37,22 @@ pub fn fault_server(explicit: Option<&Path>) -> Result<PathBuf> {
     Ok(bin)
 }
 
+/// `mcp-supervisor` beside this binary (built by `cargo build --release --workspace --bins`).
+pub fn supervisor_beside() -> Result<PathBuf> {
+    let here = std::env::current_exe().context("cannot tell where this binary is")?;
+    let supervisor = here
+        .parent()
+        .context("this binary has no directory")?
+        .join("mcp-supervisor");
+    if !supervisor.is_file() {
+        bail!(
+            "{} is missing (cargo build --release --workspace --bins)",
+            supervisor.display()
+        );
+    }
+    Ok(supervisor)
+}
+
 /// A validated config from an `mcpServers` object.
 pub fn hub_config(servers: Value) -> Result<Config> {
     let text = json!({ "mcpServers": servers }).to_string();

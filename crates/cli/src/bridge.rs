@@ -652,7 +652,7 @@ impl ProxyHandler {
                 ));
             }
             // A stateless server's own input round, whole (its keys and its state).
-            Step::Done(Ok(raw)) if is_input_required(&raw) => {
+            Step::Done(Ok(raw)) if mcp_supervisor::link::is_input_required(&raw) => {
                 return serde_json::from_str::<rmcp::model::InputRequiredResult>(raw.get())
                     .map(CallToolResponse::InputRequired)
                     .map_err(|e| {
@@ -742,16 +742,4 @@ fn typed_notification(
         "params": event.params.as_deref().map(|p| serde_json::from_str::<Value>(p.get()).unwrap_or(Value::Null)),
     });
     serde_json::from_value(message).ok()
-}
-
-/// Whether a result is an input-required one (`resultType` at the top).
-fn is_input_required(result: &serde_json::value::RawValue) -> bool {
-    #[derive(serde::Deserialize)]
-    struct Kind<'a> {
-        #[serde(rename = "resultType", borrow)]
-        result_type: Option<std::borrow::Cow<'a, str>>,
-    }
-    result.get().contains("input_required")
-        && serde_json::from_str::<Kind<'_>>(result.get())
-            .is_ok_and(|k| k.result_type.as_deref() == Some("input_required"))
 }

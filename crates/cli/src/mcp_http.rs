@@ -47,7 +47,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::bridge::{Bridge, ProxyHandler};
-use crate::proxy::{Client, Kind, Proxy, SESSION_VERSIONS, error_text, kind};
+use crate::proxy::{Client, Kind, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text, kind};
 use crate::stdio::is_sessionless;
 
 /// A session with no request, no call under way and no open stream for this long is ended.
@@ -64,7 +64,6 @@ const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
 /// The first protocol version without sessions: its clients go to rmcp.
-const SESSIONLESS_SINCE: &str = "2026-07-28";
 /// The reconnection delay a priming event asks a client for (SEP-1699).
 const PRIMING_RETRY: std::time::Duration = std::time::Duration::from_millis(1000);
 const JSON: &str = "application/json";
@@ -753,7 +752,7 @@ fn sessionless_version(headers: &HeaderMap) -> bool {
     headers
         .get(VERSION_HEADER)
         .and_then(|v| v.to_str().ok())
-        .is_some_and(|v| v >= SESSIONLESS_SINCE)
+        .is_some_and(|v| v >= STATELESS_VERSION)
 }
 
 /// Whether an `Accept` header names `media` itself with a weight above zero.

@@ -71,6 +71,20 @@ pub trait Link: Send + Sync + 'static {
     fn pid(&self) -> Option<u32>;
 }
 
+/// Whether a result is an input-required one (SEP-2322: `resultType` is `input_required`): the
+/// server needs the client's answers before the request can finish. Most results are complete;
+/// only those that mention the type are read further.
+pub fn is_input_required(result: &RawValue) -> bool {
+    #[derive(Deserialize)]
+    struct Kind<'a> {
+        #[serde(rename = "resultType", borrow)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+    }
+    result.get().contains("input_required")
+        && serde_json::from_str::<Kind<'_>>(result.get())
+            .is_ok_and(|k| k.result_type.as_deref() == Some("input_required"))
+}
+
 /// A JSON-RPC error object, as a client or server sent it.
 #[derive(Clone, Debug)]
 pub struct RpcError {

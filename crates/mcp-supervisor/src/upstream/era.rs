@@ -232,8 +232,7 @@ pub struct InputRequired {
 /// The input requests of a result whose `resultType` is `input_required`; `None` for any
 /// other result (no `resultType` means complete).
 pub fn input_required(result: &RawValue) -> Option<InputRequired> {
-    // Most results are complete: only those that mention the type are read further.
-    if !result.get().contains("input_required") {
+    if !crate::link::is_input_required(result) {
         return None;
     }
     #[derive(Deserialize)]
@@ -244,25 +243,22 @@ pub fn input_required(result: &RawValue) -> Option<InputRequired> {
     }
     #[derive(Deserialize)]
     struct Result<'a> {
-        #[serde(rename = "resultType", borrow)]
-        result_type: Option<Cow<'a, str>>,
-        #[serde(rename = "inputRequests", default)]
-        input_requests: Option<indexmap_like::Ordered<Request>>,
+        #[serde(rename = "inputRequests", borrow, default)]
+        input_requests: Option<&'a RawValue>,
         #[serde(rename = "requestState", default)]
         request_state: Option<Box<RawValue>>,
     }
     let read: Result<'_> = serde_json::from_str(result.get()).ok()?;
-    if read.result_type.as_deref() != Some("input_required") {
-        return None;
+    let mut requests = Vec::new();
+    if let Some(asked) = read.input_requests {
+        // In the server's order, each as it came.
+        for (key, request) in serde_json::from_str::<Members<'_>>(asked.get()).ok()?.0 {
+            let request: Request = serde_json::from_str(request.get()).ok()?;
+            requests.push((key.into_owned(), request.method, request.params));
+        }
     }
     Some(InputRequired {
-        requests: read
-            .input_requests
-            .map(|o| o.0)
-            .unwrap_or_default()
-            .into_iter()
-            .map(|(key, r)| (key, r.method, r.params))
-            .collect(),
+        requests,
         state: read.request_state,
     })
 }
@@ -332,37 +328,6 @@ pub fn mirrored_headers(
 
 fn json_string(s: &str) -> Box<RawValue> {
     serde_json::value::to_raw_value(s).unwrap_or_else(|_| crate::link::empty_object())
-}
-
-/// A JSON object read into its members in order, each value decoded as `T`.
-mod indexmap_like {
-    use std::fmt;
-    use std::marker::PhantomData;
-
-    use serde::Deserialize;
-    use serde::de::{Deserializer, MapAccess, Visitor};
-
-    pub struct Ordered<T>(pub Vec<(String, T)>);
-
-    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Ordered<T> {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V<T>(PhantomData<T>);
-            impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
-                type Value = Ordered<T>;
-                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                    let mut out = Vec::new();
-                    while let Some(entry) = map.next_entry::<String, T>()? {
-                        out.push(entry);
-                    }
-                    Ok(Ordered(out))
-                }
-            }
-            d.deserialize_map(V(PhantomData))
-        }
-    }
 }
 
 #[cfg(test)]

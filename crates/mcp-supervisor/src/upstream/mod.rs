@@ -150,10 +150,6 @@ impl Connector for ServerConnector {
                 }))
             }
             TransportConfig::Http { url, headers } => {
-                let headers: Vec<(String, String)> = headers
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.expose().to_string()))
-                    .collect();
                 let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
                 let auth = self
                     .auth
@@ -161,68 +157,68 @@ impl Connector for ServerConnector {
                     .map(|a| Arc::new(a) as Arc<dyn crate::auth::Credentials>);
                 let wire: Arc<dyn Wire> = Arc::new(http_wire::HttpWire::with_auth(
                     url,
-                    &headers,
+                    &exposed(headers),
                     incoming_tx,
                     auth,
                 )?);
-                let peer = Peer::start(
-                    wire.clone(),
-                    Some(incoming_rx),
-                    self.fallback.clone(),
-                    events,
-                    client_timeout,
-                );
-                Ok(Arc::new(WireLink {
-                    peer,
-                    wire,
-                    stdio: None,
-                    closed: closed_rx,
-                    closed_tx: Mutex::new(Some(closed_tx)),
-                    stop: None,
-                    pid: None,
-                    stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
-                    protocol: self.server.protocol_version.clone(),
-                    stateless: std::sync::OnceLock::new(),
-                    fallback: self.fallback.clone(),
-                }))
+                // No process to wait for: closed once told to close.
+                Ok(self.remote_link(wire, incoming_rx, events, closed_rx, Some(closed_tx)))
             }
             TransportConfig::Sse { url, headers } => {
-                let headers: Vec<(String, String)> = headers
-                    .iter()
-                    .map(|(k, v)| (k.clone(), v.expose().to_string()))
-                    .collect();
                 let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
-                let sse = sse_wire::SseWire::new(url, &headers, incoming_tx)?;
+                let sse = sse_wire::SseWire::new(url, &exposed(headers), incoming_tx)?;
                 // The event stream's end is the generation's: lost, or closed when told.
                 let ended = sse.ended();
                 tokio::spawn(async move {
                     ended.await;
                     let _ = closed_tx.send(true);
                 });
-                let wire: Arc<dyn Wire> = Arc::new(sse);
-                let peer = Peer::start(
-                    wire.clone(),
-                    Some(incoming_rx),
-                    self.fallback.clone(),
-                    events,
-                    client_timeout,
-                );
-                Ok(Arc::new(WireLink {
-                    peer,
-                    wire,
-                    stdio: None,
-                    closed: closed_rx,
-                    closed_tx: Mutex::new(None),
-                    stop: None,
-                    pid: None,
-                    stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
-                    protocol: self.server.protocol_version.clone(),
-                    stateless: std::sync::OnceLock::new(),
-                    fallback: self.fallback.clone(),
-                }))
+                Ok(self.remote_link(Arc::new(sse), incoming_rx, events, closed_rx, None))
             }
         }
     }
+}
+
+impl ServerConnector {
+    /// A generation over a remote wire (streamable HTTP or SSE), whose messages come through
+    /// `incoming`. `closed_tx`: set by [`Link::close`] when nothing else ends the generation.
+    fn remote_link(
+        &self,
+        wire: Arc<dyn Wire>,
+        incoming: mpsc::UnboundedReceiver<wire::Incoming>,
+        events: LinkEvents,
+        closed: watch::Receiver<bool>,
+        closed_tx: Option<watch::Sender<bool>>,
+    ) -> Arc<dyn Link> {
+        let peer = Peer::start(
+            wire.clone(),
+            Some(incoming),
+            self.fallback.clone(),
+            events,
+            self.server.tool_call_timeout,
+        );
+        Arc::new(WireLink {
+            peer,
+            wire,
+            stdio: None,
+            closed,
+            closed_tx: Mutex::new(closed_tx),
+            stop: None,
+            pid: None,
+            stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
+            protocol: self.server.protocol_version.clone(),
+            stateless: std::sync::OnceLock::new(),
+            fallback: self.fallback.clone(),
+        })
+    }
+}
+
+/// Configured headers with their secret values exposed, for the wire to send.
+fn exposed(headers: &[(String, mcp_supervisor_core::Secret)]) -> Vec<(String, String)> {
+    headers
+        .iter()
+        .map(|(k, v)| (k.clone(), v.expose().to_string()))
+        .collect()
 }
 
 /// A live (or closing) generation.
@@ -332,10 +328,7 @@ impl WireLink {
             let headers = self.headers_for(method, Some(&round), &opts.headers);
             let this_round = CallOptions {
                 timeout: remaining,
-                cancel: opts.cancel.clone(),
-                origin: opts.origin.clone(),
-                headers: opts.headers.clone(),
-                relays_input: opts.relays_input,
+                ..opts.clone()
             };
             let result = self
                 .peer
