@@ -10,6 +10,7 @@ mod support;
 use std::collections::VecDeque;
 use std::path::Path;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::{Value, json};
@@ -21,6 +22,9 @@ use support::{fault_bin, supervisor_bin, temp_dir, write_config};
 /// Every wait in these tests is bounded by this.
 const LIMIT: Duration = Duration::from_secs(30);
 
+/// How many of a child's last stderr lines are kept, to be shown when a test fails.
+const LOG_LINES: usize = 300;
+
 /// How the test client answers a server's request.
 type Answerer = fn(&str, &Value) -> Value;
 
@@ -28,7 +32,10 @@ type Answerer = fn(&str, &Value) -> Value;
 /// `answer`, and records every message it saw.
 struct Raw {
     child: Child,
-    stdin: ChildStdin,
+    /// Taken by `close`.
+    stdin: Option<ChildStdin>,
+    /// The last lines the child wrote to stderr: shown if the test fails.
+    log: Arc<Mutex<VecDeque<String>>>,
     lines: tokio::io::Lines<BufReader<ChildStdout>>,
     next: u64,
     answer: Answerer,
@@ -71,18 +78,32 @@ impl Raw {
     fn spawn(program: &Path, args: &[&str], answer: Answerer) -> Self {
         let mut child = Command::new(program)
             .args(args)
-            .env("MCP_SUPERVISOR_LOG", "warn")
+            .env("MCP_SUPERVISOR_LOG", "debug")
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
-            .stderr(Stdio::null())
+            .stderr(Stdio::piped())
             .kill_on_drop(true)
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", program.display()));
         let stdin = child.stdin.take().expect("stdin");
         let stdout = child.stdout.take().expect("stdout");
+        let stderr = child.stderr.take().expect("stderr");
+        let log = Arc::new(Mutex::new(VecDeque::new()));
+        let kept = log.clone();
+        tokio::spawn(async move {
+            let mut lines = BufReader::new(stderr).lines();
+            while let Ok(Some(line)) = lines.next_line().await {
+                let mut kept = kept.lock().unwrap_or_else(|e| e.into_inner());
+                if kept.len() == LOG_LINES {
+                    kept.pop_front();
+                }
+                kept.push_back(line);
+            }
+        });
         Self {
             child,
-            stdin,
+            stdin: Some(stdin),
+            log,
             lines: BufReader::new(stdout).lines(),
             next: 1,
             answer,
@@ -94,8 +115,9 @@ impl Raw {
     async fn write(&mut self, message: &Value) {
         let mut line = message.to_string();
         line.push('\n');
-        self.stdin.write_all(line.as_bytes()).await.expect("write");
-        self.stdin.flush().await.expect("flush");
+        let stdin = self.stdin.as_mut().expect("stdin is open until close");
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.flush().await.expect("flush");
     }
 
     async fn notify(&mut self, method: &str, params: Value) {
@@ -178,12 +200,25 @@ impl Raw {
     }
 
     async fn close(mut self) {
-        drop(self.stdin);
+        drop(self.stdin.take());
         if tokio::time::timeout(Duration::from_secs(10), self.child.wait())
             .await
             .is_err()
         {
             let _ = self.child.kill().await;
+        }
+    }
+}
+
+impl Drop for Raw {
+    /// A failing test shows what the child logged last.
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            let log = self.log.lock().unwrap_or_else(|e| e.into_inner());
+            eprintln!("--- the child's last {} stderr lines ---", log.len());
+            for line in log.iter() {
+                eprintln!("{line}");
+            }
         }
     }
 }
@@ -721,6 +756,8 @@ async fn bad_messages_on_the_stdio_face_get_errors_that_name_what_is_wrong() {
     ] {
         client
             .stdin
+            .as_mut()
+            .expect("open")
             .write_all(format!("{line}\n").as_bytes())
             .await
             .expect("write");

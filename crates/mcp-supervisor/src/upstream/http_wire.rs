@@ -22,6 +22,7 @@ use reqwest::{Response, StatusCode, Url};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::value::RawValue;
+use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::http_common::{
@@ -52,6 +53,9 @@ const GET_REOPENS: u32 = 5;
 /// The first wait before reopening the standalone GET stream (doubled each time, up to 5 s).
 const GET_REOPEN_BASE: Duration = Duration::from_millis(200);
 const GET_REOPEN_MAX: Duration = Duration::from_secs(5);
+/// How long the first request after the handshake waits for the standalone GET to be answered
+/// (opened, refused or failed), so that the stream is in place before anything it may carry.
+const GET_SETTLE_LIMIT: Duration = Duration::from_secs(2);
 /// The longest wait a server's SSE `retry` field can ask for before a reconnection.
 const MAX_SERVER_RETRY: Duration = Duration::from_secs(30);
 
@@ -91,6 +95,10 @@ struct Inner {
     /// Taken by `close`: once the tasks holding clones are gone, the peer sees no more messages.
     incoming: Mutex<Option<IncomingTx>>,
     listening: AtomicBool,
+    /// Turns true once the standalone GET has been answered (or will not be sent): requests
+    /// wait for it, bounded, so a server never sees a request before the stream it may use
+    /// to answer or to speak of it.
+    get_settled: watch::Sender<bool>,
     closed: AtomicBool,
     /// Stops every task of this wire, and any send in flight.
     ct: CancellationToken,
@@ -157,6 +165,7 @@ impl HttpWire {
                 protocol: Mutex::new(None),
                 incoming: Mutex::new(Some(incoming)),
                 listening: AtomicBool::new(false),
+                get_settled: watch::channel(false).0,
                 closed: AtomicBool::new(false),
                 ct: CancellationToken::new(),
                 auth,
@@ -188,6 +197,9 @@ impl Wire for HttpWire {
             if inner.ct.is_cancelled() {
                 return Err(Failure::TransportClosedBeforeSend);
             }
+            if request.is_some() {
+                inner.settle_get().await;
+            }
             tokio::select! {
                 biased;
                 () = inner.ct.cancelled() => Err(Failure::TransportError {
@@ -216,13 +228,17 @@ impl Wire for HttpWire {
             return;
         }
         let Some(tx) = self.inner.sender() else {
+            self.inner.get_settled.send_replace(true);
             return;
         };
         match tokio::runtime::Handle::try_current() {
             Ok(runtime) => {
                 runtime.spawn(self.inner.clone().listen(tx));
             }
-            Err(_) => tracing::debug!("no runtime: the standalone event stream is not opened"),
+            Err(_) => {
+                tracing::debug!("no runtime: the standalone event stream is not opened");
+                self.inner.get_settled.send_replace(true);
+            }
         }
     }
 
@@ -552,6 +568,19 @@ impl Inner {
         None
     }
 
+    /// Waits, at most [`GET_SETTLE_LIMIT`] and only while the wire is open, until the standalone
+    /// GET has been answered. Free once it has been (or was never asked for).
+    async fn settle_get(&self) {
+        if !self.listening.load(Ordering::SeqCst) {
+            return;
+        }
+        let mut settled = self.get_settled.subscribe();
+        tokio::select! {
+            () = self.ct.cancelled() => {}
+            _ = tokio::time::timeout(GET_SETTLE_LIMIT, settled.wait_for(|done| *done)) => {}
+        }
+    }
+
     /// The standalone GET stream: server messages not tied to a request. Reopened when it ends,
     /// a bounded number of times; its end never ends the generation.
     async fn listen(self: Arc<Self>, tx: IncomingTx) {
@@ -559,7 +588,9 @@ impl Inner {
         let mut retry = None;
         let mut failures = 0u32;
         loop {
-            match self.open_stream(last_event_id.as_deref()).await {
+            let opened = self.open_stream(last_event_id.as_deref()).await;
+            self.get_settled.send_replace(true);
+            match opened {
                 Opened::Stream(response) => {
                     let (end, delivered) = self
                         .read_stream(response, None, &tx, &mut last_event_id, &mut retry)
