@@ -530,3 +530,58 @@ async fn wrap_filters_tools_with_its_flags_and_never_forwards_a_filtered_call() 
     assert_eq!(pid["content"], again["content"], "{pid} {again}");
     proxy.stop().await;
 }
+
+#[tokio::test]
+async fn a_call_to_a_tool_the_saved_catalog_lacks_waits_for_the_servers_own_list() {
+    let dir = temp_dir("catalog-lacks");
+    let state = dir.join("state");
+    let config = dir.join("servers.json");
+    write_config(&config, json!({ "fault": fault_with_delay() }));
+    let mut proxy = Proxy::start(&serve_args(&config, &state, None));
+    proxy.initialize().await;
+    assert!(
+        proxy
+            .tool_names()
+            .await
+            .contains(&"fault__echo".to_string())
+    );
+    catalog_until(&state, "was saved", |t| t.contains(r#""name":"echo""#)).await;
+    proxy.stop().await;
+
+    // The catalog of an older version of the server, without `echo`.
+    let [file] = catalogs(&state).try_into().expect("one catalog");
+    let text = std::fs::read_to_string(&file).expect("read the catalog");
+    let mut saved: Value = serde_json::from_str(&text).expect("a JSON catalog");
+    saved["catalog"]["tools"]
+        .as_array_mut()
+        .unwrap_or_else(|| panic!("a tools array in the catalog: {text}"))
+        .retain(|t| t["name"] != "echo");
+    std::fs::write(&file, saved.to_string()).expect("write the catalog");
+
+    // The list comes from the catalog (no `echo`), while the server is still starting; a call
+    // to `echo` then waits for the server's own list instead of failing as unknown.
+    let mut proxy = Proxy::start(&serve_args(&config, &state, None));
+    proxy.initialize().await;
+    let cached = proxy.tool_names().await;
+    assert!(
+        !cached.contains(&"fault__echo".to_string()) && !cached.is_empty(),
+        "answered from the catalog: {cached:?}"
+    );
+    let result = proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__echo", "arguments": {"message": "late"}}),
+        )
+        .await;
+    assert_eq!(result["content"][0]["text"], "late", "{result}");
+    // A name that no server lists, once every list is in, is unknown at once.
+    let unknown = proxy
+        .request(
+            "tools/call",
+            json!({"name": "fault__nothing", "arguments": {}}),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+    proxy.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

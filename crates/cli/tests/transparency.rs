@@ -239,7 +239,14 @@ async fn serve_everything(
     );
     let mut served = Raw::spawn(
         &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
+        // No saved catalog: it would list server-everything's tools before the server has
+        // registered those it adds after its handshake; these tests are about the live path.
+        &[
+            "serve",
+            "--no-catalog",
+            "--config",
+            config.to_str().unwrap_or_default(),
+        ],
         accept_everything,
     );
     served.handshake(capabilities, client).await;
@@ -694,7 +701,13 @@ async fn serve_routes_a_resource_by_the_list_it_passed_on_and_never_lists_by_the
     );
     let mut served = Raw::spawn(
         &supervisor_bin(),
-        &["serve", "--config", config.to_str().unwrap_or_default()],
+        // No saved catalog: an earlier run's would route the resource before any list.
+        &[
+            "serve",
+            "--no-catalog",
+            "--config",
+            config.to_str().unwrap_or_default(),
+        ],
         accept_everything,
     );
     served.handshake(json!({}), "routes").await;

@@ -148,6 +148,10 @@ impl Default for HubOptions {
 /// The protocol version the hub asks for when it speaks for itself.
 pub const PROTOCOL_VERSION: &str = "2025-11-25";
 
+/// How long a call to a name nobody publishes yet waits for servers on their first attempt
+/// (bounded further by the call's own timeout).
+const FIRST_LIST_WAIT: Duration = Duration::from_secs(10);
+
 /// `initialize` params in the hub's own name, declaring `capabilities`.
 pub fn default_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
     let params = serde_json::json!({
@@ -548,7 +552,20 @@ impl Hub {
         {
             args.origin = Some(Arc::new(ProgressTo(progress)));
         }
-        let (tool, handle) = self.route(public_name)?;
+        let (tool, handle) = match self.route(public_name) {
+            // A name no server publishes yet, while a server is on its first attempt (its own
+            // list not yet in, its saved catalog maybe withdrawn as made for another client):
+            // the call waits for the lists, within its deadline, before it is unknown.
+            Err(CallError::UnknownTool { .. }) if self.first_lists_pending() => {
+                let wait = args
+                    .timeout
+                    .map_or(FIRST_LIST_WAIT, |t| t.min(FIRST_LIST_WAIT));
+                self.wait_all(wait, |s| s.state != ServerState::Connecting)
+                    .await;
+                self.route(public_name)?
+            }
+            routed => routed?,
+        };
         let renamed;
         let params = if tool.upstream_name == public_name {
             params
@@ -621,6 +638,14 @@ impl Hub {
             },
         );
         outcome
+    }
+
+    /// Whether a server is still on its first attempt without its own tool list.
+    fn first_lists_pending(&self) -> bool {
+        self.lock().running.values().any(|r| {
+            let snapshot = r.handle.snapshot();
+            snapshot.state == ServerState::Connecting && snapshot.tool_list != ToolList::Live
+        })
     }
 
     /// Where a public name goes, and its server's supervisor.
