@@ -266,3 +266,10 @@ pub enum Command {
         wait_ms: u64,
     },
 }
+
+impl Command {
+    /// Whether this is `wrap` with the stdio face alone (no `--http`): one client, one server.
+    pub fn is_stdio_wrap(&self) -> bool {
+        matches!(self, Command::Wrap { faces, .. } if faces.http.is_none())
+    }
+}

@@ -26,10 +26,15 @@ use clap::Parser;
 fn main() -> ExitCode {
     let args = cli::Cli::parse();
     let telemetry = logging::init(&args.log);
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .enable_all()
-        .build()
-    {
+    // `wrap` serving only stdio, which is how every desktop host starts it, relays one client
+    // to one server: one thread does that with no hand-off between threads on a message's way,
+    // which is most of the relay's cost (docs/BENCHMARKS.md, "the stdio face").
+    let mut builder = if args.command.is_stdio_wrap() {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        tokio::runtime::Builder::new_multi_thread()
+    };
+    let runtime = match builder.enable_all().build() {
         Ok(runtime) => runtime,
         Err(error) => {
             eprintln!("mcp-supervisor: could not start the async runtime: {error}");
