@@ -944,6 +944,14 @@ impl Downstream for Scope {
     fn notify(&self, method: &str, params: Option<Box<RawValue>>) {
         self.deliver(notification_text(method, params.as_deref()));
     }
+
+    fn client(&self) -> Option<(usize, Arc<dyn Downstream>)> {
+        let whole = Scope {
+            client: self.client.clone(),
+            related: None,
+        };
+        Some((Arc::as_ptr(&self.client) as usize, Arc::new(whole)))
+    }
 }
 
 /// A client's request in flight: forgotten when it ends or is dropped.

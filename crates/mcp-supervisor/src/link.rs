@@ -158,6 +158,14 @@ pub trait Downstream: Send + Sync + 'static {
     ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>>;
     /// A notification for this client (a call's progress, with the client's own token).
     fn notify(&self, method: &str, params: Option<Box<RawValue>>);
+    /// When this is one call of a client that may have several in flight: a key that is the
+    /// same for every call of that client and only for them, and the client as a whole (not
+    /// one call's stream). A server's request that its transport cannot tie to one call (stdio
+    /// says nothing of the relation) goes to that client while every call in flight is its
+    /// own. `None` (the default): nothing is known beyond this one call.
+    fn client(&self) -> Option<(usize, Arc<dyn Downstream>)> {
+        None
+    }
 }
 
 /// A client that has nothing to offer a server: `ping` is answered, every other request is

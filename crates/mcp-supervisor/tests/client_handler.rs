@@ -123,3 +123,106 @@ async fn by_default_a_servers_request_is_refused_cleanly() {
     );
     hub.stop().await;
 }
+
+/// One call of a client (`key`) whose whole is `owner`.
+struct CallOf {
+    key: usize,
+    owner: Arc<Roots>,
+    asked: AtomicUsize,
+    /// Told of the call's progress (so it is under way at the server).
+    progressed: tokio::sync::Notify,
+}
+
+impl Downstream for CallOf {
+    fn request(
+        &self,
+        method: &str,
+        params: Option<Box<RawValue>>,
+    ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        self.owner.request(method, params)
+    }
+
+    fn notify(&self, method: &str, _params: Option<Box<RawValue>>) {
+        if method == "notifications/progress" {
+            self.progressed.notify_one();
+        }
+    }
+
+    fn client(&self) -> Option<(usize, Arc<dyn Downstream>)> {
+        Some((self.key, self.owner.clone()))
+    }
+}
+
+fn call_of(key: usize, owner: &Arc<Roots>) -> Arc<CallOf> {
+    Arc::new(CallOf {
+        key,
+        owner: owner.clone(),
+        asked: AtomicUsize::new(0),
+        progressed: tokio::sync::Notify::new(),
+    })
+}
+
+#[tokio::test]
+async fn over_stdio_a_request_goes_to_the_one_client_whose_calls_are_all_in_flight() {
+    let host = Roots::new("host");
+    let options = HubOptions::answering(host.clone(), &json!({ "roots": {}, "elicitation": {} }));
+    let hub = Arc::new(Hub::start_with_options(config(fault()), options));
+    wait_ready(&hub, "fault", 0).await;
+
+    // `elicit` while another call is in flight: stdio cannot say which call asked.
+    async fn elicit_beside_a_sleep(
+        hub: &Arc<Hub>,
+        sleeping: Arc<CallOf>,
+        asking: Arc<dyn Downstream>,
+    ) -> String {
+        let sleep = {
+            let (hub, origin) = (hub.clone(), sleeping.clone());
+            tokio::spawn(async move {
+                let params = serde_json::value::to_raw_value(&json!({
+                    "name": "fault__sleep",
+                    "arguments": { "ms": 1500 },
+                    "_meta": { "progressToken": "sleeping" },
+                }))
+                .expect("JSON");
+                let call = CallArgs {
+                    origin: Some(origin),
+                    ..CallArgs::default()
+                };
+                hub.call_json("fault__sleep", &params, call).await
+            })
+        };
+        // The sleep is under way at the server (its first progress came) before `elicit`.
+        tokio::time::timeout(
+            std::time::Duration::from_secs(10),
+            sleeping.progressed.notified(),
+        )
+        .await
+        .expect("the sleep reported progress");
+        let call = CallArgs {
+            origin: Some(asking),
+            arguments: args(json!({ "message": "who?" })),
+            ..CallArgs::default()
+        };
+        let result = hub.call("fault__elicit", call).await.expect("elicit");
+        sleep.await.expect("joined").expect("slept");
+        text(&result)
+    }
+
+    // Two calls of one client: the client answers, not the host.
+    let alice = Roots::new("alice");
+    let (first, second) = (call_of(1, &alice), call_of(1, &alice));
+    let answer = elicit_beside_a_sleep(&hub, first.clone(), second.clone()).await;
+    assert!(answer.contains("\"alice\""), "{answer}");
+    assert_eq!(alice.asked.load(Ordering::SeqCst), 1);
+    assert_eq!(first.asked.load(Ordering::SeqCst), 0, "not one call's");
+    assert_eq!(host.asked.load(Ordering::SeqCst), 0);
+
+    // Calls of two clients: nobody can tell, so the hub's handler answers.
+    let bob = Roots::new("bob");
+    let answer = elicit_beside_a_sleep(&hub, call_of(1, &alice), call_of(2, &bob)).await;
+    assert!(answer.contains("\"host\""), "{answer}");
+    assert_eq!(bob.asked.load(Ordering::SeqCst), 0);
+    assert_eq!(host.asked.load(Ordering::SeqCst), 1);
+    hub.stop().await;
+}

@@ -383,7 +383,8 @@ impl Peer {
 
     /// The client whose call caused a server's request: the call on whose stream it came; else,
     /// for the requests a call makes (sampling, elicitation: stdio says nothing of the relation),
-    /// the one call in flight that has a client; else the fallback. `roots/list` and `ping` are
+    /// the one call in flight that has a client, or the one client whose calls are all those in
+    /// flight ([`Downstream::client`]); else the fallback. `roots/list` and `ping` are
     /// about the session, not a call, so they go to the fallback.
     fn client_for(&self, related: Option<u64>, method: &str) -> Arc<dyn Downstream> {
         let state = self.lock();
@@ -402,6 +403,18 @@ impl Peer {
         let mut origins = pending.values().filter_map(|w| w.origin.as_ref());
         match (origins.next(), origins.next()) {
             (Some(only), None) => only.clone(),
+            // Several calls in flight: if they are all one client's, that client.
+            (Some(first), Some(_)) => match first.client() {
+                Some((key, whole))
+                    if pending
+                        .values()
+                        .filter_map(|w| w.origin.as_ref())
+                        .all(|o| o.client().is_some_and(|(k, _)| k == key)) =>
+                {
+                    whole
+                }
+                _ => self.fallback.clone(),
+            },
             _ => self.fallback.clone(),
         }
     }
