@@ -1,7 +1,7 @@
 //! The bridge for clients of protocol 2026-07-28 (no `initialize`: per-request metadata,
 //! `server/discover`, `subscriptions/listen`): rmcp's `ServerHandler` over the hub, until the
-//! message face ([`crate::proxy`]) speaks that era itself. Clients with an `initialize` (every
-//! desktop host today) never reach it. It is typed, so lossy: it is the one place left where
+//! HTTP face serves that era as messages too (the stdio face does: [`crate::stateless`]).
+//! Clients with an `initialize` (every desktop host today) never reach it. It is typed, so lossy: it is the one place left where
 //! the MCP model sits on the data path, and calls still take the hub's one call path.
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
@@ -66,21 +66,6 @@ impl Bridge {
             proxy.hub.subscribe(),
         ));
         proxy
-    }
-
-    /// Serve one 2026-07-28 client on `input` and `output` until it ends.
-    pub async fn serve_stdio<R, W>(self: &Arc<Self>, input: R, output: W)
-    where
-        R: tokio::io::AsyncRead + Unpin + Send + 'static,
-        W: tokio::io::AsyncWrite + Unpin + Send + 'static,
-    {
-        use rmcp::ServiceExt;
-        match self.handler().serve((input, output)).await {
-            Ok(service) => {
-                let _ = service.waiting().await;
-            }
-            Err(error) => tracing::error!("the stdio client did not start a session: {error}"),
-        }
     }
 
     /// A handler for one session.

@@ -16,6 +16,7 @@ mod metrics;
 mod proxy;
 mod rounds;
 mod serve;
+mod stateless;
 mod stdio;
 mod telemetry;
 

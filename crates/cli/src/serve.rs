@@ -98,9 +98,9 @@ pub async fn run(
     }
 
     if faces.stdio {
-        let (proxy, bridge, shutdown) = (proxy.clone(), bridge.clone(), shutdown.clone());
+        let (proxy, shutdown) = (proxy.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move {
-            crate::stdio::run(proxy, bridge).await;
+            crate::stdio::run(proxy).await;
             tracing::info!("stdin closed: shutting down");
             shutdown.cancel();
         }));
