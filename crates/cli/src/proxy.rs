@@ -194,30 +194,13 @@ impl Proxy {
             ));
     }
 
-    /// The same for a client of protocol 2026-07-28, from the first message it sent: such a
+    /// The same for a client of protocol 2026-07-28, from one of its requests' params: such a
     /// client tells who it is and what it can do in each request's `_meta`, and the server is
     /// opened with that (in its own era where the server speaks it, else in an `initialize` of
     /// the newest handshake version), so it shows this client what it would show it directly.
-    /// Then it waits (bounded) for the server's first attempt, so that the bridge can show
-    /// the server's own identity.
-    pub async fn ensure_handshake_for(&self, first: &str) {
-        // The HTTP face calls this for every such request: read the text only the first time.
-        if !self.hub.has_handshake() {
-            match inline_identity(first) {
-                Some(params) => {
-                    self.hub.set_handshake(params);
-                }
-                // A request without the client's identity does not decide it (the bridge
-                // refuses it); the next one that has it does.
-                None => return,
-            }
-        }
-        if self.mode == Mode::Transparent {
-            self.hub.wait_started(HANDSHAKE_WAIT).await;
-        }
-    }
-
-    /// [`Proxy::ensure_handshake_for`] from a request's params.
+    /// Then it waits (bounded) for the server's first attempt, so that the face can show the
+    /// server's own identity. A request without the client's identity does not decide it (the
+    /// face refuses it); the next one that has it does.
     pub(crate) async fn ensure_handshake_from(&self, params: Option<&RawValue>) {
         if !self.hub.has_handshake() {
             #[derive(Deserialize)]
@@ -1132,12 +1115,6 @@ async fn forward_events(
 }
 
 /// `initialize` params from a 2026-07-28 request's `_meta` (client info and capabilities).
-fn inline_identity(text: &str) -> Option<Arc<RawValue>> {
-    let message: Value = serde_json::from_str(text).ok()?;
-    identity_of(message.pointer("/params/_meta")?)
-}
-
-/// `initialize` params from a 2026-07-28 request's `_meta`.
 fn identity_of(meta: &Value) -> Option<Arc<RawValue>> {
     // clientInfo is only recommended in this era: a client that leaves it out is named as the
     // proxy would name itself.

@@ -378,21 +378,17 @@ impl Proxy {
             .contains("inputResponses")
             .then(|| serde_json::from_str::<Retry>(params.get()).ok())
             .flatten();
+        // Counted when it ends (cancelled if this request is dropped first).
+        let record = self.metrics().start();
         if let Some(retry) = retry
             && let Some(step) = self.rounds.resume(&retry.state, retry.responses).await
         {
-            return self.answer_step(step, &name);
+            return self.answer_step(step, &name, record);
         }
         // The call outlives this request while it waits for input: it is cancelled with the
-        // request only until then.
-        let call_cancel = CancellationToken::new();
-        let watcher = tokio::spawn({
-            let call_cancel = call_cancel.clone();
-            async move {
-                cancel.cancelled().await;
-                call_cancel.cancel();
-            }
-        });
+        // request (or when the request is dropped: a client that went away) only until then.
+        let call_cancel = cancel.child_token();
+        let abandoned = call_cancel.clone().drop_guard();
         // The call's progress reaches the client; nothing else of the call's does (a log
         // message goes only where the client asked for it).
         let progress: crate::rounds::Notify = {
@@ -435,8 +431,8 @@ impl Proxy {
                 Some(progress),
             )
             .await;
-        watcher.abort();
-        self.answer_step(step, &name)
+        abandoned.disarm();
+        self.answer_step(step, &name, record)
     }
 
     /// A round's outcome as the client's answer: the result (a server's own input round
@@ -445,6 +441,7 @@ impl Proxy {
         &self,
         step: crate::rounds::Step,
         tool: &str,
+        record: crate::metrics::CallRecord<'_>,
     ) -> Result<Box<RawValue>, RpcError> {
         use crate::rounds::Step;
         let outcome = match step {
@@ -459,6 +456,7 @@ impl Proxy {
                     }
                     asks.insert(key, ask);
                 }
+                record.pending();
                 return to_raw(&json!({
                     "resultType": "input_required",
                     "inputRequests": asks,
@@ -467,7 +465,6 @@ impl Proxy {
             }
             Step::Done(outcome) => outcome,
         };
-        let record = self.metrics().start();
         record.finish(crate::metrics::outcome(
             outcome.as_ref().map(|r| is_error(r)),
         ));

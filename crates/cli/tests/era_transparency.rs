@@ -181,3 +181,74 @@ fn serve_keeps_a_tools_unknown_members_for_a_stateless_client() {
     assert_eq!(call["result"]["content"][0]["x-unknown-content-key"], 1);
     assert_eq!(call["result"]["resultType"], "complete");
 }
+
+/// The same transcript as raw POSTs of that era to `wrap --http` (no session; the headers the
+/// era asks for).
+async fn http_transcript(port: u16) -> Vec<(String, Value)> {
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/mcp");
+    let mut out = Vec::new();
+    for (id, (method, mut params)) in [
+        ("server/discover", json!({})),
+        ("tools/list", json!({})),
+        (
+            "tools/call",
+            json!({ "name": "echo", "arguments": { "text": "whole" } }),
+        ),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        params["_meta"] = identity();
+        let body = json!({ "jsonrpc": "2.0", "id": id + 1, "method": method, "params": params });
+        let mut request = client
+            .post(&url)
+            .header("Accept", "application/json, text/event-stream")
+            .header("Content-Type", "application/json")
+            .header("MCP-Protocol-Version", "2026-07-28")
+            .header("Mcp-Method", method);
+        if method == "tools/call" {
+            request = request.header("Mcp-Name", "echo");
+        }
+        let response = tokio::time::timeout(ANSWER_LIMIT, request.json(&body).send())
+            .await
+            .unwrap_or_else(|_| panic!("no answer to {method}"))
+            .expect("POST");
+        assert_eq!(response.status(), 200, "{method}");
+        // JSON, or an event stream whose message is the answer.
+        let text = response.text().await.expect("a body");
+        let answer: Value = serde_json::from_str(&text)
+            .ok()
+            .or_else(|| {
+                text.lines()
+                    .filter_map(|l| l.strip_prefix("data:"))
+                    .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+                    .find(|m| m.get("id").is_some())
+            })
+            .unwrap_or_else(|| panic!("{method}: no answer in {text}"));
+        out.push((method.to_string(), answer));
+    }
+    out
+}
+
+#[tokio::test]
+async fn wrap_on_http_relays_a_stateless_servers_answers_whole() {
+    let direct = transcript(&mut Peer::spawn(direct()));
+    let port = support::free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let python = python();
+    let fixture = fixture();
+    let (python, fixture) = (
+        python.to_str().expect("utf-8"),
+        fixture.to_str().expect("utf-8"),
+    );
+    let _wrap =
+        support::Running::start(&["wrap", "--http", &addr, "--", python, fixture], port, &[]).await;
+    let wrapped = http_transcript(port).await;
+    for ((method, direct), (_, wrapped)) in direct.iter().zip(&wrapped) {
+        assert_eq!(
+            direct["result"], wrapped["result"],
+            "{method}: direct and through wrap --http differ\ndirect: {direct}\nwrap:   {wrapped}"
+        );
+    }
+}
