@@ -9,6 +9,9 @@
 //! (`serve` namespaces task ids), and the client's side of the handshake. Every other field of
 //! every message passes whole, as JSON text. In `wrap` (transparent) any request it does not
 //! own goes to the server as it came, and the server's own answer or error comes back.
+//! Clients of both eras come here: one that sends `initialize` is of the handshake era; one of
+//! protocol 2026-07-28 (identity in each request's `_meta`) is told apart by its requests and
+//! served by [`crate::stateless`] on the same routes.
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
