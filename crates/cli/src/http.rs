@@ -35,7 +35,6 @@ pub struct Guard {
 /// Serve the MCP face (when `mcp`) and the admin endpoints on `listener` until `shutdown`.
 pub async fn serve(
     proxy: Arc<Proxy>,
-    bridge: Arc<crate::bridge::Bridge>,
     listener: tokio::net::TcpListener,
     guard: Guard,
     mcp: bool,
@@ -48,19 +47,7 @@ pub async fn serve(
         .route("/servers/{name}/reconnect", post(reconnect))
         .with_state(proxy.clone());
     if mcp {
-        let mut hosts = vec![
-            "localhost".to_string(),
-            "127.0.0.1".to_string(),
-            "::1".to_string(),
-            "[::1]".to_string(),
-        ];
-        hosts.extend(guard.hosts.iter().cloned());
-        router = router.merge(crate::mcp_http::router(
-            proxy,
-            &bridge,
-            hosts,
-            shutdown.child_token(),
-        ));
+        router = router.merge(crate::mcp_http::router(proxy, shutdown.child_token()));
     }
     let router = router.layer(middleware::from_fn_with_state(Arc::new(guard), check));
     // Answers are small SSE events: do not let Nagle hold one back behind the previous write.

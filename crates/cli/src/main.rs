@@ -4,7 +4,6 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad usage or an invalid config.
 
 mod adopt;
-mod bridge;
 mod cli;
 mod commands;
 mod control;
@@ -16,6 +15,7 @@ mod metrics;
 mod proxy;
 mod rounds;
 mod serve;
+mod stateless;
 mod stdio;
 mod telemetry;
 

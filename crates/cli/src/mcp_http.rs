@@ -14,11 +14,15 @@
 //! - `DELETE` ends a session: its calls are cancelled and its streams end.
 //!
 //! A session ends after [`SESSION_IDLE`] with no request, no call under way and no open stream.
-//! Clients of protocol 2026-07-28 (no session) go, with the body as it came, to rmcp's
-//! `StreamableHttpService` over the bridge ([`crate::bridge`]).
+//! - A client of protocol 2026-07-28 has no session: each of its POSTs is checked as that era's
+//!   transport asks (`MCP-Protocol-Version` against the body's `_meta`, `Mcp-Method` and
+//!   `Mcp-Name` against the body) and goes to the message face as one request of a client of its
+//!   own; the answer comes as JSON (an error of that era with its HTTP status: 400 for a header
+//!   mismatch, an unsupported version or malformed `_meta`, 404 for a method not found), or as
+//!   an event stream when something related comes first (a subscription's notifications).
 //!
-//! It reads no message beyond its envelope, never answers in the proxy's place, and never
-//! touches the hub. It never holds a lock across an await. Who may call it (Host, Origin,
+//! It reads no message beyond its envelope (and, for that era, the members its headers mirror),
+//! never answers in the proxy's place, and never touches the hub. It never holds a lock across an await. Who may call it (Host, Origin,
 //! token) is [`crate::http`]'s to check.
 
 use std::collections::{HashMap, VecDeque};
@@ -30,15 +34,12 @@ use std::time::Duration;
 use axum::Router;
 use axum::body::{Body, Bytes};
 use axum::extract::{Request, State};
-use axum::http::request::Parts;
 use axum::http::{HeaderMap, StatusCode, header};
 use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
-use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
@@ -46,7 +47,6 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::{Bridge, ProxyHandler};
 use crate::proxy::{Client, Kind, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text, kind};
 use crate::stdio::is_sessionless;
 
@@ -63,7 +63,12 @@ const ENDING_GRACE: Duration = Duration::from_secs(1);
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
-/// The first protocol version without sessions: its clients go to rmcp.
+/// The largest POST body read.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+const METHOD_HEADER: &str = "mcp-method";
+const NAME_HEADER: &str = "mcp-name";
+/// The JSON-RPC error of a request whose headers do not match its body.
+const HEADER_MISMATCH: i64 = -32020;
 /// The reconnection delay a priming event asks a client for (SEP-1699).
 const PRIMING_RETRY: std::time::Duration = std::time::Duration::from_millis(1000);
 const JSON: &str = "application/json";
@@ -73,37 +78,21 @@ const EVENT_STREAM: &str = "text/event-stream";
 struct McpHttp {
     proxy: Arc<Proxy>,
     sessions: Arc<Sessions>,
-    /// rmcp's service over the bridge, for clients of protocol 2026-07-28.
-    rmcp: StreamableHttpService<ProxyHandler, LocalSessionManager>,
     /// The largest POST body read.
     limit: usize,
+    /// Numbers the event streams of sessionless requests.
+    next_stream: AtomicU64,
 }
 
-/// The `/mcp` routes. `hosts`: the `Host` values rmcp's service accepts; `shutdown` ends every
-/// session and stream.
-pub fn router(
-    proxy: Arc<Proxy>,
-    bridge: &Arc<Bridge>,
-    hosts: Vec<String>,
-    shutdown: CancellationToken,
-) -> Router {
-    let config = StreamableHttpServerConfig::default()
-        .with_allowed_hosts(hosts)
-        .with_cancellation_token(shutdown.child_token());
-    let limit = config.max_request_body_bytes;
-    let bridge = bridge.clone();
-    let rmcp = StreamableHttpService::new(
-        move || Ok(bridge.handler()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
+/// The `/mcp` routes. `shutdown` ends every session and stream.
+pub fn router(proxy: Arc<Proxy>, shutdown: CancellationToken) -> Router {
     let sessions = Sessions::new(proxy.clone(), shutdown);
     sessions.spawn_expiry(SESSION_IDLE);
     let face = Arc::new(McpHttp {
         proxy,
         sessions,
-        rmcp,
-        limit,
+        limit: MAX_BODY,
+        next_stream: AtomicU64::new(1),
     });
     Router::new()
         .route("/mcp", get(open_stream).post(post).delete(delete))
@@ -183,8 +172,7 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
             }
             Kind::Request { method } if method == "initialize" => face.initialize(text).await,
             _ if is_sessionless(text) || sessionless_version(&parts.headers) => {
-                let body = bytes.clone();
-                face.to_rmcp(parts, body).await
+                face.stateless(&parts.headers, text, kind).await
             }
             _ => session_required(),
         },
@@ -209,8 +197,9 @@ async fn open_stream(State(face): State<Arc<McpHttp>>, request: Request) -> Resp
     }
     let session = match session_id(&parts.headers) {
         SessionId::Unreadable => return unreadable_session(),
+        // That era has no standalone stream: its notifications ride `subscriptions/listen`.
         SessionId::Missing if sessionless_version(&parts.headers) => {
-            return face.to_rmcp(parts, Bytes::new()).await;
+            return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
         }
         SessionId::Missing => return session_required(),
         SessionId::Given(id) => match face.sessions.get(id) {
@@ -321,7 +310,7 @@ impl McpHttp {
         });
         let call = Call {
             task: task.abort_handle(),
-            _held: session.hold(),
+            _held: Some(session.hold()),
         };
         let ended = session.ended.clone();
         let answer = async move {
@@ -370,38 +359,102 @@ impl McpHttp {
             }
         };
         let stream = session.next_stream.fetch_add(1, Ordering::Relaxed);
-        let priming = Event::default()
-            .id(format!("{stream}/p"))
-            .retry(PRIMING_RETRY)
-            .data("");
-        let events = futures::stream::unfold(
-            (first, messages, 0u64),
-            move |(first, mut messages, n)| async move {
-                let message = match first {
-                    Some(message) => message,
-                    None => messages.next().await?,
-                };
-                let (Message::Related(text) | Message::Answer(text)) = message;
-                let event = message_event(format!("{stream}/{n}"), &text);
-                Some((Ok::<_, Infallible>(event), (None, messages, n + 1)))
-            },
-        );
-        Sse::new(futures::stream::once(async move { Ok(priming) }).chain(events))
-            .keep_alive(KeepAlive::default())
-            .into_response()
+        event_stream(stream, first, messages, true)
     }
 
-    /// Hand a request to rmcp's service (protocol 2026-07-28), its body as it came.
-    async fn to_rmcp(&self, parts: Parts, body: Bytes) -> Response {
-        // Such a client brings no `initialize`: in wrap, the server is opened in our name.
-        self.proxy
-            .ensure_handshake_for(std::str::from_utf8(&body).unwrap_or_default())
-            .await;
-        self.rmcp
-            .handle(Request::from_parts(parts, Body::from(body)))
-            .await
-            .map(Body::new)
+    /// A request of protocol 2026-07-28 (no session): checked against its headers, then
+    /// handled as the one request of a client of its own. A notification or a response has
+    /// nothing to go to (no request of that client is open): 202.
+    async fn stateless(&self, headers: &HeaderMap, text: &str, kind: Kind) -> Response {
+        let Kind::Request { method } = kind else {
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let id = request_id(text);
+        let meta = stateless_meta(text);
+        if let Some(refused) = stateless_refused(headers, &method, &meta, id.as_deref()) {
+            return refused;
+        }
+        let (out, _unrelated) = mpsc::unbounded_channel();
+        let client = self.proxy.connect(out);
+        client.stateless.store(true, Ordering::SeqCst);
+        let (related_tx, related) = mpsc::unbounded_channel();
+        let (answer_tx, answer_rx) = oneshot::channel();
+        let task = tokio::spawn({
+            let (proxy, text) = (self.proxy.clone(), text.to_string());
+            async move {
+                let answer = proxy.handle(&client, &text, Some(related_tx)).await;
+                proxy.disconnect(&client);
+                let _ = answer_tx.send(answer);
+            }
+        });
+        let answer = async move {
+            answer_rx.await.ok().flatten().unwrap_or_else(|| {
+                error_text(id.as_deref(), -32603, "the request was not answered")
+            })
+        }
+        .boxed();
+        let mut messages = CallMessages {
+            pending: VecDeque::new(),
+            related: Some(related),
+            answer: Some(answer),
+            _call: Call {
+                task: task.abort_handle(),
+                _held: None,
+            },
+        };
+        let first = match messages.next().await {
+            Some(Message::Answer(answer)) => {
+                // An error of that era's own (a refusal) as JSON with its status; any other
+                // answer as an event stream, as a server of that era sends it.
+                let status = stateless_status(&answer, meta.malformed());
+                if status != StatusCode::OK {
+                    return (status, [(header::CONTENT_TYPE, JSON)], answer).into_response();
+                }
+                Message::Answer(answer)
+            }
+            Some(related) => related,
+            None => {
+                return refuse(
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    "the request was not answered",
+                );
+            }
+        };
+        let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
+        event_stream(stream, Some(first), messages, false)
     }
+}
+
+/// A request's messages as an event stream, each with id `STREAM/N`: `first` and the rest,
+/// after a priming event when `priming` (an id, the reconnection delay, no data: SEP-1699; a
+/// request of a session may be resumed, one of protocol 2026-07-28 is not).
+fn event_stream(
+    stream: u64,
+    first: Option<Message>,
+    messages: CallMessages,
+    priming: bool,
+) -> Response {
+    let priming = priming.then(|| {
+        Event::default()
+            .id(format!("{stream}/p"))
+            .retry(PRIMING_RETRY)
+            .data("")
+    });
+    let events = futures::stream::unfold(
+        (first, messages, 0u64),
+        move |(first, mut messages, n)| async move {
+            let message = match first {
+                Some(message) => message,
+                None => messages.next().await?,
+            };
+            let (Message::Related(text) | Message::Answer(text)) = message;
+            let event = message_event(format!("{stream}/{n}"), &text);
+            Some((Ok::<_, Infallible>(event), (None, messages, n + 1)))
+        },
+    );
+    Sse::new(futures::stream::iter(priming.map(Ok)).chain(events))
+        .keep_alive(KeepAlive::default())
+        .into_response()
 }
 
 /// A client whose `initialize` is under way: disconnected if it opens no session (refused, or
@@ -422,7 +475,7 @@ impl Drop for Opening<'_> {
 /// A request's task: aborted when dropped (a no-op once it has ended); keeps its session alive.
 struct Call {
     task: AbortHandle,
-    _held: Hold,
+    _held: Option<Hold>,
 }
 
 impl Drop for Call {
@@ -755,6 +808,215 @@ fn sessionless_version(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v >= STATELESS_VERSION)
 }
 
+/// What a sessionless request's body says that its headers must match.
+#[derive(Default)]
+struct StatelessMeta {
+    /// `_meta`'s protocol version, when it is a string.
+    version: Option<String>,
+    /// Whether `_meta` has client capabilities (an object).
+    capabilities: bool,
+    /// `params.name` (or `params.uri` for `resources/read`), for `Mcp-Name`.
+    name: Option<String>,
+    uri: Option<String>,
+}
+
+impl StatelessMeta {
+    fn malformed(&self) -> bool {
+        self.version.is_none() || !self.capabilities
+    }
+}
+
+fn stateless_meta(text: &str) -> StatelessMeta {
+    #[derive(Deserialize)]
+    struct Meta {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
+        version: Option<serde_json::Value>,
+        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", default)]
+        capabilities: Option<serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct Params {
+        #[serde(rename = "_meta", default)]
+        meta: Option<Meta>,
+        #[serde(default)]
+        name: Option<serde_json::Value>,
+        #[serde(default)]
+        uri: Option<serde_json::Value>,
+    }
+    #[derive(Deserialize)]
+    struct Message {
+        #[serde(default)]
+        params: Option<Params>,
+    }
+    let Some(params) = serde_json::from_str::<Message>(text)
+        .ok()
+        .and_then(|m| m.params)
+    else {
+        return StatelessMeta::default();
+    };
+    let as_string = |v: Option<serde_json::Value>| match v {
+        Some(serde_json::Value::String(s)) => Some(s),
+        _ => None,
+    };
+    let (version, capabilities) = match params.meta {
+        Some(meta) => (
+            as_string(meta.version),
+            meta.capabilities.is_some_and(|c| c.is_object()),
+        ),
+        None => (None, false),
+    };
+    StatelessMeta {
+        version,
+        capabilities,
+        name: as_string(params.name),
+        uri: as_string(params.uri),
+    }
+}
+
+/// The refusal of a sessionless request whose headers do not agree with its body, as that
+/// era's transport has it: an `MCP-Protocol-Version` no revision has (400, unless the body
+/// names its own version), `Mcp-Method` and `Mcp-Name` that are missing or differ from the
+/// body (400, -32020), a `_meta` without a protocol version where one is required (400,
+/// -32602), and a header version that differs from the body's (400, -32020).
+fn stateless_refused(
+    headers: &HeaderMap,
+    method: &str,
+    meta: &StatelessMeta,
+    id: Option<&RawValue>,
+) -> Option<Response> {
+    let error = |status: StatusCode, code: i64, message: &str| {
+        Some(
+            (
+                status,
+                [(header::CONTENT_TYPE, JSON)],
+                error_text(id, code, message),
+            )
+                .into_response(),
+        )
+    };
+    let version = match headers.get(VERSION_HEADER).map(|v| v.to_str()) {
+        Some(Err(_)) => {
+            return Some(refuse(
+                StatusCode::BAD_REQUEST,
+                "Bad Request: Invalid MCP-Protocol-Version header encoding",
+            ));
+        }
+        Some(Ok(version)) => Some(version),
+        None => None,
+    };
+    if let Some(version) = version
+        && meta.version.is_none()
+        && version != STATELESS_VERSION
+        && !SESSION_VERSIONS.contains(&version)
+    {
+        return Some(refuse(
+            StatusCode::BAD_REQUEST,
+            &format!("Bad Request: Unsupported MCP-Protocol-Version: {version}"),
+        ));
+    }
+    if version.is_some_and(|v| v >= STATELESS_VERSION) {
+        let single = |name: &str| -> Result<Option<&str>, String> {
+            let mut values = headers.get_all(name).iter();
+            let Some(value) = values.next() else {
+                return Ok(None);
+            };
+            if values.next().is_some() {
+                return Err(format!("duplicate {name} header"));
+            }
+            value
+                .to_str()
+                .map(Some)
+                .map_err(|_| format!("{name} header contains invalid characters"))
+        };
+        let mismatch = match single(METHOD_HEADER) {
+            Err(why) => Some(why),
+            Ok(None) => Some("missing required Mcp-Method header".to_string()),
+            Ok(Some(value)) if value != method => Some(format!(
+                "Mcp-Method header `{value}` does not match body method `{method}`"
+            )),
+            Ok(Some(_)) => None,
+        };
+        let expected = match method {
+            "tools/call" | "prompts/get" => meta.name.as_deref(),
+            "resources/read" => meta.uri.as_deref(),
+            _ => None,
+        };
+        let mismatch = mismatch.or_else(|| {
+            let expected = expected?;
+            match single(NAME_HEADER) {
+                Err(why) => Some(why),
+                Ok(None) => Some(format!("missing required Mcp-Name header for `{method}`")),
+                Ok(Some(value)) => {
+                    let encoded = mcp_supervisor::core::headers::encode_value(&expected.into());
+                    (value != expected && encoded.as_deref() != Some(value)).then(|| {
+                        format!("Mcp-Name header `{value}` does not match body value `{expected}`")
+                    })
+                }
+            }
+        });
+        if let Some(why) = mismatch {
+            return error(StatusCode::BAD_REQUEST, HEADER_MISMATCH, &why);
+        }
+    }
+    match (&meta.version, version) {
+        (None, header)
+            if method == "server/discover" || header.is_some_and(|v| v >= STATELESS_VERSION) =>
+        {
+            let mut missing = vec!["io.modelcontextprotocol/protocolVersion"];
+            if !meta.capabilities {
+                missing.push("io.modelcontextprotocol/clientCapabilities");
+            }
+            error(
+                StatusCode::BAD_REQUEST,
+                -32602,
+                &format!(
+                    "Invalid params: request _meta is missing or has malformed required fields: {}",
+                    missing.join(", ")
+                ),
+            )
+        }
+        (None, _) => None,
+        (Some(_), None) => error(
+            StatusCode::BAD_REQUEST,
+            HEADER_MISMATCH,
+            "request _meta protocolVersion requires MCP-Protocol-Version header",
+        ),
+        (Some(body), Some(header)) if body != header => error(
+            StatusCode::BAD_REQUEST,
+            HEADER_MISMATCH,
+            &format!(
+                "MCP-Protocol-Version header ({header}) does not match request _meta protocolVersion ({body})"
+            ),
+        ),
+        (Some(_), Some(_)) => None,
+    }
+}
+
+/// The HTTP status of a sessionless request's answer: 400 for an unsupported version, a
+/// missing client capability, a header mismatch and malformed `_meta`; 404 for a method not
+/// found; else 200 (an error of the call itself included).
+fn stateless_status(answer: &str, meta_malformed: bool) -> StatusCode {
+    #[derive(Deserialize)]
+    struct Error {
+        code: i64,
+    }
+    #[derive(Deserialize)]
+    struct Answer {
+        #[serde(default)]
+        error: Option<Error>,
+    }
+    match serde_json::from_str::<Answer>(answer)
+        .ok()
+        .and_then(|a| a.error)
+        .map(|e| e.code)
+    {
+        Some(-32022 | -32021 | HEADER_MISMATCH) => StatusCode::BAD_REQUEST,
+        Some(-32602) if meta_malformed => StatusCode::BAD_REQUEST,
+        Some(-32601) => StatusCode::NOT_FOUND,
+        _ => StatusCode::OK,
+    }
+}
+
 /// Whether an `Accept` header names `media` itself with a weight above zero.
 fn accepts(headers: &HeaderMap, media: &str) -> bool {
     headers
@@ -1042,6 +1304,70 @@ mod tests {
         assert!(sessionless_version(&headers));
         headers.insert(VERSION_HEADER, "2025-11-25".parse().unwrap());
         assert!(!sessionless_version(&headers));
+    }
+
+    #[test]
+    fn a_sessionless_requests_headers_must_match_its_body() {
+        let body = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
+        let meta = stateless_meta(body);
+        assert!(!meta.malformed());
+        let headers = |pairs: &[(&str, &str)]| {
+            let mut headers = HeaderMap::new();
+            for (name, value) in pairs {
+                headers.insert(
+                    axum::http::HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                    value.parse().unwrap(),
+                );
+            }
+            headers
+        };
+        let v = (VERSION_HEADER, "2026-07-28");
+        let m = (METHOD_HEADER, "tools/call");
+        let n = (NAME_HEADER, "add");
+        assert!(stateless_refused(&headers(&[v, m, n]), "tools/call", &meta, None).is_none());
+        for bad in [
+            vec![v, (METHOD_HEADER, "tools/list"), n],
+            vec![v, m],
+            vec![v, m, (NAME_HEADER, "other")],
+            vec![m, n],
+            vec![(VERSION_HEADER, "2025-11-25"), m, n],
+        ] {
+            let refused = stateless_refused(&headers(&bad), "tools/call", &meta, None);
+            assert_eq!(
+                refused.map(|r| r.status()),
+                Some(StatusCode::BAD_REQUEST),
+                "{bad:?}"
+            );
+        }
+        let bare = stateless_meta(r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#);
+        assert!(bare.malformed());
+        let refused = stateless_refused(
+            &headers(&[v, (METHOD_HEADER, "server/discover")]),
+            "server/discover",
+            &bare,
+            None,
+        );
+        assert_eq!(refused.map(|r| r.status()), Some(StatusCode::BAD_REQUEST));
+        let error = |code: i64| {
+            format!(r#"{{"jsonrpc":"2.0","id":1,"error":{{"code":{code},"message":"m"}}}}"#)
+        };
+        assert_eq!(
+            stateless_status(&error(-32601), false),
+            StatusCode::NOT_FOUND
+        );
+        assert_eq!(
+            stateless_status(&error(-32022), false),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(
+            stateless_status(&error(-32602), true),
+            StatusCode::BAD_REQUEST
+        );
+        assert_eq!(stateless_status(&error(-32602), false), StatusCode::OK);
+        assert_eq!(
+            stateless_status(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#, false),
+            StatusCode::OK
+        );
     }
 
     #[test]

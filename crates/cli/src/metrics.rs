@@ -210,6 +210,13 @@ impl CallRecord<'_> {
     pub fn finish(mut self, outcome: &'static str) {
         self.outcome = Some(outcome);
     }
+
+    /// The call is not over: it waits for its client's input (an input round), and is counted
+    /// when a later request of the client ends it.
+    pub fn pending(self) {
+        let record = std::mem::ManuallyDrop::new(self);
+        record.metrics.in_flight.fetch_sub(1, Ordering::Relaxed);
+    }
 }
 
 impl Drop for CallRecord<'_> {
@@ -218,11 +225,6 @@ impl Drop for CallRecord<'_> {
         self.metrics
             .record(self.outcome.unwrap_or("cancelled"), self.started.elapsed());
     }
-}
-
-/// The outcome label of a call's result.
-pub fn outcome_of(result: &Result<rmcp::model::CallToolResult, CallError>) -> &'static str {
-    outcome(result.as_ref().map(|r| r.is_error == Some(true)))
 }
 
 /// The outcome label of a call that returned a result (`Ok(is_error)`) or failed.

@@ -9,6 +9,9 @@
 //! (`serve` namespaces task ids), and the client's side of the handshake. Every other field of
 //! every message passes whole, as JSON text. In `wrap` (transparent) any request it does not
 //! own goes to the server as it came, and the server's own answer or error comes back.
+//! Clients of both eras come here: one that sends `initialize` is of the handshake era; one of
+//! protocol 2026-07-28 (identity in each request's `_meta`) is told apart by its requests and
+//! served by [`crate::stateless`] on the same routes.
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
@@ -156,10 +159,13 @@ pub fn error_text(id: Option<&RawValue>, code: i64, message: &str) -> String {
 
 /// Shared by every client of every face.
 pub struct Proxy {
-    hub: Arc<Hub>,
-    mode: Mode,
+    pub(crate) hub: Arc<Hub>,
+    pub(crate) mode: Mode,
     metrics: Arc<crate::metrics::Metrics>,
     clients: Mutex<Vec<Weak<Client>>>,
+    /// Tool calls of clients of protocol 2026-07-28 waiting for their input (a server of the
+    /// handshake era asked them something).
+    pub(crate) rounds: crate::rounds::Rounds,
 }
 
 impl Proxy {
@@ -169,6 +175,7 @@ impl Proxy {
             mode,
             metrics: Arc::default(),
             clients: Mutex::new(Vec::new()),
+            rounds: crate::rounds::Rounds::default(),
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
@@ -190,21 +197,27 @@ impl Proxy {
             ));
     }
 
-    /// The same for a client of protocol 2026-07-28, from the first message it sent: such a
+    /// The same for a client of protocol 2026-07-28, from one of its requests' params: such a
     /// client tells who it is and what it can do in each request's `_meta`, and the server is
     /// opened with that (in its own era where the server speaks it, else in an `initialize` of
     /// the newest handshake version), so it shows this client what it would show it directly.
-    /// Then it waits (bounded) for the server's first attempt, so that the bridge can show
-    /// the server's own identity.
-    pub async fn ensure_handshake_for(&self, first: &str) {
-        // The HTTP face calls this for every such request: read the text only the first time.
+    /// Then it waits (bounded) for the server's first attempt, so that the face can show the
+    /// server's own identity. A request without the client's identity does not decide it (the
+    /// face refuses it); the next one that has it does.
+    pub(crate) async fn ensure_handshake_from(&self, params: Option<&RawValue>) {
         if !self.hub.has_handshake() {
-            match inline_identity(first) {
+            #[derive(Deserialize)]
+            struct Params {
+                #[serde(rename = "_meta", default)]
+                meta: Option<Value>,
+            }
+            let meta = params
+                .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
+                .and_then(|p| p.meta);
+            match meta.as_ref().and_then(identity_of) {
                 Some(params) => {
                     self.hub.set_handshake(params);
                 }
-                // A request without the client's identity does not decide it (the bridge
-                // refuses it); the next one that has it does.
                 None => return,
             }
         }
@@ -231,6 +244,8 @@ impl Proxy {
             calls: Mutex::default(),
             capabilities: Mutex::new(None),
             initialized: std::sync::atomic::AtomicBool::new(false),
+            handshaken: std::sync::atomic::AtomicBool::new(false),
+            stateless: std::sync::atomic::AtomicBool::new(false),
         });
         let mut clients = lock(&self.clients);
         clients.retain(|c| c.strong_count() > 0);
@@ -277,7 +292,12 @@ impl Proxy {
                 // Forgotten however the request ends, also when its future is dropped (an HTTP
                 // client that went away).
                 let _in_flight = InFlight { client, key };
-                let answer = self.request(&scope, method, envelope.params, cancel).await;
+                let answer = if crate::stateless::is_stateless(client, method, envelope.params) {
+                    self.stateless(&scope, id, method, envelope.params, cancel)
+                        .await
+                } else {
+                    self.request(&scope, method, envelope.params, cancel).await
+                };
                 Some(response_text(id, answer))
             }
             (Some(method), None) => {
@@ -349,6 +369,18 @@ impl Proxy {
         if method != "initialize" {
             self.ensure_handshake();
         }
+        self.route(scope, method, params, args).await
+    }
+
+    /// Route a request by its method (both eras): what the proxy owns it answers, the rest
+    /// goes to the server it belongs to.
+    pub(crate) async fn route(
+        self: &Arc<Self>,
+        scope: &Arc<Scope>,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
         match method {
             "initialize" => self.initialize(&scope.client, params).await,
             "ping" => Ok(raw_json("{}")),
@@ -425,6 +457,7 @@ impl Proxy {
         }
         let declared = init.capabilities.map(|c| Capabilities::read(c.get()));
         *lock(&client.capabilities) = declared;
+        client.handshaken.store(true, Ordering::SeqCst);
         if self.mode == Mode::Aggregate && declared.is_some_and(|d| d.roots) {
             // The servers were opened before this client came: a server that keeps roots asks
             // again when told they changed.
@@ -493,23 +526,16 @@ impl Proxy {
         };
         let result = json!({
             "protocolVersion": version,
-            "capabilities": {
-                "tools": { "listChanged": true },
-                "prompts": { "listChanged": true },
-                "resources": { "subscribe": true, "listChanged": true },
-                "completions": {},
-                "logging": {},
-                "tasks": { "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } },
-            },
-            "serverInfo": { "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") },
-            "instructions": "mcp-supervisor fronts supervised MCP servers: their tools keep working across crashes and restarts.",
+            "capabilities": serve_capabilities(),
+            "serverInfo": serve_info(),
+            "instructions": SERVE_INSTRUCTIONS,
         });
         to_raw(&result)
     }
 
     /// The aggregate tool list, from the registry: every definition whole, under its public
     /// name. A client that lists right after starting us sees every server that comes up.
-    async fn list_tools(&self) -> Result<Box<RawValue>, RpcError> {
+    pub(crate) async fn list_tools(&self) -> Result<Box<RawValue>, RpcError> {
         // A server still starting with a saved catalog has its list already: no wait for it.
         self.hub.wait_listed(STARTUP_WAIT).await;
         let tools = self.hub.tools();
@@ -571,7 +597,7 @@ impl Proxy {
     }
 
     /// Any request to the one server of `wrap`, as it came.
-    async fn forward(
+    pub(crate) async fn forward(
         &self,
         method: &str,
         params: Option<&RawValue>,
@@ -722,7 +748,7 @@ impl Proxy {
     /// The server that owns `uri`: the one that listed it, or whose template it matches, or
     /// the only one. A read never lists anything by the way: an unknown URI is an error that
     /// says to list first.
-    fn resource_owner(&self, uri: &str) -> Result<String, RpcError> {
+    pub(crate) fn resource_owner(&self, uri: &str) -> Result<String, RpcError> {
         self.hub
             .routes()
             .resource_owner(uri, &self.hub.servers())
@@ -813,6 +839,10 @@ pub struct Client {
     calls: Mutex<HashMap<String, CancellationToken>>,
     capabilities: Mutex<Option<Capabilities>>,
     initialized: std::sync::atomic::AtomicBool,
+    /// It sent `initialize` (the handshake era).
+    pub(crate) handshaken: std::sync::atomic::AtomicBool,
+    /// It speaks protocol 2026-07-28 (no `initialize`; its identity in each request's `_meta`).
+    pub(crate) stateless: std::sync::atomic::AtomicBool,
 }
 
 impl Client {
@@ -886,12 +916,12 @@ impl Capabilities {
 /// A client as one of its requests sees it: what relates to the request goes to the request's
 /// own stream when it has one.
 pub struct Scope {
-    client: Arc<Client>,
+    pub(crate) client: Arc<Client>,
     related: Option<mpsc::UnboundedSender<String>>,
 }
 
 impl Scope {
-    fn deliver(&self, text: String) -> bool {
+    pub(crate) fn deliver(&self, text: String) -> bool {
         if let Some(related) = &self.related
             && related.send(text.clone()).is_ok()
         {
@@ -1011,7 +1041,13 @@ impl Unrelated {
 
     fn only_client(&self) -> Option<Arc<Client>> {
         let proxy = self.proxy.get()?.upgrade()?;
-        match proxy.clients().as_slice() {
+        // A client of protocol 2026-07-28 takes no requests from a server.
+        let clients: Vec<_> = proxy
+            .clients()
+            .into_iter()
+            .filter(|c| !c.stateless.load(Ordering::SeqCst))
+            .collect();
+        match clients.as_slice() {
             [client] => Some(client.clone()),
             _ => None,
         }
@@ -1090,9 +1126,7 @@ async fn forward_events(
 }
 
 /// `initialize` params from a 2026-07-28 request's `_meta` (client info and capabilities).
-fn inline_identity(text: &str) -> Option<Arc<RawValue>> {
-    let message: Value = serde_json::from_str(text).ok()?;
-    let meta = message.pointer("/params/_meta")?;
+fn identity_of(meta: &Value) -> Option<Arc<RawValue>> {
     // clientInfo is only recommended in this era: a client that leaves it out is named as the
     // proxy would name itself.
     let info = meta
@@ -1123,6 +1157,25 @@ fn inline_identity(text: &str) -> Option<Arc<RawValue>> {
     serde_json::value::to_raw_value(&params).ok().map(Arc::from)
 }
 
+/// What `serve` can do for its clients: every kind of request it routes.
+pub(crate) fn serve_capabilities() -> Value {
+    json!({
+        "tools": { "listChanged": true },
+        "prompts": { "listChanged": true },
+        "resources": { "subscribe": true, "listChanged": true },
+        "completions": {},
+        "logging": {},
+        "tasks": { "list": {}, "cancel": {}, "requests": { "tools": { "call": {} } } },
+    })
+}
+
+/// `serve`'s own name and version.
+pub(crate) fn serve_info() -> Value {
+    json!({ "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") })
+}
+
+pub(crate) const SERVE_INSTRUCTIONS: &str = "mcp-supervisor fronts supervised MCP servers: their tools keep working across crashes and restarts.";
+
 /// The client capabilities the proxy declares to a server it opens in its own name: what it
 /// can route to a client (and answers with an error for a client that lacks it).
 pub fn routed_capabilities() -> Value {
@@ -1135,21 +1188,21 @@ pub fn routed_capabilities() -> Value {
 
 // === small helpers ===
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     // Every write is a whole insert, remove or swap: a poisoned lock holds consistent data.
     mutex.lock().unwrap_or_else(|p| p.into_inner())
 }
 
-fn raw_json(text: &str) -> Box<RawValue> {
+pub(crate) fn raw_json(text: &str) -> Box<RawValue> {
     RawValue::from_string(text.to_string()).unwrap_or_else(|_| mcp_supervisor::link::empty_object())
 }
 
-fn to_raw(value: &Value) -> Result<Box<RawValue>, RpcError> {
+pub(crate) fn to_raw(value: &Value) -> Result<Box<RawValue>, RpcError> {
     serde_json::value::to_raw_value(value).map_err(|e| RpcError::new(-32603, e.to_string()))
 }
 
 /// A string member of a JSON object.
-fn member_str(object: &RawValue, name: &str) -> Option<String> {
+pub(crate) fn member_str(object: &RawValue, name: &str) -> Option<String> {
     struct Member<'n>(&'n str, Option<String>);
     impl<'de> serde::de::DeserializeSeed<'de> for Member<'_> {
         type Value = Option<String>;
@@ -1189,7 +1242,7 @@ fn read_error(error: &RawValue) -> RpcError {
 }
 
 /// Whether a tool result says `isError: true`.
-fn is_error(result: &RawValue) -> bool {
+pub(crate) fn is_error(result: &RawValue) -> bool {
     // Most results are no error and say nothing of it: no pass over them.
     if !result.get().contains("isError") {
         return false;
@@ -1208,7 +1261,7 @@ fn is_error(result: &RawValue) -> bool {
 /// A call's failure as the client sees it: the server's own JSON-RPC error as it said it, an
 /// unknown tool as invalid params, anything else as a tool result with `isError` that says
 /// what happened and what to do.
-fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
+pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
     match error {
         CallError::ServerError {
             code,
@@ -1235,7 +1288,7 @@ fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
 
 /// `task.taskId` (a tool call's task) or `taskId` (a task's state) of a result, namespaced by
 /// `server`.
-fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValue> {
+pub(crate) fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValue> {
     if !result.get().contains("taskId") {
         return result;
     }

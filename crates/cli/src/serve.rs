@@ -16,7 +16,6 @@ use mcp_supervisor::{Hub, HubOptions};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
-use crate::bridge::Bridge;
 use crate::http::{self, Guard};
 use crate::proxy::{Mode, Proxy, Unrelated, routed_capabilities};
 
@@ -43,7 +42,6 @@ pub async fn run(
     if let Some(dir) = &state_dir {
         tracing::debug!("saved catalogs in {}", dir.display());
     }
-    let naming = config.naming.clone();
     // Servers' requests that no client's call caused go to the only client.
     let unrelated = Unrelated::new();
     let options = HubOptions {
@@ -59,7 +57,6 @@ pub async fn run(
     let hub = Arc::new(Hub::start_with_options(config, options));
     let proxy = Proxy::new(hub.clone(), mode);
     unrelated.attach(&proxy);
-    let bridge = Bridge::new(hub.clone(), mode, naming, proxy.metrics().clone());
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
 
@@ -81,16 +78,9 @@ pub async fn run(
             "serving {what} on http://{}",
             listener.local_addr().unwrap_or(addr)
         );
-        let (proxy, bridge, guard, shutdown) = (
-            proxy.clone(),
-            bridge.clone(),
-            faces.guard.clone(),
-            shutdown.clone(),
-        );
+        let (proxy, guard, shutdown) = (proxy.clone(), faces.guard.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move {
-            if let Err(error) =
-                http::serve(proxy, bridge, listener, guard, mcp, shutdown.clone()).await
-            {
+            if let Err(error) = http::serve(proxy, listener, guard, mcp, shutdown.clone()).await {
                 tracing::error!("HTTP face failed: {error}");
                 shutdown.cancel();
             }
@@ -98,9 +88,9 @@ pub async fn run(
     }
 
     if faces.stdio {
-        let (proxy, bridge, shutdown) = (proxy.clone(), bridge.clone(), shutdown.clone());
+        let (proxy, shutdown) = (proxy.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move {
-            crate::stdio::run(proxy, bridge).await;
+            crate::stdio::run(proxy).await;
             tracing::info!("stdin closed: shutting down");
             shutdown.cancel();
         }));

@@ -3,26 +3,25 @@
 //!
 //! It frames lines and nothing else: each line goes to the message face ([`crate::proxy`]) as it
 //! came, each answer and notification is written as one whole line. Requests run concurrently;
-//! notifications and answers from the client are handled in order as they arrive. A client whose
-//! first message is of protocol 2026-07-28 (no `initialize`) is handed, with that first line, to
-//! the rmcp bridge ([`crate::bridge`]). Nothing but MCP messages is ever written to stdout.
+//! notifications and answers from the client are handled in order as they arrive, whatever the
+//! client's era (the message face tells a client of protocol 2026-07-28 by its requests).
+//! Nothing but MCP messages is ever written to stdout.
 
 use std::sync::Arc;
 
 use futures::StreamExt;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::mpsc;
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
-use crate::bridge::Bridge;
 use crate::proxy::{Kind, Proxy, error_text, kind};
 
 /// The longest line accepted from the client; a longer one gets an error answer.
 const MAX_LINE: usize = 64 * 1024 * 1024;
 
 /// Serve the client on our stdin and stdout until stdin ends.
-pub async fn run(proxy: Arc<Proxy>, bridge: Arc<Bridge>) {
-    serve(proxy, bridge, our_stdin(), our_stdout()).await;
+pub async fn run(proxy: Arc<Proxy>) {
+    serve(proxy, our_stdin(), our_stdout()).await;
 }
 
 type Input = Box<dyn AsyncRead + Unpin + Send>;
@@ -58,18 +57,16 @@ fn our_stdout() -> Output {
 }
 
 /// Serve one client on `input` and `output` until `input` ends.
-pub async fn serve<R, W>(proxy: Arc<Proxy>, bridge: Arc<Bridge>, input: R, output: W)
+pub async fn serve<R, W>(proxy: Arc<Proxy>, input: R, output: W)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    // The client's first message may hand it to the bridge: with what was read and our output.
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
     let mut lines = FramedRead::new(input, codec);
     let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
     let writer = tokio::spawn(write_lines(output, out_rx));
     let client = proxy.connect(out_tx.clone());
-    let mut decided = false;
     while let Some(line) = lines.next().await {
         let line = match line {
             Ok(line) => line,
@@ -97,26 +94,6 @@ where
             ));
             continue;
         };
-        if !decided {
-            decided = true;
-            if is_sessionless(&text) {
-                // Hand the client to the bridge: the line read, what was buffered, then the rest.
-                proxy.disconnect(&client);
-                drop(client);
-                drop(out_tx);
-                let Ok(output) = writer.await else {
-                    return;
-                };
-                let parts = lines.into_parts();
-                proxy.ensure_handshake_for(&text).await;
-                let mut head = text.into_bytes();
-                head.push(b'\n');
-                head.extend_from_slice(&parts.read_buf);
-                let input = std::io::Cursor::new(head).chain(parts.io);
-                bridge.serve_stdio(input, output).await;
-                return;
-            }
-        }
         match kind(&text) {
             Kind::Request { .. } => {
                 let (proxy, client, out) = (proxy.clone(), client.clone(), out_tx.clone());

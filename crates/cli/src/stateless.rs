@@ -1,0 +1,551 @@
+//! The message face for clients of protocol 2026-07-28 (the stateless era): no `initialize`,
+//! the client's identity in each request's `_meta`, `server/discover`, `subscriptions/listen`,
+//! results that say their `resultType`, and input rounds (SEP-2322) for a server of the
+//! handshake era that asks such a client something during a call ([`crate::rounds`]).
+//!
+//! It owns only what SPEC §10 gives the proxy for such a client: the checks of a request's
+//! `_meta` (version and capabilities), the upstream handshake made from it, `serve`'s own
+//! discovery, the subscriptions it serves from the hub's events, and the members this era
+//! requires of a result (`resultType`, a list's cache hints) where an upstream of the handshake
+//! era left them out. Everything else passes whole, as JSON text: in `wrap`, a server of this
+//! era gives its own answers, its discovery included. It never sends such a client a request,
+//! and never touches a supervisor or a generation: everything goes through the hub.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mcp_supervisor::link::RpcError;
+use mcp_supervisor::upstream::notification_text;
+use mcp_supervisor::{CallArgs, CallError, HubEvent};
+use serde::Deserialize;
+use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
+
+use crate::proxy::{
+    Client, Mode, Proxy, STATELESS_VERSION, Scope, call_error, is_error, member_str,
+    namespace_task, raw_json, to_raw,
+};
+
+const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
+const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
+
+/// The error code of a request whose protocol version is not served.
+const UNSUPPORTED_VERSION: i64 = -32022;
+
+/// Methods of the handshake era that protocol 2026-07-28 removed: `serve` answers them with
+/// "method not found" for such a client (in `wrap` the server answers for itself).
+const REMOVED: [&str; 5] = [
+    "initialize",
+    "ping",
+    "logging/setLevel",
+    "resources/subscribe",
+    "resources/unsubscribe",
+];
+
+/// Results whose complete form carries cache hints (`ttlMs`, `cacheScope`) in this era.
+const CACHED: [&str; 6] = [
+    "server/discover",
+    "tools/list",
+    "prompts/list",
+    "resources/list",
+    "resources/templates/list",
+    "resources/read",
+];
+
+/// The members of a request's `_meta` this face reads.
+#[derive(Deserialize, Default)]
+struct Inline<'a> {
+    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+    version: Option<&'a RawValue>,
+    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+    capabilities: Option<&'a RawValue>,
+}
+
+fn read_inline(params: Option<&RawValue>) -> Inline<'_> {
+    #[derive(Deserialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow, default)]
+        meta: Option<Inline<'a>>,
+    }
+    params
+        .filter(|p| p.get().contains(META_VERSION) || p.get().contains(META_CAPABILITIES))
+        .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
+        .and_then(|p| p.meta)
+        .unwrap_or_default()
+}
+
+/// Whether a client's request is of the stateless era: the client never sent `initialize`, and
+/// this request (or an earlier one of its) is `server/discover` or names its protocol version
+/// in `_meta`. The first such request marks the client.
+pub fn is_stateless(client: &Client, method: &str, params: Option<&RawValue>) -> bool {
+    if method == "initialize" || client.handshaken.load(Ordering::SeqCst) {
+        return false;
+    }
+    if client.stateless.load(Ordering::SeqCst) {
+        return true;
+    }
+    let stateless = method == "server/discover" || read_inline(params).version.is_some();
+    if stateless {
+        client.stateless.store(true, Ordering::SeqCst);
+    }
+    stateless
+}
+
+/// A JSON string's value, if the text is one.
+fn string_of(raw: &RawValue) -> Option<String> {
+    serde_json::from_str::<String>(raw.get()).ok()
+}
+
+impl Proxy {
+    /// A request of a client of protocol 2026-07-28, answered with a result of that era or
+    /// an error.
+    pub(crate) async fn stateless(
+        self: &Arc<Self>,
+        scope: &Arc<Scope>,
+        id: &RawValue,
+        method: &str,
+        params: Option<&RawValue>,
+        cancel: CancellationToken,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let inline = read_inline(params);
+        let version = inline.version.and_then(string_of);
+        let mut missing = Vec::new();
+        if version.is_none() {
+            missing.push(META_VERSION);
+        }
+        if !inline
+            .capabilities
+            .is_some_and(|c| c.get().starts_with('{'))
+        {
+            missing.push(META_CAPABILITIES);
+        }
+        if !missing.is_empty() {
+            return Err(RpcError::new(
+                -32602,
+                format!(
+                    "request _meta is missing or has malformed required fields: {}",
+                    missing.join(", ")
+                ),
+            ));
+        }
+        if let Some(version) = version.filter(|v| v != STATELESS_VERSION) {
+            return Err(RpcError {
+                code: UNSUPPORTED_VERSION,
+                message: "Unsupported protocol version".into(),
+                data: to_raw(&json!({ "supported": [STATELESS_VERSION], "requested": version }))
+                    .ok(),
+            });
+        }
+        // The first such request opens the server with this client's identity.
+        self.ensure_handshake_from(params).await;
+        self.ensure_handshake();
+        let args = CallArgs {
+            cancel: Some(cancel.clone()),
+            // A server of this era's input rounds reach the client whole.
+            relays_input: true,
+            ..CallArgs::default()
+        };
+        let transparent = self.mode == Mode::Transparent;
+        let result = match method {
+            "server/discover" => self.discover(params, args).await?,
+            "subscriptions/listen" => return self.listen(scope, id, params, cancel).await,
+            "tools/call" => return self.stateless_call(scope, params, cancel).await,
+            _ if !transparent && REMOVED.contains(&method) => {
+                return Err(RpcError::new(
+                    -32601,
+                    format!("Method not found: {method} (removed in protocol 2026-07-28)"),
+                ));
+            }
+            // The server's own list, whole (its own members too); the registry's while it is
+            // down.
+            "tools/list" if transparent => match self.forward(method, params, args).await {
+                Ok(list) => list,
+                Err(_) => self.list_tools().await?,
+            },
+            _ if transparent => self.forward(method, params, args).await?,
+            _ => self.route(scope, method, params, args).await?,
+        };
+        Ok(complete(method, result))
+    }
+
+    /// `server/discover`: in `wrap`, the server's own answer (a server of the handshake era's
+    /// from its `initialize` answer); in `serve`, the proxy's.
+    async fn discover(
+        &self,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let (capabilities, info, instructions) = match (self.mode, self.hub.servers().as_slice()) {
+            (Mode::Transparent, [server]) => {
+                let Some(init) = self.hub.server_info(server) else {
+                    return Err(RpcError::new(
+                        -32603,
+                        format!(
+                            "server \"{server}\" has not started yet; check its command and its stderr"
+                        ),
+                    ));
+                };
+                if member_str(&init, "protocolVersion").as_deref() == Some(STATELESS_VERSION) {
+                    return self.forward("server/discover", params, args).await;
+                }
+                let init: Value = serde_json::from_str(init.get())
+                    .map_err(|e| RpcError::new(-32603, e.to_string()))?;
+                (
+                    init.get("capabilities").cloned().unwrap_or(json!({})),
+                    init.get("serverInfo").cloned(),
+                    init.get("instructions").cloned(),
+                )
+            }
+            _ => (
+                crate::proxy::serve_capabilities(),
+                Some(crate::proxy::serve_info()),
+                Some(Value::String(crate::proxy::SERVE_INSTRUCTIONS.into())),
+            ),
+        };
+        let mut result = json!({
+            "resultType": "complete",
+            "supportedVersions": [STATELESS_VERSION],
+            "capabilities": capabilities,
+            "ttlMs": 0,
+            "cacheScope": "private",
+        });
+        if let Some(instructions) = instructions {
+            result["instructions"] = instructions;
+        }
+        if let Some(info) = info {
+            result["_meta"] = json!({ META_SERVER_INFO: info });
+        }
+        to_raw(&result)
+    }
+
+    /// `subscriptions/listen`: the acknowledgment first, then the change notifications the
+    /// client asked for (of those the capabilities offer), each with the subscription's id,
+    /// until the client cancels the request.
+    async fn listen(
+        &self,
+        scope: &Arc<Scope>,
+        id: &RawValue,
+        params: Option<&RawValue>,
+        cancel: CancellationToken,
+    ) -> Result<Box<RawValue>, RpcError> {
+        #[derive(Deserialize, Default)]
+        #[serde(rename_all = "camelCase")]
+        struct Filter {
+            #[serde(default)]
+            tools_list_changed: Option<bool>,
+            #[serde(default)]
+            prompts_list_changed: Option<bool>,
+            #[serde(default)]
+            resources_list_changed: Option<bool>,
+            #[serde(default)]
+            resource_subscriptions: Option<Vec<String>>,
+        }
+        #[derive(Deserialize)]
+        struct Listen {
+            #[serde(default)]
+            notifications: Option<Filter>,
+        }
+        let requested = params
+            .and_then(|p| serde_json::from_str::<Listen>(p.get()).ok())
+            .and_then(|l| l.notifications)
+            .unwrap_or_default();
+        let offered = self.offered_capabilities();
+        let offers = |kind: &str, member: &str| {
+            offered.pointer(&format!("/{kind}/{member}")) == Some(&Value::Bool(true))
+        };
+        let tools = requested.tools_list_changed == Some(true) && offers("tools", "listChanged");
+        let prompts =
+            requested.prompts_list_changed == Some(true) && offers("prompts", "listChanged");
+        let resources =
+            requested.resources_list_changed == Some(true) && offers("resources", "listChanged");
+        let uris = requested
+            .resource_subscriptions
+            .filter(|_| offers("resources", "subscribe"));
+        let mut accepted = serde_json::Map::new();
+        for (name, on) in [
+            ("toolsListChanged", tools),
+            ("promptsListChanged", prompts),
+            ("resourcesListChanged", resources),
+        ] {
+            if on {
+                accepted.insert(name.into(), Value::Bool(true));
+            }
+        }
+        if let Some(uris) = &uris {
+            accepted.insert("resourceSubscriptions".into(), json!(uris));
+        }
+        let subscription: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+        let tagged = |params: Option<&RawValue>| -> Option<Box<RawValue>> {
+            let mut value = params
+                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                .filter(Value::is_object)
+                .unwrap_or_else(|| json!({}));
+            let meta = value
+                .as_object_mut()?
+                .entry("_meta")
+                .or_insert_with(|| json!({}));
+            meta.as_object_mut()?
+                .insert(META_SUBSCRIPTION.into(), subscription.clone());
+            serde_json::value::to_raw_value(&value).ok()
+        };
+        let ack = to_raw(&json!({ "notifications": accepted }))?;
+        // Subscribed before the acknowledgment: nothing after it is missed.
+        let mut events = self.hub.subscribe();
+        scope.deliver(notification_text(
+            "notifications/subscriptions/acknowledged",
+            tagged(Some(&ack)).as_deref(),
+        ));
+        loop {
+            let event = tokio::select! {
+                () = cancel.cancelled() => break,
+                event = events.recv() => event,
+            };
+            let (method, params) = match event {
+                Ok(HubEvent::ToolsChanged) if tools => {
+                    ("notifications/tools/list_changed".to_string(), None)
+                }
+                Ok(HubEvent::Notification(n)) => {
+                    let wanted = match n.method.as_str() {
+                        "notifications/prompts/list_changed" => prompts,
+                        "notifications/resources/list_changed" => resources,
+                        "notifications/resources/updated" => {
+                            let uri = n.params.as_deref().and_then(|p| member_str(p, "uri"));
+                            uris.as_ref()
+                                .is_some_and(|u| uri.is_some_and(|uri| u.contains(&uri)))
+                        }
+                        _ => false,
+                    };
+                    if !wanted {
+                        continue;
+                    }
+                    (n.method.clone(), n.params.clone())
+                }
+                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
+            };
+            if !scope.deliver(notification_text(
+                &method,
+                tagged(params.as_deref()).as_deref(),
+            )) {
+                break;
+            }
+        }
+        to_raw(&json!({ "resultType": "complete", "_meta": { META_SUBSCRIPTION: subscription } }))
+    }
+
+    /// The capabilities a client of this era is shown: the server's own in `wrap`, `serve`'s
+    /// in `serve`.
+    fn offered_capabilities(&self) -> Value {
+        match (self.mode, self.hub.servers().as_slice()) {
+            (Mode::Transparent, [server]) => self
+                .hub
+                .server_info(server)
+                .and_then(|init| serde_json::from_str::<Value>(init.get()).ok())
+                .and_then(|mut init| init.get_mut("capabilities").map(Value::take))
+                .unwrap_or_else(|| json!({})),
+            _ => crate::proxy::serve_capabilities(),
+        }
+    }
+
+    /// `tools/call` of this era. A retry that answers an input round of ours goes to the call
+    /// still waiting upstream; a state we did not make is the server's own (a server of this
+    /// era asked), and the retry goes to it whole. A server of the handshake era's requests
+    /// during the call come back as an input round.
+    async fn stateless_call(
+        self: &Arc<Self>,
+        scope: &Arc<Scope>,
+        params: Option<&RawValue>,
+        cancel: CancellationToken,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let params = params
+            .ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?
+            .to_owned();
+        let name = member_str(&params, "name")
+            .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
+        #[derive(Deserialize)]
+        struct Retry {
+            #[serde(rename = "inputResponses")]
+            responses: BTreeMap<String, Value>,
+            #[serde(rename = "requestState")]
+            state: String,
+        }
+        let retry = params
+            .get()
+            .contains("inputResponses")
+            .then(|| serde_json::from_str::<Retry>(params.get()).ok())
+            .flatten();
+        // Counted when it ends (cancelled if this request is dropped first).
+        let record = self.metrics().start();
+        if let Some(retry) = retry
+            && let Some(step) = self.rounds.resume(&retry.state, retry.responses).await
+        {
+            return self.answer_step(step, &name, record);
+        }
+        // The call outlives this request while it waits for input: it is cancelled with the
+        // request (or when the request is dropped: a client that went away) only until then.
+        let call_cancel = cancel.child_token();
+        let abandoned = call_cancel.clone().drop_guard();
+        // The call's progress reaches the client; nothing else of the call's does (a log
+        // message goes only where the client asked for it).
+        let progress: crate::rounds::Notify = {
+            let scope = scope.clone();
+            Arc::new(move |method: &str, params: Option<Box<RawValue>>| {
+                if method == "notifications/progress" {
+                    scope.deliver(notification_text(method, params.as_deref()));
+                }
+            })
+        };
+        let hub = self.hub.clone();
+        let mode = self.mode;
+        let tool = name.clone();
+        let step = self
+            .rounds
+            .start(
+                move |origin| {
+                    Box::pin(async move {
+                        let args = CallArgs {
+                            cancel: Some(call_cancel),
+                            origin: Some(origin),
+                            relays_input: true,
+                            ..CallArgs::default()
+                        };
+                        match hub.call_json(&tool, &params, args.clone()).await {
+                            Err(CallError::UnknownTool { name }) => {
+                                match (mode, hub.servers().as_slice()) {
+                                    // Transparent: the server's own answer to a name we do not
+                                    // know.
+                                    (Mode::Transparent, [server]) => {
+                                        hub.send(server, "tools/call", Some(&params), args).await
+                                    }
+                                    _ => Err(CallError::UnknownTool { name }),
+                                }
+                            }
+                            other => other,
+                        }
+                    })
+                },
+                Some(progress),
+            )
+            .await;
+        abandoned.disarm();
+        self.answer_step(step, &name, record)
+    }
+
+    /// A round's outcome as the client's answer: the result (a server's own input round
+    /// whole), or the server's requests as an input round of ours.
+    fn answer_step(
+        &self,
+        step: crate::rounds::Step,
+        tool: &str,
+        record: crate::metrics::CallRecord<'_>,
+    ) -> Result<Box<RawValue>, RpcError> {
+        use crate::rounds::Step;
+        let outcome = match step {
+            Step::Input { requests, state } => {
+                let mut asks = serde_json::Map::new();
+                for (key, method, params) in requests {
+                    let mut ask = json!({ "method": method });
+                    if let Some(params) =
+                        params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                    {
+                        ask["params"] = params;
+                    }
+                    asks.insert(key, ask);
+                }
+                record.pending();
+                return to_raw(&json!({
+                    "resultType": "input_required",
+                    "inputRequests": asks,
+                    "requestState": state,
+                }));
+            }
+            Step::Done(outcome) => outcome,
+        };
+        record.finish(crate::metrics::outcome(
+            outcome.as_ref().map(|r| is_error(r)),
+        ));
+        let result = match outcome {
+            Ok(result) => result,
+            Err(error) => return call_error(error).map(|r| complete("tools/call", r)),
+        };
+        let result = match (self.mode, self.hub.registry().route(tool)) {
+            (Mode::Aggregate, Some(route)) => namespace_task(&route.server, result),
+            _ => result,
+        };
+        Ok(complete("tools/call", result))
+    }
+}
+
+/// A result as this era requires it: `resultType` (`"complete"` when absent) and, for a
+/// complete result of a cached kind, `ttlMs` and `cacheScope` when absent. Added in front, as
+/// text; everything else stays as it came.
+pub fn complete(method: &str, result: Box<RawValue>) -> Box<RawValue> {
+    #[derive(Deserialize)]
+    struct Present<'a> {
+        #[serde(rename = "resultType", borrow, default)]
+        result_type: Option<std::borrow::Cow<'a, str>>,
+        #[serde(rename = "ttlMs", default)]
+        ttl: Option<serde::de::IgnoredAny>,
+        #[serde(rename = "cacheScope", default)]
+        scope: Option<serde::de::IgnoredAny>,
+    }
+    let text = result.get();
+    let Some(rest) = text.strip_prefix('{') else {
+        return result;
+    };
+    let Ok(present) = serde_json::from_str::<Present<'_>>(text) else {
+        return result;
+    };
+    let mut head = String::new();
+    let complete = match &present.result_type {
+        None => {
+            head.push_str(r#""resultType":"complete","#);
+            true
+        }
+        Some(kind) => kind == "complete",
+    };
+    if complete && CACHED.contains(&method) {
+        if present.ttl.is_none() {
+            head.push_str(r#""ttlMs":0,"#);
+        }
+        if present.scope.is_none() {
+            head.push_str(r#""cacheScope":"private","#);
+        }
+    }
+    if head.is_empty() {
+        return result;
+    }
+    if rest.trim_start().starts_with('}') {
+        head.pop();
+    }
+    RawValue::from_string(format!("{{{head}{rest}")).unwrap_or_else(|_| raw_json(text))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn results_get_what_the_era_requires_and_keep_the_rest() {
+        assert_eq!(
+            complete("tools/call", raw(r#"{"content":[],"x-unknown":1}"#)).get(),
+            r#"{"resultType":"complete","content":[],"x-unknown":1}"#
+        );
+        assert_eq!(
+            complete("tools/list", raw("{}")).get(),
+            r#"{"resultType":"complete","ttlMs":0,"cacheScope":"private"}"#
+        );
+        let whole = r#"{"resultType":"complete","ttlMs":5,"cacheScope":"public","tools":[]}"#;
+        assert_eq!(complete("tools/list", raw(whole)).get(), whole);
+        let asks = r#"{"resultType":"input_required","inputRequests":{}}"#;
+        assert_eq!(complete("resources/read", raw(asks)).get(), asks);
+    }
+}
