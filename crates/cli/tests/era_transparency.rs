@@ -40,6 +40,8 @@ struct Peer {
     stdin: ChildStdin,
     lines: mpsc::Receiver<String>,
     next: u64,
+    /// The notifications seen while waiting for answers.
+    seen: Vec<Value>,
 }
 
 impl Peer {
@@ -66,18 +68,13 @@ impl Peer {
             stdin,
             lines,
             next: 1,
+            seen: Vec::new(),
         }
     }
 
     /// A request of this era (its identity in `_meta`); the whole answer.
     fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        let mut params = params;
-        params["_meta"] = identity();
-        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
-        writeln!(self.stdin, "{message}").expect("write a request");
-        self.stdin.flush().expect("flush");
+        let id = self.open(method, params);
         loop {
             let line = self
                 .lines
@@ -86,6 +83,38 @@ impl Peer {
             let answer: Value = serde_json::from_str(&line).expect("a JSON line");
             if answer["id"] == json!(id) {
                 return answer;
+            }
+            if answer.get("id").is_none() {
+                self.seen.push(answer);
+            }
+        }
+    }
+
+    /// A request of this era whose answer is not waited for (it stays open); its id.
+    fn open(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next;
+        self.next += 1;
+        let mut params = params;
+        params["_meta"] = identity();
+        let message = json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params });
+        writeln!(self.stdin, "{message}").expect("write a request");
+        self.stdin.flush().expect("flush");
+        id
+    }
+
+    /// The first notification of `method` (seen already, or the next to come), bounded.
+    fn notification(&mut self, method: &str) -> Value {
+        loop {
+            if let Some(at) = self.seen.iter().position(|n| n["method"] == method) {
+                return self.seen.remove(at);
+            }
+            let line = self
+                .lines
+                .recv_timeout(ANSWER_LIMIT)
+                .unwrap_or_else(|_| panic!("no {method} within {ANSWER_LIMIT:?}"));
+            let message: Value = serde_json::from_str(&line).expect("a JSON line");
+            if message.get("id").is_none() {
+                self.seen.push(message);
             }
         }
     }
@@ -251,4 +280,42 @@ async fn wrap_on_http_relays_a_stateless_servers_answers_whole() {
             "{method}: direct and through wrap --http differ\ndirect: {direct}\nwrap:   {wrapped}"
         );
     }
+}
+
+#[test]
+fn wrap_relays_a_stateless_servers_own_list_changes() {
+    // The fault server over stdio speaks 2026-07-28 to this client (rmcp's stateless era): its
+    // `set_tools` tells its listeners that the list changed, and only on their listen stream.
+    let mut cmd = Command::new(supervisor_bin());
+    cmd.args(["wrap", "--no-catalog", "--"])
+        .arg(support::fault_bin());
+    let mut client = Peer::spawn(cmd);
+    let subscription = client.open(
+        "subscriptions/listen",
+        json!({ "notifications": { "toolsListChanged": true } }),
+    );
+    let ack = client.notification("notifications/subscriptions/acknowledged");
+    assert_eq!(
+        ack["params"]["notifications"]["toolsListChanged"], true,
+        "{ack}"
+    );
+    let changed = client.request(
+        "tools/call",
+        json!({ "name": "set_tools", "arguments": { "tools": ["added_later"] } }),
+    );
+    assert!(changed.get("result").is_some(), "{changed}");
+    // The server said so on wrap's own listen upstream; the client hears it on its own.
+    let told = client.notification("notifications/tools/list_changed");
+    assert_eq!(
+        told["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"],
+        json!(subscription),
+        "{told}"
+    );
+    let listed = client.request("tools/list", json!({}));
+    assert!(
+        listed["result"]["tools"]
+            .as_array()
+            .is_some_and(|t| t.iter().any(|t| t["name"] == "added_later")),
+        "{listed}"
+    );
 }

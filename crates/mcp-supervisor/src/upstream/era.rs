@@ -30,6 +30,49 @@ const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CLIENT: &str = "io.modelcontextprotocol/clientInfo";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 
+/// The `subscriptions/listen` params that ask a stateless server for every list change its
+/// discovered capabilities offer (`tools`, `prompts`, `resources` with `listChanged`), with the
+/// client's identity in `_meta`; `None` when it offers none.
+pub fn listen_params(discovered: &RawValue, identity: &RawValue) -> Option<Box<RawValue>> {
+    #[derive(Deserialize, Default)]
+    struct Changes {
+        #[serde(rename = "listChanged", default)]
+        list_changed: bool,
+    }
+    #[derive(Deserialize, Default)]
+    struct Capabilities {
+        #[serde(default)]
+        tools: Option<Changes>,
+        #[serde(default)]
+        prompts: Option<Changes>,
+        #[serde(default)]
+        resources: Option<Changes>,
+    }
+    #[derive(Deserialize)]
+    struct Discovered {
+        #[serde(default)]
+        capabilities: Capabilities,
+    }
+    let offered = serde_json::from_str::<Discovered>(discovered.get()).ok()?;
+    let on = |c: &Option<Changes>| c.as_ref().is_some_and(|c| c.list_changed);
+    let mut filter = serde_json::Map::new();
+    for (name, offered) in [
+        ("toolsListChanged", on(&offered.capabilities.tools)),
+        ("promptsListChanged", on(&offered.capabilities.prompts)),
+        ("resourcesListChanged", on(&offered.capabilities.resources)),
+    ] {
+        if offered {
+            filter.insert(name.into(), serde_json::Value::Bool(true));
+        }
+    }
+    if filter.is_empty() {
+        return None;
+    }
+    let params =
+        serde_json::value::to_raw_value(&serde_json::json!({ "notifications": filter })).ok()?;
+    with_identity(Some(&params), identity)
+}
+
 /// The protocol version a handshake's params ask for, if they name one.
 pub fn asked_version(params: &RawValue) -> Option<String> {
     #[derive(Deserialize)]
@@ -340,6 +383,27 @@ mod tests {
 
     fn value(text: &RawValue) -> serde_json::Value {
         serde_json::from_str(text.get()).unwrap()
+    }
+
+    #[test]
+    fn listen_asks_for_the_list_changes_the_server_offers() {
+        let identity = identity(
+            &raw(r#"{"clientInfo":{"name":"c","version":"1"},"capabilities":{}}"#),
+            STATELESS,
+        );
+        let both = raw(
+            r#"{"capabilities":{"tools":{"listChanged":true},"prompts":{"listChanged":false},"resources":{"listChanged":true,"subscribe":true}},"serverInfo":{"name":"s","version":"1"}}"#,
+        );
+        let params = listen_params(&both, &identity).expect("two offered");
+        let params = value(&params);
+        assert_eq!(
+            params["notifications"],
+            serde_json::json!({ "toolsListChanged": true, "resourcesListChanged": true })
+        );
+        assert_eq!(params["_meta"][META_VERSION], STATELESS);
+        let none = raw(r#"{"capabilities":{"tools":{}},"serverInfo":{"name":"s","version":"1"}}"#);
+        assert!(listen_params(&none, &identity).is_none());
+        assert!(listen_params(&raw("[]"), &identity).is_none());
     }
 
     #[test]

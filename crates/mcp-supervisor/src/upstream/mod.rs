@@ -245,6 +245,15 @@ struct WireLink {
 
 /// How many rounds of input requests one call may take before it fails.
 const MAX_INPUT_ROUNDS: usize = 16;
+/// How long one `subscriptions/listen` is held before it is given up and opened again.
+const LISTEN_LIMIT: Duration = Duration::from_secs(3600);
+/// How many times in a row `subscriptions/listen` may end soon after it opened before a
+/// generation stops opening it.
+const LISTEN_REOPENS: usize = 5;
+/// A `subscriptions/listen` that ends sooner than this counts as a quick end.
+const LISTEN_QUICK_END: Duration = Duration::from_secs(10);
+/// The wait before opening `subscriptions/listen` again after it ended.
+const LISTEN_REOPEN_WAIT: Duration = Duration::from_secs(1);
 
 impl WireLink {
     /// The stateless era's discovery: `server/discover` with the client's identity, retried
@@ -270,6 +279,9 @@ impl WireLink {
             match era::judge_discover(&outcome)? {
                 era::Discovered::Stateless => {
                     let result = outcome.map_err(|f| describe(&f))?;
+                    if let Some(listen) = era::listen_params(&result, &identity) {
+                        self.listen(listen);
+                    }
                     let _ = self.stateless.set(identity);
                     return era::as_initialize_result(&result)
                         .ok_or_else(|| {
@@ -288,6 +300,56 @@ impl WireLink {
             "server/discover failed: the server rejected protocol version {} twice",
             era::STATELESS
         ))
+    }
+
+    /// The stateless era's stream of change notifications: `subscriptions/listen` with
+    /// `params`, held open for the generation's life. What the server sends on it takes the
+    /// same way as any server notification (a tool-list change refreshes the published list
+    /// and reaches the clients). Reopened when it ends with the generation still open, a bounded
+    /// number of times; a server that refuses it is not asked again.
+    fn listen(&self, params: Box<RawValue>) {
+        let (peer, mut closed) = (self.peer.clone(), self.closed.clone());
+        let headers = self.headers_for("subscriptions/listen", None, &[]);
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            return;
+        };
+        runtime.spawn(async move {
+            let mut quick_ends = 0;
+            loop {
+                let opts = CallOptions::new(LISTEN_LIMIT);
+                let cancel = opts.cancel.clone();
+                let began = tokio::time::Instant::now();
+                let outcome = tokio::select! {
+                    outcome = peer.request_with("subscriptions/listen", Some(&params), opts, headers.clone()) => outcome,
+                    _ = closed.wait_for(|c| *c) => {
+                        cancel.cancel();
+                        return;
+                    }
+                };
+                if *closed.borrow() {
+                    return;
+                }
+                if let Err(Failure::ServerError { code, message, .. }) = &outcome {
+                    tracing::debug!(code, %message, "the server refused subscriptions/listen");
+                    return;
+                }
+                tracing::debug!(ended = ?outcome.err(), "subscriptions/listen ended; reopening");
+                // A stream that ends soon after it opened counts against the bound.
+                if began.elapsed() < LISTEN_QUICK_END {
+                    quick_ends += 1;
+                    if quick_ends >= LISTEN_REOPENS {
+                        tracing::debug!("subscriptions/listen: giving up after {LISTEN_REOPENS} quick ends");
+                        return;
+                    }
+                } else {
+                    quick_ends = 0;
+                }
+                tokio::select! {
+                    () = tokio::time::sleep(LISTEN_REOPEN_WAIT) => {}
+                    _ = closed.wait_for(|c| *c) => return,
+                }
+            }
+        });
     }
 
     /// The headers that mirror a request, for a wire that sends them.
