@@ -255,6 +255,28 @@ pub fn sweep(marker: &str) -> usize {
     left.len()
 }
 
+/// Run one measurement of `run` (stopped by Ctrl-C), then kill what is left of its processes
+/// and say so in the report (`leftover_processes_killed`) and on stdout.
+pub async fn measured(
+    run: &RunDir,
+    measure: impl std::future::Future<Output = Result<serde_json::Value>>,
+) -> Result<serde_json::Value> {
+    let outcome = tokio::select! {
+        outcome = measure => outcome,
+        _ = tokio::signal::ctrl_c() => Err(anyhow::anyhow!("interrupted")),
+    };
+    tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+    let swept = sweep(&run.marker());
+    let mut report = outcome?;
+    report["leftover_processes_killed"] = swept.into();
+    if swept > 0 {
+        println!(
+            "\n  warning: {swept} process(es) of the run were still alive at the end and were killed"
+        );
+    }
+    Ok(report)
+}
+
 /// The current 1-minute load average.
 pub fn load_now() -> f64 {
     crate::util::loadavg().unwrap_or(f64::NAN)

@@ -365,20 +365,7 @@ pub async fn run(fault: &Path, opts: Options) -> Result<Value> {
     let supervisor = crate::util::supervisor_beside()?;
     let run = RunDir::new("scale")?;
     let limit = Duration::from_secs(opts.limit_secs);
-    let outcome = tokio::select! {
-        outcome = measure(fault, &supervisor, &run, &opts, limit) => outcome,
-        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let swept = procs::sweep(&run.marker());
-    let mut report = outcome?;
-    report["leftover_processes_killed"] = swept.into();
-    if swept > 0 {
-        println!(
-            "\n  warning: {swept} process(es) of the run were still alive at the end and were killed"
-        );
-    }
-    Ok(report)
+    procs::measured(&run, measure(fault, &supervisor, &run, &opts, limit)).await
 }
 
 async fn measure(

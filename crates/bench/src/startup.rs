@@ -10,7 +10,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use anyhow::{Context, Result, anyhow, bail};
+use anyhow::{Context, Result, bail};
 use serde_json::{Value, json};
 
 use crate::procs::{self, RunDir, Spawned};
@@ -26,20 +26,7 @@ pub struct Options {
 pub async fn run(fault: &Path, opts: Options) -> Result<Value> {
     let supervisor = crate::util::supervisor_beside()?;
     let run = RunDir::new("startup")?;
-    let outcome = tokio::select! {
-        outcome = measure(fault, &supervisor, &run, &opts) => outcome,
-        _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
-    };
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    let swept = procs::sweep(&run.marker());
-    let mut report = outcome?;
-    report["leftover_processes_killed"] = swept.into();
-    if swept > 0 {
-        println!(
-            "\n  warning: {swept} process(es) of the run were still alive at the end and were killed"
-        );
-    }
-    Ok(report)
+    procs::measured(&run, measure(fault, &supervisor, &run, &opts)).await
 }
 
 /// One start of the proxy: how long until its first complete tools/list answer.

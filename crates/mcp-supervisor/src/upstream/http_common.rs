@@ -141,8 +141,35 @@ pub(super) fn sse_events(
     SseStream::from_bytes_stream(bytes)
 }
 
+/// How long opening a TCP (and TLS) connection may take.
+const CONNECT_LIMIT: Duration = Duration::from_secs(10);
+
+/// `url` parsed, if it is an http:// or https:// URL; else an error naming it.
+pub(super) fn http_url(url: &str) -> Result<reqwest::Url, String> {
+    let parsed =
+        reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "`{parsed}` is not an http:// or https:// URL (scheme `{}`)",
+            parsed.scheme()
+        ));
+    }
+    Ok(parsed)
+}
+
+/// The HTTP client of one generation: same-origin redirects only, no Nagle delay, a bounded
+/// connect.
+pub(super) fn http_client() -> Result<reqwest::Client, String> {
+    reqwest::Client::builder()
+        .redirect(same_origin_redirects())
+        .tcp_nodelay(true)
+        .connect_timeout(CONNECT_LIMIT)
+        .build()
+        .map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))
+}
+
 /// Follow only same-origin 307/308 redirects (they keep the body), at most 10.
-pub(super) fn same_origin_redirects() -> reqwest::redirect::Policy {
+fn same_origin_redirects() -> reqwest::redirect::Policy {
     reqwest::redirect::Policy::custom(|attempt| {
         let keeps_body = matches!(
             attempt.status(),

@@ -26,8 +26,8 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::http_common::{
-    describe, describe_sse, error_body, lock, media_type, same_origin_redirects, send_failure,
-    sse_events,
+    configured_headers, describe, describe_sse, error_body, http_client, http_url, lock,
+    media_type, send_failure, sse_events,
 };
 use super::wire::{Incoming, IncomingTx, Wire};
 use crate::auth::Credentials;
@@ -37,8 +37,6 @@ use crate::link::BoxFuture;
 const MAX_JSON_BODY: usize = 16 * 1024 * 1024;
 /// How long a GET may take to answer with its headers.
 const GET_HEADERS_LIMIT: Duration = Duration::from_secs(10);
-/// How long opening a TCP (and TLS) connection may take.
-const CONNECT_LIMIT: Duration = Duration::from_secs(10);
 /// How long the DELETE of [`Wire::close`] may take.
 const DELETE_LIMIT: Duration = Duration::from_secs(1);
 /// The waits before each resumption of a request's stream that ended before its answer; one try
@@ -127,35 +125,9 @@ impl HttpWire {
         incoming: IncomingTx,
         auth: Option<Arc<dyn Credentials>>,
     ) -> Result<Self, String> {
-        let url = Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "`{url}` is not an http:// or https:// URL (scheme `{}`)",
-                url.scheme()
-            ));
-        }
-        let mut map = HeaderMap::new();
-        for (key, value) in headers {
-            let name = HeaderName::from_bytes(key.as_bytes())
-                .map_err(|_| format!("header name `{key}` is not a valid HTTP header name"))?;
-            if RESERVED.contains(&name.as_str()) {
-                return Err(format!(
-                    "header `{key}` is set by the MCP transport itself and cannot be configured"
-                ));
-            }
-            let mut value = HeaderValue::from_str(value).map_err(|_| {
-                format!("the value of header `{key}` is not a valid HTTP header value")
-            })?;
-            // Kept out of debug output: it may be a credential.
-            value.set_sensitive(true);
-            map.append(name, value);
-        }
-        let client = reqwest::Client::builder()
-            .redirect(same_origin_redirects())
-            .tcp_nodelay(true)
-            .connect_timeout(CONNECT_LIMIT)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))?;
+        let url = http_url(url)?;
+        let map = configured_headers(headers, &RESERVED)?;
+        let client = http_client()?;
         Ok(Self {
             inner: Arc::new(Inner {
                 url,
@@ -571,7 +543,7 @@ impl Inner {
     /// Waits, at most [`GET_SETTLE_LIMIT`] and only while the wire is open, until the standalone
     /// GET has been answered. Free once it has been (or was never asked for).
     async fn settle_get(&self) {
-        if !self.listening.load(Ordering::SeqCst) {
+        if !self.listening.load(Ordering::SeqCst) || *self.get_settled.borrow() {
             return;
         }
         let mut settled = self.get_settled.subscribe();

@@ -20,7 +20,7 @@ use tokio::sync::watch;
 use tokio_util::sync::CancellationToken;
 
 use super::http_common::{
-    configured_headers, describe, describe_sse, error_body, media_type, same_origin_redirects,
+    configured_headers, describe, describe_sse, error_body, http_client, http_url, media_type,
     send_failure, sse_events,
 };
 use super::wire::{Incoming, IncomingTx, Wire};
@@ -28,8 +28,6 @@ use crate::link::BoxFuture;
 
 /// How long the server may take to answer the GET with its headers and then send `endpoint`.
 pub const ENDPOINT_LIMIT: Duration = Duration::from_secs(10);
-/// How long opening a TCP (and TLS) connection may take.
-const CONNECT_LIMIT: Duration = Duration::from_secs(10);
 
 const JSON: &str = "application/json";
 const EVENT_STREAM: &str = "text/event-stream";
@@ -76,20 +74,9 @@ impl SseWire {
         headers: &[(String, String)],
         incoming: IncomingTx,
     ) -> Result<Self, String> {
-        let url = Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
-        if !matches!(url.scheme(), "http" | "https") {
-            return Err(format!(
-                "`{url}` is not an http:// or https:// URL (scheme `{}`)",
-                url.scheme()
-            ));
-        }
+        let url = http_url(url)?;
         let headers = configured_headers(headers, &RESERVED)?;
-        let client = reqwest::Client::builder()
-            .redirect(same_origin_redirects())
-            .tcp_nodelay(true)
-            .connect_timeout(CONNECT_LIMIT)
-            .build()
-            .map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))?;
+        let client = http_client()?;
         let runtime = tokio::runtime::Handle::try_current()
             .map_err(|_| "the SSE transport needs a tokio runtime".to_string())?;
         let (endpoint_tx, endpoint) = watch::channel(Endpoint::Waiting);
