@@ -14,7 +14,13 @@ pub enum Failure {
     /// HTTP 404 on a stale `Mcp-Session-Id`.
     SessionExpired,
     /// Another HTTP status from the transport.
-    HttpStatus { status: u16, body: String },
+    HttpStatus {
+        status: u16,
+        body: String,
+        /// Whether the refused request carried a session id: only then can the body's words
+        /// say the session is stale (SPEC §5).
+        with_session: bool,
+    },
     /// A JSON-RPC error the server answered.
     ServerError {
         code: i32,
@@ -62,7 +68,10 @@ pub enum Verdict {
 }
 
 /// How servers say "I do not know your session" in words rather than with a 404
-/// (server-everything: 400 "No valid session ID provided"). Matched case-insensitively.
+/// (server-everything: 400 "No valid session ID provided"). Matched case-insensitively, and only
+/// in a non-2xx HTTP response to a request that carried a session id: a JSON-RPC error that
+/// answers a request is that server's answer whatever its words (a browser or database tool's
+/// "Session not found" is about its own sessions, and it may have done its work).
 pub const STALE_SESSION_PHRASES: [&str; 3] = [
     "no valid session id provided",
     "server not initialized",
@@ -84,17 +93,14 @@ pub fn classify(f: &Failure) -> Verdict {
         | Failure::ConnectRefused
         | Failure::SessionExpired
         | Failure::TransportClosedBeforeSend => Verdict::NotDelivered,
-        Failure::ServerError { message, .. } => {
-            if mentions_stale_session(message) {
-                Verdict::NotDelivered
-            } else {
-                Verdict::ServerAnswered
-            }
-        }
+        // Outcome 2, whatever the message says: the server answered this request.
+        Failure::ServerError { .. } => Verdict::ServerAnswered,
         Failure::HttpStatus { status: 404, .. } => Verdict::NotDelivered,
-        Failure::HttpStatus { status: 400, body } if mentions_stale_session(body) => {
-            Verdict::NotDelivered
-        }
+        Failure::HttpStatus {
+            body,
+            with_session: true,
+            ..
+        } if mentions_stale_session(body) => Verdict::NotDelivered,
         Failure::HttpStatus { .. } => Verdict::Unclear,
         Failure::ConnectionLostAfterSend => Verdict::OutcomeUnknown,
         Failure::TransportError {

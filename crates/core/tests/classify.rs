@@ -6,10 +6,21 @@ use mcp_supervisor_core::classify::{
     classify, mentions_stale_session, recovery,
 };
 
+/// A non-2xx answer to a request that carried a session id.
 fn http(status: u16, body: &str) -> Failure {
     Failure::HttpStatus {
         status,
         body: body.to_owned(),
+        with_session: true,
+    }
+}
+
+/// A non-2xx answer to a request that carried no session id.
+fn http_sessionless(status: u16, body: &str) -> Failure {
+    Failure::HttpStatus {
+        status,
+        body: body.to_owned(),
+        with_session: false,
     }
 }
 
@@ -55,19 +66,30 @@ fn every_failure_variant_has_its_verdict() {
             Verdict::NotDelivered,
         ),
         (http(400, "malformed JSON"), Verdict::Unclear),
-        (http(401, "Session not found"), Verdict::Unclear),
+        (http(401, "Session not found"), Verdict::NotDelivered),
         (http(500, "Internal Server Error"), Verdict::Unclear),
         (http(502, ""), Verdict::Unclear),
-        (http(503, "Server not initialized"), Verdict::Unclear),
+        (http(503, "Server not initialized"), Verdict::NotDelivered),
+        (
+            http_sessionless(400, "Bad Request: No valid session ID provided"),
+            Verdict::Unclear,
+        ),
+        (
+            http_sessionless(503, "Server not initialized"),
+            Verdict::Unclear,
+        ),
+        (http_sessionless(404, ""), Verdict::NotDelivered),
+        // A JSON-RPC error that answers the request is the server's answer, whatever its words
+        // (SPEC §5: a tool's "Session not found" may follow work it did).
         (
             rpc(-32000, "Bad Request: No valid session ID provided"),
-            Verdict::NotDelivered,
+            Verdict::ServerAnswered,
         ),
         (
             rpc(-32000, "Bad Request: Server not initialized"),
-            Verdict::NotDelivered,
+            Verdict::ServerAnswered,
         ),
-        (rpc(-32001, "Session not found"), Verdict::NotDelivered),
+        (rpc(-32001, "Session not found"), Verdict::ServerAnswered),
         (
             rpc(-32602, "Invalid params: path must be absolute"),
             Verdict::ServerAnswered,
@@ -118,8 +140,9 @@ fn stale_session_phrases_match_case_insensitively_anywhere() {
             ),
         ] {
             assert!(mentions_stale_session(&text), "{text}");
-            assert_eq!(classify(&rpc(-32000, &text)), Verdict::NotDelivered);
+            assert_eq!(classify(&rpc(-32000, &text)), Verdict::ServerAnswered);
             assert_eq!(classify(&http(400, &text)), Verdict::NotDelivered);
+            assert_eq!(classify(&http_sessionless(400, &text)), Verdict::Unclear);
         }
     }
     for text in [

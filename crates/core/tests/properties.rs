@@ -820,9 +820,14 @@ fn failure() -> impl Strategy<Value = Failure> {
         Just(Failure::SessionExpired),
         (
             prop_oneof![Just(400u16), Just(404), Just(500), any::<u16>()],
-            text_with_phrase()
+            text_with_phrase(),
+            any::<bool>(),
         )
-            .prop_map(|(status, body)| Failure::HttpStatus { status, body }),
+            .prop_map(|(status, body, with_session)| Failure::HttpStatus {
+                status,
+                body,
+                with_session
+            }),
         (any::<i32>(), text_with_phrase()).prop_map(|(code, message)| Failure::ServerError {
             code,
             message,
@@ -872,14 +877,11 @@ proptest! {
             | Failure::SessionExpired
             | Failure::TransportClosedBeforeSend => prop_assert_eq!(verdict, Verdict::NotDelivered),
             Failure::HttpStatus { status: 404, .. } => prop_assert_eq!(verdict, Verdict::NotDelivered),
-            Failure::HttpStatus { status: 400, body } if mentions_stale_session(body) => {
+            Failure::HttpStatus { body, with_session: true, .. } if mentions_stale_session(body) => {
                 prop_assert_eq!(verdict, Verdict::NotDelivered)
             }
             Failure::HttpStatus { .. } => prop_assert_eq!(verdict, Verdict::Unclear),
-            Failure::ServerError { message, .. } => prop_assert_eq!(
-                verdict,
-                if mentions_stale_session(message) { Verdict::NotDelivered } else { Verdict::ServerAnswered }
-            ),
+            Failure::ServerError { .. } => prop_assert_eq!(verdict, Verdict::ServerAnswered),
             Failure::ConnectionLostAfterSend => prop_assert_eq!(verdict, Verdict::OutcomeUnknown),
             Failure::TransportError { connection_closed, .. } => prop_assert_eq!(
                 verdict,

@@ -164,6 +164,10 @@ struct CountArgs {
     /// this id: a replay of the same call then succeeds).
     #[serde(default)]
     crash_before_reply: bool,
+    /// Write the ledger line, then answer with a JSON-RPC error carrying this message (a tool that
+    /// did its work and then says something, e.g. about sessions of its own).
+    #[serde(default)]
+    fail_with: Option<String>,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -438,6 +442,7 @@ impl FaultServer {
         let CountArgs {
             id,
             crash_before_reply,
+            fail_with,
         } = args(arguments)?;
         let Some(path) = &self.shared.options.ledger else {
             return tool_error("no ledger: start mcp-fault-server with --ledger PATH");
@@ -459,6 +464,9 @@ impl FaultServer {
         if crash_before_reply && !seen_before {
             tracing::info!(%id, "ledger written; crashing before the reply");
             std::process::exit(CRASH_EXIT_CODE);
+        }
+        if let Some(message) = fail_with {
+            return Err(McpError::internal_error(message, None));
         }
         text(id)
     }

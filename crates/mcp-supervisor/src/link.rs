@@ -360,8 +360,8 @@ pub(crate) fn describe(failure: &Failure) -> String {
         Failure::NoLiveGeneration => "there is no live connection".into(),
         Failure::ConnectRefused => "the connection was refused".into(),
         Failure::SessionExpired => "the server no longer knows our session (HTTP 404)".into(),
-        Failure::HttpStatus { status, body } if body.is_empty() => format!("HTTP {status}"),
-        Failure::HttpStatus { status, body } => format!("HTTP {status}: {body}"),
+        Failure::HttpStatus { status, body, .. } if body.is_empty() => format!("HTTP {status}"),
+        Failure::HttpStatus { status, body, .. } => format!("HTTP {status}: {body}"),
         Failure::ServerError { code, message, .. } => format!("error {code}: {message}"),
         Failure::TransportClosedBeforeSend => {
             "the connection was closed before the request went out".into()

@@ -324,3 +324,84 @@ async fn a_server_that_blocks_its_event_loop_while_calls_keep_arriving_is_found_
     assert!(now.generation > first.generation);
     hub.stop().await;
 }
+
+/// SPEC §5: words are evidence only where the transport speaks. A JSON-RPC error that answers the
+/// call's own id is outcome 2 whatever it says: a tool that did its work and then says "Session
+/// not found" (of a browser, tmux or database session of its own) is not run again, its server
+/// is not restarted, and the caller gets its answer.
+async fn an_answered_error_that_mentions_a_session_is_the_servers_answer(
+    server: serde_json::Value,
+    ledger: &std::path::Path,
+) {
+    let hub = Hub::start(config(json!({ "fault": server })));
+    let first = wait_ready(&hub, "fault", 0).await;
+    for (n, words) in [
+        "Session not found",
+        "Bad Request: No valid session ID provided",
+        "Server not initialized",
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        let error = hub
+            .call(
+                "fault__count",
+                CallArgs {
+                    arguments: args(json!({"id": format!("call-{n}"), "fail_with": words})),
+                    ..Default::default()
+                },
+            )
+            .await
+            .expect_err("the tool answered with an error");
+        match &error {
+            CallError::ServerError { message, .. } => {
+                assert!(message.contains(words), "{error}")
+            }
+            other => panic!("expected the server's own error, got {other:?}"),
+        }
+        assert!(!error.to_string().contains("did not run"), "{error}");
+    }
+    assert_eq!(
+        ledger_lines(ledger),
+        ["call-0", "call-1", "call-2"],
+        "each call ran exactly once"
+    );
+    let now = hub.status();
+    let fault = now
+        .iter()
+        .find(|s| s.name == "fault")
+        .expect("fault listed");
+    assert_eq!(
+        fault.generation, first.generation,
+        "an answered error never restarts the server"
+    );
+    hub.stop().await;
+}
+
+#[tokio::test]
+async fn a_stdio_tools_error_that_says_session_not_found_is_not_run_twice() {
+    let dir = temp_dir("session-words-stdio");
+    let ledger = dir.join("ledger");
+    an_answered_error_that_mentions_a_session_is_the_servers_answer(
+        json!({ "command": fault_bin(), "args": ["--ledger", ledger], "reconnect": policy() }),
+        &ledger,
+    )
+    .await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn an_http_tools_error_that_says_session_not_found_is_not_run_twice() {
+    let dir = temp_dir("session-words-http");
+    let ledger = dir.join("ledger");
+    let port = free_port();
+    let ledger_arg = ledger.to_string_lossy().into_owned();
+    let server = HttpServer::start(port, &["--ledger", &ledger_arg]).await;
+    an_answered_error_that_mentions_a_session_is_the_servers_answer(
+        json!({ "url": server.url(), "reconnect": policy() }),
+        &ledger,
+    )
+    .await;
+    drop(server);
+    let _ = std::fs::remove_dir_all(dir);
+}

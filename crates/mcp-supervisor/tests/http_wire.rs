@@ -626,7 +626,8 @@ async fn a_stale_session_400_keeps_its_json_rpc_body() {
         peer.send(&request(4, "stale", json!({})), Some(4)).await,
         Err(Failure::HttpStatus {
             status: 400,
-            body: STALE_BODY.to_string()
+            body: STALE_BODY.to_string(),
+            with_session: true,
         })
     );
     peer.wire.close();

@@ -346,6 +346,7 @@ async fn a_post_answered_404_or_410_is_a_stale_session_and_other_statuses_are_ke
             Failure::HttpStatus {
                 status: 500,
                 body: "Could not find session".into(),
+                with_session: true,
             },
         ),
     ] {

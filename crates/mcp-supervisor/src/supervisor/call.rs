@@ -415,8 +415,9 @@ impl SupervisorHandle {
 /// A stale session: the server answers, it just forgot us, so reconnect at once.
 fn is_stale_session(failure: &Failure) -> bool {
     match failure {
-        Failure::SessionExpired | Failure::HttpStatus { .. } | Failure::ServerError { .. } => true,
-        Failure::NoLiveGeneration
+        Failure::SessionExpired | Failure::HttpStatus { .. } => true,
+        Failure::ServerError { .. }
+        | Failure::NoLiveGeneration
         | Failure::ConnectRefused
         | Failure::TransportClosedBeforeSend
         | Failure::ConnectionLostAfterSend

@@ -199,7 +199,7 @@ pub fn judge_discover(outcome: &Result<Box<RawValue>, Failure>) -> Result<Discov
         // Any other error answer (method not found, not initialized, ...): the server is of
         // the handshake era.
         Err(Failure::ServerError { .. }) => Ok(Discovered::Handshake(FALLBACK)),
-        Err(Failure::HttpStatus { status, body }) => match error_in_body(body) {
+        Err(Failure::HttpStatus { status, body, .. }) => match error_in_body(body) {
             Some((code, data)) if code == UNSUPPORTED_VERSION => Ok(unsupported(data.as_deref())),
             // A server of the handshake era refuses a request outside a session.
             _ if matches!(status, 400 | 404 | 405) => Ok(Discovered::Handshake(FALLBACK)),
@@ -498,6 +498,7 @@ mod tests {
             Err(Failure::HttpStatus {
                 status,
                 body: body.into(),
+                with_session: false,
             })
         };
         assert_eq!(

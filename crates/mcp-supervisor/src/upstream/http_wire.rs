@@ -14,7 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use futures::StreamExt;
-use mcp_supervisor_core::classify::Failure;
+use mcp_supervisor_core::classify::{Failure, mentions_stale_session};
 use reqwest::header::{
     ACCEPT, AUTHORIZATION, CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue, WWW_AUTHENTICATE,
 };
@@ -343,9 +343,12 @@ impl Inner {
             let body = error_body(response).await;
             // A server of protocol 2026-07-28 sends some JSON-RPC errors with a 4xx status
             // (a missing client capability is 400): that is its answer to the request, not a
-            // broken transport.
+            // broken transport. Unless it refuses a request that carried a session in the
+            // words of a stale session: that is the transport's evidence (SPEC §5).
+            let stale = with_session && mentions_stale_session(&body);
             if let Some(id) = request
                 && status.is_client_error()
+                && !stale
                 && answers(&body, id)
             {
                 return match deliver(&tx, body, request) {
@@ -356,6 +359,7 @@ impl Inner {
             return Err(Failure::HttpStatus {
                 status: status.as_u16(),
                 body,
+                with_session,
             });
         }
         if let Some(session) = response.headers().get(SESSION_ID) {

@@ -189,9 +189,11 @@ impl Inner {
         if matches!(status, StatusCode::NOT_FOUND | StatusCode::GONE) {
             return Err(Failure::SessionExpired);
         }
+        // The endpoint's URL names the stream's session: every POST carries it.
         Err(Failure::HttpStatus {
             status: status.as_u16(),
             body: error_body(response).await,
+            with_session: true,
         })
     }
 
