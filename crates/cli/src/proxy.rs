@@ -492,8 +492,22 @@ impl Proxy {
                 _ => None,
             };
             return match info {
-                Some(info) => Ok(RawValue::from_string(info.get().to_string())
-                    .unwrap_or_else(|_| raw_json("{}"))),
+                // A server opened in the stateless era (for an earlier client of that era)
+                // answers this handshake client in its era's shape.
+                Some(info) => {
+                    let version = if SESSION_VERSIONS.contains(&init.protocol_version.as_str()) {
+                        init.protocol_version.as_str()
+                    } else {
+                        SESSION_VERSIONS[0]
+                    };
+                    Ok(
+                        mcp_supervisor::upstream::as_handshake_result(&info, version)
+                            .unwrap_or_else(|| {
+                                RawValue::from_string(info.get().to_string())
+                                    .unwrap_or_else(|_| raw_json("{}"))
+                            }),
+                    )
+                }
                 None => {
                     let status = self.hub.status();
                     let why = status

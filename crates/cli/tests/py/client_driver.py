@@ -15,6 +15,7 @@ Scenarios:
     everything  list tools, echo, get-sum, trigger-long-running-operation with progress
     crash       count tools/list_changed around a crash and reconnect, then a positive control
     describe    tool definitions, prompt names, resource URIs, serverInfo, an unknown tool's answer
+    echo        list tools, then call echo twice (a strict server's tools through a proxy)
     callbacks   server-everything's requests to the client (roots/list, sampling/createMessage,
                 elicitation/create), answered by this client's callbacks with --tag in each answer;
                 with --no-capabilities it declares none (and has no callbacks)
@@ -42,7 +43,7 @@ READ_TIMEOUT_S = 20.0
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["fault", "everything", "crash", "describe", "callbacks"])
+    parser.add_argument("scenario", choices=["fault", "everything", "crash", "describe", "callbacks", "echo"])
     parser.add_argument("--tag", default="client", help="callbacks: this client's own value")
     parser.add_argument("--no-capabilities", action="store_true", help="callbacks: declare none")
     parser.add_argument("--url", help="streamable HTTP endpoint")
@@ -160,6 +161,16 @@ async def scenario_fault(args: argparse.Namespace) -> dict[str, Any]:
             # is gone once we exit, so we read it for the test.)
             await anyio.sleep(0.3)
             out["metrics"] = await anyio.to_thread.run_sync(fetch_text, args.metrics_url)
+        return out
+
+
+async def scenario_echo(args: argparse.Namespace) -> dict[str, Any]:
+    p = args.prefix
+    async with make_client(args) as client:
+        out = header(client)
+        out["tools"] = [t.name for t in await all_tools(client)]
+        out["echo"] = await timed_call(client, p + "echo", {"message": "strict one"})
+        out["echo_again"] = await timed_call(client, p + "echo", {"message": "strict two"})
         return out
 
 
@@ -335,6 +346,7 @@ SCENARIOS = {
     "everything": scenario_everything,
     "crash": scenario_crash,
     "describe": scenario_describe,
+    "echo": scenario_echo,
 }
 
 

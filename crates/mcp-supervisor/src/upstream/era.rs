@@ -164,6 +164,90 @@ pub fn with_identity(params: Option<&RawValue>, identity: &RawValue) -> Option<B
     members::write(&top)
 }
 
+/// The `_meta` keys of the stateless era's envelope: they belong to one hop, and a strict server
+/// of the handshake era refuses a request that carries them (SPEC §10). Other
+/// `io.modelcontextprotocol/` keys (a related task, say) belong to both eras and pass.
+const ENVELOPE: [&str; 3] = [META_VERSION, META_CLIENT, META_CAPABILITIES];
+
+/// `params` without the envelope's members in its `_meta` (and without `_meta` when nothing else
+/// was in it), every other member in its order and text; `None` when there is nothing to take
+/// out, so the caller sends what it has. Cheap when the text names no envelope key.
+pub fn without_envelope(params: &RawValue) -> Option<Box<RawValue>> {
+    if !params.get().contains("io.modelcontextprotocol/") {
+        return None;
+    }
+    let mut top = serde_json::from_str::<Members<'_>>(params.get()).ok()?.0;
+    let at = top.iter().position(|(k, _)| k == META)?;
+    let mut inner = serde_json::from_str::<Members<'_>>(top[at].1.get()).ok()?.0;
+    let before = inner.len();
+    inner.retain(|(k, _)| !ENVELOPE.contains(&k.as_ref()));
+    if inner.len() == before {
+        return None;
+    }
+    let rest;
+    if inner.is_empty() {
+        top.remove(at);
+    } else {
+        rest = members::write(&inner)?;
+        top[at].1 = &rest;
+    }
+    members::write(&top)
+}
+
+/// A stateless server's `server/discover` answer (or [`as_initialize_result`] of it) as the
+/// answer to a handshake-era client's `initialize` at `version`: its capabilities and
+/// instructions, and the server info it carries in `_meta`. `None` when `held` is not a
+/// stateless answer (a handshake server's own answer goes as it is).
+pub fn as_handshake_result(held: &RawValue, version: &str) -> Option<Box<RawValue>> {
+    #[derive(Deserialize)]
+    struct Meta<'a> {
+        #[serde(rename = "io.modelcontextprotocol/serverInfo", borrow)]
+        server_info: Option<&'a RawValue>,
+    }
+    #[derive(Deserialize)]
+    struct Held<'a> {
+        #[serde(rename = "protocolVersion", borrow)]
+        protocol_version: Option<Cow<'a, str>>,
+        #[serde(rename = "supportedVersions", borrow)]
+        supported: Option<&'a RawValue>,
+        #[serde(borrow)]
+        capabilities: Option<&'a RawValue>,
+        #[serde(rename = "serverInfo", borrow)]
+        server_info: Option<&'a RawValue>,
+        #[serde(borrow)]
+        instructions: Option<&'a RawValue>,
+        #[serde(rename = "_meta", borrow)]
+        meta: Option<Meta<'a>>,
+    }
+    let held: Held<'_> = serde_json::from_str(held.get()).ok()?;
+    let stateless = held.protocol_version.as_deref() == Some(STATELESS)
+        || (held.protocol_version.is_none() && held.supported.is_some());
+    if !stateless {
+        return None;
+    }
+    let version = json_string(version);
+    let empty = crate::link::empty_object();
+    let unnamed = json_string("");
+    let fallback_info;
+    let info = match held.server_info.or(held.meta.and_then(|m| m.server_info)) {
+        Some(info) => info,
+        None => {
+            fallback_info =
+                members::write(&[("name".into(), &*unnamed), ("version".into(), &*unnamed)])?;
+            &fallback_info
+        }
+    };
+    let mut out: Vec<(Cow<'_, str>, &RawValue)> = vec![
+        ("protocolVersion".into(), &version),
+        ("capabilities".into(), held.capabilities.unwrap_or(&empty)),
+        ("serverInfo".into(), info),
+    ];
+    if let Some(instructions) = held.instructions {
+        out.push(("instructions".into(), instructions));
+    }
+    members::write(&out)
+}
+
 /// What a `server/discover` came to.
 #[derive(Debug, PartialEq, Eq)]
 pub enum Discovered {
@@ -461,6 +545,46 @@ mod tests {
         // A stateless client's own request is left as it came, even with a member missing.
         let own = r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"}}"#;
         assert_eq!(with_identity(Some(&raw(own)), &id).unwrap().get(), own);
+    }
+
+    #[test]
+    fn the_envelope_is_taken_out_and_everything_else_kept_in_order() {
+        let params = raw(
+            r#"{"name":"echo","_meta":{"progressToken":7,"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientInfo":{"name":"c"},"io.modelcontextprotocol/related-task":{"taskId":"t"},"io.modelcontextprotocol/clientCapabilities":{}},"arguments":{"b":1,"a":2}}"#,
+        );
+        let out = without_envelope(&params).unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"name":"echo","_meta":{"progressToken":7,"io.modelcontextprotocol/related-task":{"taskId":"t"}},"arguments":{"b":1,"a":2}}"#
+        );
+        let only =
+            raw(r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28"},"name":"x"}"#);
+        assert_eq!(without_envelope(&only).unwrap().get(), r#"{"name":"x"}"#);
+        for untouched in [
+            r#"{"name":"x"}"#,
+            r#"{"name":"io.modelcontextprotocol/x"}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/related-task":{}}}"#,
+            r#"[1]"#,
+        ] {
+            assert!(without_envelope(&raw(untouched)).is_none(), "{untouched}");
+        }
+    }
+
+    #[test]
+    fn a_stateless_answer_is_shaped_for_a_handshake_client() {
+        let discover = raw(
+            r#"{"cacheScope":"private","capabilities":{"tools":{}},"resultType":"complete","supportedVersions":["2026-07-28"],"_meta":{"io.modelcontextprotocol/serverInfo":{"name":"py","version":"1"}}}"#,
+        );
+        let held = as_initialize_result(&discover).unwrap();
+        let out = as_handshake_result(&held, "2025-06-18").unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"protocolVersion":"2025-06-18","capabilities":{"tools":{}},"serverInfo":{"name":"py","version":"1"}}"#
+        );
+        assert!(as_handshake_result(&discover, "2025-11-25").is_some());
+        let handshake =
+            raw(r#"{"protocolVersion":"2025-11-25","capabilities":{},"serverInfo":{"name":"s"}}"#);
+        assert!(as_handshake_result(&handshake, "2025-11-25").is_none());
     }
 
     #[test]

@@ -32,6 +32,7 @@ use rpc::Peer;
 use stdio::StdioWire;
 use wire::Wire;
 
+pub use era::as_handshake_result;
 pub use rpc::{Envelope, notification_text, request_text, response_text};
 
 /// How long the handshake may take at most when the caller sets no tighter bound.
@@ -507,11 +508,21 @@ impl Link for WireLink {
         if let Some(identity) = self.stateless.get() {
             return Box::pin(self.stateless_request(identity, method, params, opts));
         }
-        let headers = self.headers_for(method, params, &opts.headers);
-        Box::pin(self.peer.request_with(method, params, opts, headers))
+        // A handshake-era generation: a stateless client's envelope stays on its own hop.
+        let stripped = params.and_then(era::without_envelope);
+        Box::pin(async move {
+            let params = stripped.as_deref().or(params);
+            let headers = self.headers_for(method, params, &opts.headers);
+            self.peer.request_with(method, params, opts, headers).await
+        })
     }
 
     fn notify(&self, method: &str, params: Option<&RawValue>) {
+        let stripped = match self.stateless.get() {
+            Some(_) => None,
+            None => params.and_then(era::without_envelope),
+        };
+        let params = stripped.as_deref().or(params);
         let headers = self.headers_for(method, None, &[]);
         self.peer.notify_with(method, params, headers);
     }
