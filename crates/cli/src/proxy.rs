@@ -32,6 +32,9 @@ use tokio_util::sync::CancellationToken;
 
 /// How long the first tools/list waits for servers still on their first attempt.
 const STARTUP_WAIT: Duration = Duration::from_secs(10);
+/// How long a fan-out that cannot be held (`tasks/list`, `logging/setLevel`) waits for each
+/// server, all at once: a late server's part is left out (and logged), never waited for.
+const FAN_OUT_WAIT: Duration = Duration::from_secs(2);
 
 /// How long `initialize` in `wrap` waits for the server's own answer.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
@@ -402,10 +405,8 @@ impl Proxy {
                 self.send(&server, method, params, args).await
             }
             "logging/setLevel" => {
-                for server in self.hub.servers() {
-                    // A server without logging answers "method not found"; the others take it.
-                    let _ = self.send(&server, method, params, args.clone()).await;
-                }
+                // A server without logging answers "method not found"; the others take it.
+                self.fan_out(method, params, &args).await;
                 Ok(raw_json("{}"))
             }
             "tasks/list" => self.list_tasks(params, args).await,
@@ -653,15 +654,64 @@ impl Proxy {
         }
     }
 
+    /// Every server's held part of a list, all at once (each answers from what it holds; one
+    /// still starting never holds up another's part), in config order.
+    async fn held_parts(
+        &self,
+        method: &str,
+        field: &str,
+        args: &CallArgs,
+    ) -> Vec<(String, Vec<Value>)> {
+        let servers = self.hub.servers();
+        let parts = futures::future::join_all(
+            servers
+                .iter()
+                .map(|server| self.hub.list_all(server, method, field, args)),
+        )
+        .await;
+        servers.into_iter().zip(parts).collect()
+    }
+
+    /// `method` to every server at once, each within [`FAN_OUT_WAIT`] (or the caller's shorter
+    /// deadline); the answers in config order, a late or failing server's left out.
+    async fn fan_out(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        args: &CallArgs,
+    ) -> Vec<(String, Box<RawValue>)> {
+        let servers = self.hub.servers();
+        let wait = args.timeout.map_or(FAN_OUT_WAIT, |t| t.min(FAN_OUT_WAIT));
+        let answers = futures::future::join_all(servers.iter().map(|server| {
+            let args = CallArgs {
+                timeout: Some(wait),
+                ..args.clone()
+            };
+            self.hub.send(server, method, params, args)
+        }))
+        .await;
+        servers
+            .into_iter()
+            .zip(answers)
+            .filter_map(|(server, answer)| match answer {
+                Ok(result) => Some((server, result)),
+                Err(error @ CallError::TimedOut { .. }) => {
+                    tracing::warn!(%server, %method, "late: left out of the answer: {error}");
+                    None
+                }
+                Err(error) => {
+                    tracing::debug!(%server, %method, "left out of the answer: {error}");
+                    None
+                }
+            })
+            .collect()
+    }
+
     async fn list_prompts(&self, args: CallArgs) -> Result<Box<RawValue>, RpcError> {
         let mut prompts = Vec::new();
         let mut owners = HashMap::new();
-        for server in self.hub.servers() {
-            for mut prompt in self
-                .hub
-                .list_all(&server, "prompts/list", "prompts", &args)
-                .await
-            {
+        for (server, part) in self.held_parts("prompts/list", "prompts", &args).await {
+            for mut prompt in part {
                 if let Some(name) = prompt
                     .get("name")
                     .and_then(Value::as_str)
@@ -743,8 +793,8 @@ impl Proxy {
         };
         let mut items = Vec::new();
         let mut owners = Vec::new();
-        for server in self.hub.servers() {
-            for item in self.hub.list_all(&server, method, field, &args).await {
+        for (server, part) in self.held_parts(method, field, &args).await {
+            for item in part {
                 if let Some(uri) = item.get(key).and_then(Value::as_str) {
                     owners.push((uri.to_string(), server.clone()));
                 }
@@ -781,14 +831,8 @@ impl Proxy {
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
         let mut tasks = Vec::new();
-        for server in self.hub.servers() {
-            let Ok(result) = self
-                .hub
-                .send(&server, "tasks/list", params, args.clone())
-                .await
-            else {
-                continue; // a server without tasks
-            };
+        // A server without tasks, or late, has no part.
+        for (server, result) in self.fan_out("tasks/list", params, &args).await {
             if let Ok(Value::Object(mut page)) = serde_json::from_str::<Value>(result.get())
                 && let Some(Value::Array(list)) = page.remove("tasks")
             {

@@ -152,6 +152,10 @@ pub const PROTOCOL_VERSION: &str = "2025-11-25";
 /// (bounded further by the call's own timeout).
 const FIRST_LIST_WAIT: Duration = Duration::from_secs(10);
 
+/// How long a list waits for a server's part that is not known yet but may come (the server is
+/// on its first attempt, or its listing is under way).
+pub const LIST_WAIT: Duration = Duration::from_secs(10);
+
 /// `initialize` params in the hub's own name, declaring `capabilities`.
 pub fn default_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
     let params = serde_json::json!({
@@ -720,52 +724,28 @@ impl Hub {
         self.traced_send(&handle, &request, method, params).await
     }
 
-    /// Every page of one list (`prompts/list`, `resources/list`, …) from one server: the items
-    /// under `field`, as JSON values. A page that fails ends the list there (bounded: 1000 pages).
+    /// One server's part of a list (`prompts/list`, `resources/list`,
+    /// `resources/templates/list`): the items it holds, as JSON values (SPEC §9). Never a live
+    /// request: a busy or hung server answers with what it listed last. A server whose list is
+    /// not known yet is waited for while it may still come (its first attempt, or its listing
+    /// under way), at most [`LIST_WAIT`]; a server in an outage has no part.
     pub async fn list_all(
         &self,
         server: &str,
         method: &str,
-        field: &str,
-        args: &CallArgs,
+        _field: &str,
+        _args: &CallArgs,
     ) -> Vec<serde_json::Value> {
-        // A server still on its saved catalog answers from it at once.
-        if let Some(saved) = self.handle(server).and_then(|h| h.cached_list(method)) {
-            return saved
-                .iter()
-                .filter_map(|item| serde_json::from_str(item.get()).ok())
-                .collect();
-        }
-        let mut items = Vec::new();
-        let mut cursor: Option<String> = None;
-        for _ in 0..1000 {
-            let params = match &cursor {
-                Some(c) => serde_json::json!({ "cursor": c }),
-                None => serde_json::json!({}),
-            };
-            let Ok(params) = serde_json::value::to_raw_value(&params) else {
-                break;
-            };
-            let Ok(result) = self.send(server, method, Some(&params), args.clone()).await else {
-                break;
-            };
-            let Ok(mut page) = serde_json::from_str::<serde_json::Value>(result.get()) else {
-                break;
-            };
-            if let Some(serde_json::Value::Array(list)) =
-                page.get_mut(field).map(serde_json::Value::take)
-            {
-                items.extend(list);
-            }
-            cursor = page
-                .get("nextCursor")
-                .and_then(serde_json::Value::as_str)
-                .map(str::to_string);
-            if cursor.is_none() {
-                break;
-            }
-        }
+        let Some(handle) = self.handle(server) else {
+            return Vec::new();
+        };
+        let Some(items) = handle.wait_held_list(method, LIST_WAIT).await else {
+            return Vec::new();
+        };
         items
+            .iter()
+            .filter_map(|item| serde_json::from_str(item.get()).ok())
+            .collect()
     }
 
     /// Send a notification to one server's current generation (`notifications/roots/list_changed`

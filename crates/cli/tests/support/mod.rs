@@ -28,6 +28,20 @@ pub async fn serve_config(path: &Path, face: &str) -> Running {
     Running::start(&["serve", "--config", config, face, &addr], port, &[]).await
 }
 
+/// `mcp-supervisor serve --config PATH --http 127.0.0.1:PORT --no-catalog` on a free port, once
+/// it listens: no saved catalog from another test can stand in for a server's own lists.
+pub async fn serve_http_without_catalog(path: &Path) -> Running {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let config = path.to_str().unwrap_or_default();
+    Running::start(
+        &["serve", "--config", config, "--http", &addr, "--no-catalog"],
+        port,
+        &[],
+    )
+    .await
+}
+
 /// A running proxy; on drop it gets SIGTERM (so it stops its servers), then SIGKILL.
 pub struct Running {
     pub child: Child,

@@ -271,6 +271,37 @@ struct Shared {
     saved: Option<Arc<Catalog>>,
     /// The client's identity the servers are opened with, once known.
     handshake: Handshake,
+    /// The server's prompts, resources and templates as last listed (SPEC §9).
+    held: watch::Sender<Held>,
+}
+
+/// The list methods whose items a supervisor holds besides its tools, in [`Held::lists`] order.
+const HELD_METHODS: [&str; 3] = ["prompts/list", "resources/list", "resources/templates/list"];
+
+/// A server's prompts, resources and resource templates as last listed: a client's list is
+/// answered from these (SPEC §9), so a busy, hung or starting server never delays another
+/// server's part of a list. Listed on each generation's connect and on its `list_changed`.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Held {
+    /// Per [`HELD_METHODS`]: the items, when known.
+    lists: [Option<Arc<[Box<RawValue>]>>; 3],
+    /// The lists are the saved catalog's (served only while it fits the client).
+    saved: bool,
+    /// The newest generation whose listing ended, whether it succeeded or not (0: none yet).
+    synced: u64,
+}
+
+impl Held {
+    fn from_saved(saved: Option<&Catalog>) -> Self {
+        let Some(saved) = saved else {
+            return Self::default();
+        };
+        Self {
+            lists: HELD_METHODS.map(|m| saved.list(m).map(Arc::from)),
+            saved: true,
+            synced: 0,
+        }
+    }
 }
 
 impl Shared {
@@ -344,6 +375,7 @@ impl SupervisorHandle {
             config: config.clone(),
             in_flight: AtomicUsize::new(0),
             misses: AtomicU32::new(0),
+            held: watch::channel(Held::from_saved(saved.as_ref())).0,
             saved: saved.map(Arc::new),
             handshake: handshake.clone(),
         });
@@ -415,6 +447,53 @@ impl SupervisorHandle {
             .as_ref()
             .and_then(|c| c.list(method))
             .map(<[_]>::to_vec)
+    }
+
+    /// The held items of a list method (`prompts/list`, `resources/list`,
+    /// `resources/templates/list`): live, or saved while the saved catalog fits the client.
+    pub fn held_list(&self, method: &str) -> Option<Arc<[Box<RawValue>]>> {
+        let at = HELD_METHODS.iter().position(|m| *m == method)?;
+        let held = self.shared.held.borrow();
+        if held.saved && !self.shared.saved_fits() {
+            return None;
+        }
+        held.lists[at].clone()
+    }
+
+    /// The held items of a list method, waiting (at most `limit`) while they are not known yet
+    /// and may come: the server is on its first attempt, or ready with its listing under way.
+    /// `None` once the server cannot say (an outage, a listing that failed, the limit).
+    pub async fn wait_held_list(
+        &self,
+        method: &str,
+        limit: Duration,
+    ) -> Option<Arc<[Box<RawValue>]>> {
+        let deadline = Instant::now() + limit;
+        let mut held = self.shared.held.subscribe();
+        let mut snapshot = self.snapshot.clone();
+        loop {
+            held.borrow_and_update();
+            let (state, generation) = {
+                let s = snapshot.borrow_and_update();
+                (s.state, s.generation)
+            };
+            if let Some(list) = self.held_list(method) {
+                return Some(list);
+            }
+            let may_come = match state {
+                ServerState::Connecting => true,
+                ServerState::Ready => held.borrow().synced < generation,
+                _ => false,
+            };
+            if !may_come {
+                return None;
+            }
+            tokio::select! {
+                changed = held.changed() => if changed.is_err() { return None },
+                changed = snapshot.changed() => if changed.is_err() { return None },
+                () = tokio::time::sleep_until(deadline) => return None,
+            }
+        }
     }
 
     /// The server's saved `initialize` answer, asked with `protocol_version`, while the published
@@ -882,6 +961,10 @@ impl Supervisor {
     /// Withdraw every tool, live or cached.
     fn withdraw(&self) {
         self.registry.withdraw(&self.name);
+        self.shared.held.send_modify(|h| {
+            h.lists = Default::default();
+            h.saved = false;
+        });
         self.snapshot.send_modify(|s| s.tool_list = ToolList::None);
     }
 
@@ -898,35 +981,54 @@ impl Supervisor {
     }
 
     /// List the server's prompts, resources and resource templates (those its `initialize`
-    /// answer declares) in the background, and save them with the catalog.
-    fn save_extras(&self, link: &Arc<dyn Link>, info: &RawValue) {
-        let Some(writer) = &self.catalog else { return };
+    /// answer declares) in the background: hold them for clients' lists, and save them with the
+    /// catalog. A listing of a replaced generation changes nothing.
+    fn sync_extras(&self, generation: u64, link: &Arc<dyn Link>, info: &RawValue) {
         // A weak sender: a listing still under way never holds up the writer's end at stop.
-        let (current, tx) = (writer.current.clone(), writer.tx.downgrade());
+        let writer = self
+            .catalog
+            .as_ref()
+            .map(|w| (w.current.clone(), w.tx.downgrade()));
+        let held = self.shared.clone();
         let (link, timeout) = (link.clone(), self.config.connect_timeout);
         let offers = offered_lists(info);
         tokio::spawn(async move {
-            let mut lists = Vec::new();
-            for (method, field, offered) in offers {
-                let items = if offered {
-                    // A failed list is not known: the saved one (if any) stays.
+            let mut lists: [Option<Vec<Box<RawValue>>>; 3] = Default::default();
+            for (slot, (method, field, offered)) in lists.iter_mut().zip(offers) {
+                *slot = if offered {
+                    // A failed list is not known: the one held (if any) stays.
                     crate::link::list_items(&*link, method, field, timeout)
                         .await
                         .ok()
                 } else {
                     Some(Vec::new())
                 };
-                lists.push((method, items));
             }
+            held.held.send_if_modified(|h| {
+                if h.synced > generation {
+                    return false;
+                }
+                for (at, list) in lists.iter().enumerate() {
+                    if let Some(items) = list {
+                        h.lists[at] = Some(Arc::from(items.clone()));
+                    }
+                }
+                h.saved = false;
+                h.synced = generation;
+                true
+            });
+            let Some((current, tx)) = writer else { return };
             let Some(tx) = tx.upgrade() else { return };
             CatalogWriter::update(&current, &tx, |c| {
-                for (method, items) in lists {
-                    let Some(items) = items else { continue };
-                    match method {
-                        "prompts/list" => c.prompts = Some(items),
-                        "resources/list" => c.resources = Some(items),
-                        _ => c.resource_templates = Some(items),
-                    }
+                let [prompts, resources, templates] = lists;
+                if prompts.is_some() {
+                    c.prompts = prompts;
+                }
+                if resources.is_some() {
+                    c.resources = resources;
+                }
+                if templates.is_some() {
+                    c.resource_templates = templates;
                 }
             });
         });
@@ -1047,7 +1149,7 @@ impl Supervisor {
                 });
                 self.save_tools(&tools, saved);
                 let info: Arc<RawValue> = info.into();
-                self.save_extras(&link, &info);
+                self.sync_extras(generation, &link, &info);
                 let pid = link.pid();
                 let since = Instant::now();
                 self.snapshot.send_modify(|s| {
@@ -1163,7 +1265,7 @@ impl Supervisor {
                             if matches!(method.as_str(), "notifications/prompts/list_changed" | "notifications/resources/list_changed")
                                 && let Some(info) = self.snapshot.borrow().server_info().cloned()
                             {
-                                self.save_extras(&link, &info);
+                                self.sync_extras(generation, &link, &info);
                             }
                             let _ = self.notifications.send(ServerEvent { server: self.name.clone(), method, params });
                         }
