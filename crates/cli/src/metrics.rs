@@ -239,6 +239,7 @@ pub fn outcome(result: Result<bool, &CallError>) -> &'static str {
         Err(CallError::NotReady { .. }) => "not_ready",
         Err(CallError::Cancelled { .. }) => "cancelled",
         Err(CallError::NotAuthorized { .. }) => "not_authorized",
+        Err(CallError::TooManyInstances { .. }) => "too_many_instances",
         Err(CallError::UnknownTool { .. } | CallError::Malformed { .. }) => "other",
     }
 }

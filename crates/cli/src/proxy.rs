@@ -260,6 +260,8 @@ impl Proxy {
     /// an error, and it gets no more notifications.
     pub fn disconnect(&self, client: &Arc<Client>) {
         client.close();
+        // Its own instances of isolated servers end with it (SPEC §11).
+        self.hub.end_session(session_key(client));
         lock(&self.clients).retain(|c| c.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, client)));
     }
 
@@ -1038,8 +1040,22 @@ impl Downstream for Scope {
             client: self.client.clone(),
             related: None,
         };
-        Some((Arc::as_ptr(&self.client) as usize, Arc::new(whole)))
+        Some((session_key(&self.client), Arc::new(whole)))
     }
+
+    /// A client of the handshake era is a session (a stdio connection, an HTTP session); one of
+    /// the 2026-07-28 era has none, and is served by the shared instance.
+    fn session(&self) -> Option<(usize, Arc<dyn Downstream>)> {
+        if self.client.stateless.load(Ordering::SeqCst) {
+            return None;
+        }
+        self.client()
+    }
+}
+
+/// The key of a client's session in the hub: the same for all its requests while it lives.
+fn session_key(client: &Arc<Client>) -> usize {
+    Arc::as_ptr(client) as usize
 }
 
 /// A client's request in flight: forgotten when it ends or is dropped.
@@ -1331,6 +1347,8 @@ pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
             message,
             data: data.and_then(|d| RawValue::from_string(d).ok()),
         }),
+        // The bound of an isolated server's instances (SPEC §11): a JSON-RPC error that names it.
+        error @ CallError::TooManyInstances { .. } => Err(RpcError::new(-32603, error.to_string())),
         CallError::UnknownTool { name } => Err(RpcError::new(
             -32602,
             format!(

@@ -1263,3 +1263,44 @@ fn a_wrong_oauth_block_says_what_to_write() {
             .contains("mcpServers.s.oauth must be an object")
     );
 }
+
+// === Isolation (SPEC §11) ===
+
+#[test]
+fn isolation_and_max_instances_are_read_per_server_and_from_defaults() {
+    use mcp_supervisor_core::config::{DEFAULT_MAX_INSTANCES, Isolation};
+    let plain = server(r#"{ "command": "x" }"#);
+    assert_eq!(plain.isolation, Isolation::Shared);
+    assert_eq!(plain.max_instances, DEFAULT_MAX_INSTANCES);
+    let isolated = server(r#"{ "command": "x", "isolation": "session", "maxInstances": 3 }"#);
+    assert_eq!(
+        (isolated.isolation, isolated.max_instances),
+        (Isolation::Session, 3)
+    );
+    let config = ok(r#"{
+        "defaults": { "isolation": "session", "maxInstances": 4 },
+        "mcpServers": { "a": { "command": "x" }, "b": { "command": "x", "isolation": "shared" } }
+    }"#);
+    let a = config.server("a").expect("a");
+    let b = config.server("b").expect("b");
+    assert_eq!((a.isolation, a.max_instances), (Isolation::Session, 4));
+    assert_eq!((b.isolation, b.max_instances), (Isolation::Shared, 4));
+}
+
+#[test]
+fn a_bad_isolation_or_max_instances_names_its_path() {
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "isolation": "client" }"#,
+            &[
+                r#"mcpServers.s.isolation must be "shared" (one instance serves every client) or "session" (one instance per client session) (got "client")"#,
+            ],
+        ),
+        (
+            r#"{ "command": "x", "maxInstances": 0 }"#,
+            &[
+                "mcpServers.s.maxInstances must be a positive integer no greater than 2147483647 (got 0)",
+            ],
+        ),
+    ]);
+}

@@ -186,6 +186,18 @@ pub enum CallError {
         /// Why, and what to do (e.g. run `mcp-supervisor login NAME`).
         message: String,
     },
+
+    #[error(
+        "server \"{server}\" is isolated per client session and already runs its maxInstances ({max}) instances, one per session; end a session, or raise maxInstances in its config (the call did not run)"
+    )]
+    /// The server is isolated per client session (`isolation: "session"`) and this session
+    /// would need a new instance past `maxInstances`. The call did not run.
+    TooManyInstances {
+        /// The server's name.
+        server: String,
+        /// Its `maxInstances`.
+        max: u32,
+    },
 }
 
 impl CallError {
@@ -203,6 +215,7 @@ impl CallError {
             CallError::Cancelled { .. } => "cancelled",
             CallError::Malformed { .. } => "malformed",
             CallError::NotAuthorized { .. } => "not_authorized",
+            CallError::TooManyInstances { .. } => "too_many_instances",
         }
     }
 }

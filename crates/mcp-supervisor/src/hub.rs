@@ -8,7 +8,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use mcp_supervisor_core::config::{Config, ServerConfig};
+use mcp_supervisor_core::config::{Config, Isolation, ServerConfig};
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam};
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -27,6 +27,11 @@ use crate::upstream::ServerConnector;
 
 /// Builds the connector for a server; tests swap in a fake.
 pub type ConnectorFactory = Arc<dyn Fn(&ServerConfig) -> Arc<dyn Connector> + Send + Sync>;
+
+/// Makes the connector of one client session's own instance of an isolated server (SPEC §11):
+/// the server's requests that no call caused go to that session's client.
+pub type InstanceFactory =
+    Arc<dyn Fn(&ServerConfig, Arc<dyn Downstream>) -> Arc<dyn Connector> + Send + Sync>;
 
 /// What a caller passes with a tool call.
 #[derive(Clone, Default)]
@@ -197,6 +202,8 @@ pub struct ServerStatus {
     /// Where the published tools come from: `cache` (the saved catalog, until the server lists
     /// its own), `live`, or `none`.
     pub tool_list: ToolList,
+    /// For a server isolated per client session: how many sessions' instances run now.
+    pub instances: usize,
 }
 
 /// Something that happened in the hub.
@@ -226,6 +233,10 @@ struct Running {
 struct Inner {
     order: Vec<ServerConfig>,
     running: HashMap<String, Running>,
+    /// The instances of isolated servers, by server and client session.
+    instances: HashMap<(String, usize), Running>,
+    /// Instances being stopped after their session ended; [`Hub::stop`] waits for them.
+    ending: Vec<JoinHandle<()>>,
 }
 
 /// A supervised set of MCP servers.
@@ -237,6 +248,9 @@ pub struct Hub {
     events: broadcast::Sender<HubEvent>,
     notifications: broadcast::Sender<ServerEvent>,
     factory: ConnectorFactory,
+    /// Connectors of per-session instances; `None`: the shared factory's (its connectors
+    /// route a server's own requests as they do for the shared instance).
+    instance_factory: Option<InstanceFactory>,
     handshake: watch::Sender<Option<Arc<RawValue>>>,
     catalog: Option<Arc<CatalogStore>>,
     trace: Option<Arc<dyn crate::trace::TraceContext>>,
@@ -287,7 +301,11 @@ impl Hub {
         let catalog = options
             .state_dir
             .map(|dir| Arc::new(CatalogStore::new(dir)));
-        Self::build(config, factory, options.handshake, options.trace, catalog)
+        let mut hub = Self::build(config, factory, options.handshake, options.trace, catalog);
+        hub.instance_factory = Some(Arc::new(|server: &ServerConfig, client| {
+            Arc::new(ServerConnector::new(server.clone(), client)) as Arc<dyn Connector>
+        }));
+        hub
     }
 
     /// Start with a connector of the caller's (tests use a scripted fake).
@@ -356,10 +374,13 @@ impl Hub {
             inner: Mutex::new(Inner {
                 order: config.servers.clone(),
                 running: HashMap::new(),
+                instances: HashMap::new(),
+                ending: Vec::new(),
             }),
             events,
             notifications,
             factory,
+            instance_factory: None,
             handshake,
             catalog,
             trace,
@@ -451,6 +472,118 @@ impl Hub {
 
     fn handle(&self, server: &str) -> Option<SupervisorHandle> {
         self.lock().running.get(server).map(|r| r.handle.clone())
+    }
+
+    /// The supervisor that serves a request of `origin`'s to `server`: for an isolated server
+    /// (SPEC §11) the client session's own instance, started on its first need, else `shared`.
+    /// A request with no client session (the library's own, a stateless client) takes the
+    /// shared one.
+    fn serving(
+        &self,
+        server: &str,
+        shared: SupervisorHandle,
+        origin: Option<&Arc<dyn Downstream>>,
+    ) -> Result<SupervisorHandle, CallError> {
+        let Some((session, client)) = origin.and_then(|o| o.session()) else {
+            return Ok(shared);
+        };
+        let mut inner = self.lock();
+        let Some(config) = inner
+            .order
+            .iter()
+            .find(|s| s.name == server && s.isolation == Isolation::Session)
+            .cloned()
+        else {
+            return Ok(shared);
+        };
+        let key = (server.to_string(), session);
+        if let Some(instance) = inner.instances.get(&key) {
+            return Ok(instance.handle.clone());
+        }
+        let live = inner.instances.keys().filter(|(s, _)| s == server).count();
+        if live >= config.max_instances as usize {
+            return Err(CallError::TooManyInstances {
+                server: server.to_string(),
+                max: config.max_instances,
+            });
+        }
+        let connector = match &self.instance_factory {
+            Some(factory) => factory(&config, client.clone()),
+            None => (self.factory)(&config),
+        };
+        // Its own registry: the shared instance publishes the server's tools; an instance
+        // only serves its session's calls, and its end withdraws nothing of the others'.
+        let registry = Arc::new(Registry::new(
+            self.registry.naming(),
+            vec![server.to_string()],
+        ));
+        let (notifications, mut heard) = broadcast::channel::<ServerEvent>(256);
+        let mut rng = fastrand::Rng::with_seed(jitter_seed(server) ^ session as u64);
+        let (handle, join) = SupervisorHandle::spawn(
+            config,
+            connector,
+            registry,
+            notifications,
+            self.handshake.subscribe(),
+            Box::new(move || rng.f64()),
+            None,
+        );
+        // Its notifications belong to its client alone.
+        let forwarder = tokio::spawn(async move {
+            loop {
+                match heard.recv().await {
+                    Ok(event) => client.notify(&event.method, event.params),
+                    Err(broadcast::error::RecvError::Lagged(n)) => {
+                        tracing::warn!(%n, "a client session's instance: notifications lost");
+                    }
+                    Err(broadcast::error::RecvError::Closed) => break,
+                }
+            }
+        });
+        tracing::info!(
+            server,
+            instances = live + 1,
+            "started an instance for a client session"
+        );
+        inner.instances.insert(
+            key,
+            Running {
+                handle: handle.clone(),
+                join,
+                forwarder,
+            },
+        );
+        Ok(handle)
+    }
+
+    /// A client session ended (SPEC §11: DELETE, expiry, end of stdio): its instances of
+    /// isolated servers are stopped, in the background; [`Hub::stop`] waits for them.
+    pub fn end_session(&self, session: usize) {
+        let mut inner = self.lock();
+        let keys: Vec<(String, usize)> = inner
+            .instances
+            .keys()
+            .filter(|(_, s)| *s == session)
+            .cloned()
+            .collect();
+        if keys.is_empty() {
+            return;
+        }
+        let ending: Vec<Running> = keys
+            .iter()
+            .filter_map(|k| inner.instances.remove(k))
+            .collect();
+        inner.ending.retain(|t| !t.is_finished());
+        inner.ending.push(tokio::spawn(stop_all(ending)));
+    }
+
+    /// How many per-session instances of `server` run now.
+    pub fn instances(&self, server: &str) -> usize {
+        self.lock()
+            .instances
+            .keys()
+            .filter(|(s, _)| s == server)
+            .count()
     }
 
     /// The client's `initialize` params: every server's handshake, now and after any recovery,
@@ -591,6 +724,7 @@ impl Hub {
                 })?;
             &*renamed
         };
+        let handle = self.serving(&tool.server, handle, args.origin.as_ref())?;
         let request = CallRequest {
             tool: tool.upstream_name.clone(),
             timeout: args.timeout,
@@ -689,6 +823,7 @@ impl Hub {
             last_error: None,
             next_attempt_in: None,
         })?;
+        let handle = self.serving(server, handle, args.origin.as_ref())?;
         let mut safety = mcp_supervisor_core::classify::ToolSafety::default();
         let mut what = method.to_string();
         if method == "tools/call" {
@@ -770,6 +905,7 @@ impl Hub {
     /// Every configured server, in config order.
     pub fn status(&self) -> Vec<ServerStatus> {
         let inner = self.lock();
+        let instances = |name: &str| inner.instances.keys().filter(|(s, _)| s == name).count();
         inner
             .order
             .iter()
@@ -793,6 +929,7 @@ impl Hub {
                             pid: s.pid(),
                             enabled: true,
                             tool_list: s.tool_list,
+                            instances: instances(&server.name),
                         }
                     }
                     None => ServerStatus {
@@ -808,6 +945,7 @@ impl Hub {
                         pid: None,
                         enabled: server.enabled,
                         tool_list: ToolList::None,
+                        instances: 0,
                     },
                 }
             })
@@ -1000,13 +1138,28 @@ impl Hub {
 
     /// Stop every server and wait until all are quiet: processes gone, tools withdrawn.
     pub async fn stop(&self) {
-        let running: Vec<Running> = self.lock().running.drain().map(|(_, r)| r).collect();
-        let stops = running.iter().map(|r| r.handle.stop());
-        futures::future::join_all(stops).await;
-        for r in running {
-            let _ = r.join.await;
-            r.forwarder.abort();
+        let (mut running, ending) = {
+            let mut inner = self.lock();
+            let running: Vec<Running> = inner.running.drain().map(|(_, r)| r).collect();
+            let instances: Vec<Running> = inner.instances.drain().map(|(_, r)| r).collect();
+            (
+                running.into_iter().chain(instances).collect::<Vec<_>>(),
+                std::mem::take(&mut inner.ending),
+            )
+        };
+        stop_all(std::mem::take(&mut running)).await;
+        for task in ending {
+            let _ = task.await;
         }
+    }
+}
+
+/// Stop supervisors at once and wait for each to end.
+async fn stop_all(running: Vec<Running>) {
+    futures::future::join_all(running.iter().map(|r| r.handle.stop())).await;
+    for r in running {
+        let _ = r.join.await;
+        r.forwarder.abort();
     }
 }
 

@@ -166,6 +166,12 @@ pub trait Downstream: Send + Sync + 'static {
     fn client(&self) -> Option<(usize, Arc<dyn Downstream>)> {
         None
     }
+    /// The client session this request belongs to, as [`Downstream::client`] gives it: a
+    /// server isolated per session (SPEC §11) serves it with that session's own instance.
+    /// `None` (what a client of the sessionless 2026-07-28 era gives): the shared instance.
+    fn session(&self) -> Option<(usize, Arc<dyn Downstream>)> {
+        self.client()
+    }
 }
 
 /// A client that has nothing to offer a server: `ping` is answered, every other request is

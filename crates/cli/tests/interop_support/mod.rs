@@ -322,6 +322,45 @@ pub fn run_driver(
     summary
 }
 
+/// A `callbacks` run against server-everything: the server's requests reached this client's
+/// callbacks and its answers (`tag`) reached the server, which shows them in the tools' results
+/// (roots only when `roots`: a server asks for them about its session).
+pub fn assert_callback_answers(summary: &Value, tag: &str, roots: bool, ctx: &str) {
+    let text = |key: &str| {
+        summary[key]["text"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string()
+    };
+    if roots {
+        assert!(
+            text("roots").contains(&format!("file:///{tag}")),
+            "{ctx}: roots: {}",
+            summary["roots"]
+        );
+    }
+    assert!(
+        text("sampling").contains(&format!("sampled by {tag}")),
+        "{ctx}: sampling: {}",
+        summary["sampling"]
+    );
+    assert!(
+        text("elicitation").contains(&format!("Name: {tag}")),
+        "{ctx}: elicitation: {}",
+        summary["elicitation"]
+    );
+    let asked: Vec<&str> = summary["asked"]
+        .as_array()
+        .map(|a| a.iter().filter_map(Value::as_str).collect())
+        .unwrap_or_default();
+    for method in ["sampling/createMessage", "elicitation/create"] {
+        assert!(
+            asked.contains(&method),
+            "{ctx}: {method} not asked: {asked:?}"
+        );
+    }
+}
+
 // === conformance suite summaries ===
 
 /// One conformance run's per-scenario outcome, from its summary: name → passed (no failed

@@ -9,8 +9,8 @@ use std::time::Duration;
 use super::expand::expand;
 use super::raw::{Given, Kind, RawConfig, RawServer, RawTuning, Text, child};
 use super::{
-    Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_TOOL_CALL_TIMEOUT, Problem, Secret, ServerConfig,
-    TransportConfig,
+    Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_INSTANCES, DEFAULT_TOOL_CALL_TIMEOUT, Isolation,
+    Problem, Secret, ServerConfig, TransportConfig,
 };
 use crate::filter::ToolFilter;
 use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
@@ -69,6 +69,8 @@ fn build_server(
         protocol_version: raw.protocol_version.value().cloned(),
         tools: tool_filter(raw),
         oauth: raw.oauth.value().cloned(),
+        isolation: tuning.isolation,
+        max_instances: tuning.max_instances,
     })
 }
 
@@ -107,6 +109,8 @@ struct Tuning {
     health: HealthPolicy,
     tool_call_timeout: Duration,
     connect_timeout: Duration,
+    isolation: Isolation,
+    max_instances: u32,
     initial_from: Origin,
     max_from: Origin,
 }
@@ -118,6 +122,8 @@ impl Tuning {
             health: HealthPolicy::default(),
             tool_call_timeout: DEFAULT_TOOL_CALL_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            isolation: Isolation::Shared,
+            max_instances: DEFAULT_MAX_INSTANCES,
             initial_from: Origin::Builtin,
             max_from: Origin::Builtin,
         }
@@ -160,6 +166,12 @@ impl Tuning {
         }
         if let Some(v) = ms(&raw.connect_timeout_ms) {
             t.connect_timeout = v;
+        }
+        if let Some(v) = raw.isolation.value() {
+            t.isolation = *v;
+        }
+        if let Some(v) = raw.max_instances.value() {
+            t.max_instances = *v;
         }
         t
     }

@@ -63,7 +63,25 @@ pub struct ServerConfig {
     pub tools: ToolFilter,
     /// How tokens are obtained for a protected HTTP server (`oauth`); `None`: no OAuth.
     pub oauth: Option<OAuthConfig>,
+    /// One instance for every client, or one per client session (`isolation`, SPEC §11).
+    pub isolation: Isolation,
+    /// The most instances of an isolated server at once (`maxInstances`).
+    pub max_instances: u32,
 }
+
+/// Whether clients share one instance of a server or each client session has its own (SPEC §11).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Isolation {
+    /// One process (or one upstream session) serves every client: the default.
+    #[default]
+    Shared,
+    /// One instance per client session, started on that session's first need and closed when
+    /// the session ends.
+    Session,
+}
+
+/// `maxInstances` when neither the server nor `defaults` sets it.
+pub const DEFAULT_MAX_INSTANCES: u32 = 16;
 
 /// How a server is reached. `env` and `headers` values are [`Secret`]s.
 #[derive(Clone, Debug, PartialEq)]
@@ -103,6 +121,8 @@ impl ServerConfig {
             protocol_version: None,
             tools: ToolFilter::default(),
             oauth: None,
+            isolation: Isolation::Shared,
+            max_instances: DEFAULT_MAX_INSTANCES,
         }
     }
 

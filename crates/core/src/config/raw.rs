@@ -16,6 +16,8 @@ const DEFAULTS_KEYS: &[&str] = &[
     "health",
     "toolCallTimeoutMs",
     "connectTimeoutMs",
+    "isolation",
+    "maxInstances",
 ];
 const SERVER_KEYS: &[&str] = &[
     "type",
@@ -34,6 +36,8 @@ const SERVER_KEYS: &[&str] = &[
     "protocolVersion",
     "oauth",
     "tools",
+    "isolation",
+    "maxInstances",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
@@ -126,6 +130,8 @@ pub(crate) struct RawTuning {
     pub(crate) health: RawHealth,
     pub(crate) tool_call_timeout_ms: Given<u64>,
     pub(crate) connect_timeout_ms: Given<u64>,
+    pub(crate) isolation: Given<super::Isolation>,
+    pub(crate) max_instances: Given<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -433,7 +439,33 @@ impl Walker<'_> {
         if let Some(v) = fields.get("connectTimeoutMs") {
             raw.connect_timeout_ms = self.millis(&at("connectTimeoutMs"), v, false);
         }
+        if let Some(v) = fields.get("isolation") {
+            raw.isolation = self.isolation(&at("isolation"), v);
+        }
+        if let Some(v) = fields.get("maxInstances") {
+            raw.max_instances = self.count(&at("maxInstances"), v);
+        }
         raw
+    }
+
+    fn isolation(&mut self, path: &str, value: &Json) -> Given<super::Isolation> {
+        match value {
+            Json::String(s) if s == "shared" => Given::Value(super::Isolation::Shared),
+            Json::String(s) if s == "session" => Given::Value(super::Isolation::Session),
+            other => {
+                let got = match other {
+                    Json::String(s) => format!("{s:?}"),
+                    other => other.kind().to_string(),
+                };
+                self.problem(
+                    path,
+                    format!(
+                        "must be \"shared\" (one instance serves every client) or \"session\" (one instance per client session) (got {got})"
+                    ),
+                );
+                Given::Invalid
+            }
+        }
     }
 
     fn reconnect(&mut self, path: &str, value: &Json) -> RawReconnect {
