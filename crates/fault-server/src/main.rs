@@ -195,6 +195,9 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        // A lost stderr reader (the client died) must not end the process: tracing-subscriber
+        // would report the failed write with `eprintln!`, which panics on a broken stderr.
+        .log_internal_errors(false)
         .init();
 }
 

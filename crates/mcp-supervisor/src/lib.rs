@@ -51,6 +51,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod error;
+pub mod guard;
 pub mod hub;
 pub mod link;
 pub mod registry;
