@@ -24,6 +24,11 @@ use std::process::ExitCode;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // This binary is also its own orphan guard (one per proxy, see docs/operations.md): in that
+    // role it does nothing else; otherwise the stdio servers it spawns are guarded.
+    if let Some(code) = mcp_supervisor::guard::run_if_asked() {
+        return code;
+    }
     let args = cli::Cli::parse();
     let telemetry = logging::init(&args.log);
     // `wrap` serving only stdio, which is how every desktop host starts it, relays one client
@@ -45,6 +50,8 @@ fn main() -> ExitCode {
     // A blocking read of stdin (the stdio face) never returns while stdin stays open: do not
     // wait for it, every child process is already gone by now.
     runtime.shutdown_timeout(std::time::Duration::from_millis(100));
+    // Every server is stopped: the guard has nothing left to do and exits.
+    mcp_supervisor::guard::shutdown();
     // What is left of the traces goes out now (bounded), off the runtime.
     drop(telemetry);
     match outcome {

@@ -46,11 +46,12 @@
 //! | `--no-ping` | answers `ping` with JSON-RPC error -32601 (method not found) |
 //! | `--stderr-lines N` | writes `fault-server stderr line k`, k = 1..N, to stderr at start |
 //! | `--pid-file PATH` | writes the process id to PATH at start |
+//! | `--ignore-stdin-eof` | stdio mode: keeps running after stdin ends (the session is over, the process is not) until a signal ends it, like a server that never watches its stdin |
 //! | `--conformance` | also serves the fixtures of the official conformance suite's server scenarios (`test_*` tools, `test://` resources, `test_*` prompts, completion, logging, subscriptions, `input_required` rounds); unknown resources then get -32602 with the URI in `data` (SEP-2164) |
 //!
 //! Order at start: pid file, stderr lines, fail-first check, startup delay, serve.
 //! At end of stdin (stdio mode), calls in `hang`, `garbage` and `sleep` end with an error reply and
-//! the process exits at once; `block` holds it until the block is over.
+//! the process exits at once (unless `--ignore-stdin-eof`); `block` holds it until the block is over.
 //! Exit codes: 0 after the client went away, 3 failed start (`--fail-first`), 5 `--exit-after-ms`,
 //! 7 `crash` / `crash_before_reply`, 1 any other error.
 
@@ -129,6 +130,9 @@ struct Cli {
     /// Also serve the fixtures of the official conformance suite's server scenarios.
     #[arg(long)]
     conformance: bool,
+    /// Stdio mode: keep running after stdin ends, until a signal ends the process.
+    #[arg(long)]
+    ignore_stdin_eof: bool,
 }
 
 fn main() -> ExitCode {
@@ -191,6 +195,9 @@ fn init_tracing() {
         .with_env_filter(filter)
         .with_writer(std::io::stderr)
         .with_ansi(false)
+        // A lost stderr reader (the client died) must not end the process: tracing-subscriber
+        // would report the failed write with `eprintln!`, which panics on a broken stderr.
+        .log_internal_errors(false)
         .init();
 }
 
@@ -224,7 +231,14 @@ async fn run(cli: Cli) -> ExitCode {
     };
     match cli.http {
         Some(addr) => serve_http(addr, options, cli.exit_after_ms).await,
-        None => serve_stdio(options, cli.exit_after_ms).await,
+        None => {
+            let code = serve_stdio(options, cli.exit_after_ms).await;
+            if cli.ignore_stdin_eof {
+                tracing::info!("stdin ended; --ignore-stdin-eof keeps this process running");
+                std::future::pending::<()>().await;
+            }
+            code
+        }
     }
 }
 

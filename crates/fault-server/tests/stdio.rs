@@ -372,3 +372,37 @@ async fn end_of_stdin_exits_promptly_even_with_a_hung_call() {
         closed.elapsed()
     );
 }
+
+#[tokio::test]
+async fn ignore_stdin_eof_keeps_the_process_running_after_stdin_ends() {
+    use tokio::io::AsyncBufReadExt;
+    let mut child = tokio::process::Command::new(common::BIN)
+        .arg("--ignore-stdin-eof")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn mcp-fault-server");
+    drop(child.stdin.take());
+    let mut stderr = tokio::io::BufReader::new(child.stderr.take().expect("stderr")).lines();
+    let said = tokio::time::timeout(common::STEP, async {
+        while let Ok(Some(line)) = stderr.next_line().await {
+            if line.contains("--ignore-stdin-eof keeps this process running") {
+                return true;
+            }
+        }
+        false
+    })
+    .await;
+    assert_eq!(
+        said.ok(),
+        Some(true),
+        "says it keeps running after stdin ended"
+    );
+    assert!(
+        child.try_wait().expect("try_wait").is_none(),
+        "still running after stdin ended"
+    );
+    child.kill().await.expect("kill");
+}

@@ -42,6 +42,10 @@
 //! # }
 //! ```
 //!
+//! A host binary that calls [`guard::run_if_asked`] first thing in `main` (and
+//! [`guard::shutdown`] at its end) also gets the orphan guard: its stdio servers are ended even if
+//! the host is killed with SIGKILL.
+//!
 //! `examples/host.rs` is a runnable host loop (two servers, a deadline, a `kill -9` healed by the
 //! next call, a clean stop); `examples/client_handler.rs` answers the servers' own requests.
 
@@ -51,6 +55,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod error;
+pub mod guard;
 pub mod hub;
 pub mod link;
 pub mod registry;

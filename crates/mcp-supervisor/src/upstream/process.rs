@@ -1,8 +1,10 @@
 //! A stdio server's process group: spawn the child as a group leader, watch it exit, signal the
 //! whole group, and tell when no live member is left.
 //!
-//! This is the only code that sends signals. It must never signal a group it did not create,
-//! and never report a generation closed while a live member of its group remains.
+//! It tells the orphan guard (`crate::guard`) of each group it spawns and reaps, so that the
+//! group is ended even if the proxy is killed at once. Only this code and the guard send
+//! signals. It must never signal a group it did not create, and never report a generation
+//! closed while a live member of its group remains.
 
 use std::collections::VecDeque;
 use std::process::Stdio;
@@ -54,10 +56,15 @@ pub fn spawn(server: &str, mut command: Command) -> std::io::Result<Spawned> {
         .stderr(Stdio::piped())
         .process_group(0)
         .kill_on_drop(true);
+    crate::guard::ready();
     let mut child = command.spawn()?;
     let pid = child
         .id()
         .ok_or_else(|| std::io::Error::other("the child exited before its id was read"))?;
+    let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
+    // At once, before anything can fail or wait: the leader is not reaped yet, so its start
+    // time is still readable.
+    crate::guard::started(pgid, start_time(pgid));
     let take = |what: &str| std::io::Error::other(format!("the child's {what} was not piped"));
     let stdin = child.stdin.take().ok_or_else(|| take("stdin"))?;
     let stdout = child.stdout.take().ok_or_else(|| take("stdout"))?;
@@ -81,7 +88,6 @@ pub fn spawn(server: &str, mut command: Command) -> std::io::Result<Spawned> {
 
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (gone_tx, gone_rx) = watch::channel(false);
-    let pgid = i32::try_from(pid).map_err(|_| std::io::Error::other("pid out of range"))?;
     tokio::spawn(watch_child(child, pgid, stop_rx, gone_tx));
     Ok(Spawned {
         stdin,
@@ -145,10 +151,12 @@ async fn watch_child(
         tracing::error!(pgid, "process group still has live members after SIGKILL");
         return; // never report gone: the supervisor's barrier turns this into an error
     }
+    crate::guard::reaped(pgid);
     let _ = gone.send(true);
 }
 
-fn signal_group(pgid: i32, signal: Signal) {
+/// Send `signal` to process group `pgid`; a group that is gone is no error.
+pub(crate) fn signal_group(pgid: i32, signal: Signal) {
     match killpg(Pid::from_raw(pgid), signal) {
         Ok(()) | Err(Errno::ESRCH) => {}
         Err(error) => tracing::warn!(pgid, %error, "could not signal process group"),
@@ -177,11 +185,7 @@ fn live_member_in_proc(pgid: i32) -> bool {
         let Ok(stat) = std::fs::read_to_string(entry.path().join("stat")) else {
             continue;
         };
-        // Fields after the parenthesised command: state ppid pgrp ...
-        let Some(rest) = stat.rfind(')').map(|i| &stat[i + 1..]) else {
-            continue;
-        };
-        let mut fields = rest.split_whitespace();
+        let mut fields = stat_fields(&stat);
         let state = fields.next();
         let _ppid = fields.next();
         let group = fields.next().and_then(|g| g.parse::<i32>().ok());
@@ -190,4 +194,42 @@ fn live_member_in_proc(pgid: i32) -> bool {
         }
     }
     false
+}
+
+/// The fields of a `/proc/PID/stat` line after the parenthesised command (which may hold
+/// spaces): state, ppid, pgrp, ...
+fn stat_fields(stat: &str) -> std::str::SplitWhitespace<'_> {
+    let rest = stat.rfind(')').map_or("", |i| &stat[i + 1..]);
+    rest.split_whitespace()
+}
+
+/// When process `pid` started (clock ticks since boot, field 22 of `/proc/PID/stat`): tells it
+/// from a later process that got the same pid. `None` when it is gone or there is no `/proc`.
+pub(crate) fn start_time(pid: i32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    // Field 22 is the 20th after the command (fields 1 and 2).
+    stat_fields(&stat).nth(19)?.parse().ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stat_fields_skip_a_command_with_spaces_and_parentheses() {
+        let stat = "77 (a (b) c) S 1 77 77 0 -1 4194560 0 0 0 0 0 0 0 0 20 0 1 0 98765 0 0";
+        let fields: Vec<&str> = stat_fields(stat).collect();
+        assert_eq!(&fields[..3], ["S", "1", "77"]);
+        assert_eq!(fields[19], "98765");
+    }
+
+    #[test]
+    fn start_time_reads_a_live_process_and_nothing_for_a_missing_one() {
+        let own = i32::try_from(std::process::id()).expect("pid");
+        let Some(start) = start_time(own) else {
+            return; // no /proc here
+        };
+        assert_eq!(start_time(own), Some(start), "stable for one process");
+        assert_eq!(start_time(i32::MAX), None, "no such process");
+    }
 }
