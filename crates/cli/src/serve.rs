@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_supervisor::core::config::{Config, parse_config};
-use mcp_supervisor::hub::default_handshake;
+use mcp_supervisor::hub::handshake_era_handshake;
 use mcp_supervisor::{Hub, HubOptions};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
@@ -49,7 +49,10 @@ pub async fn run(
         // wrap: the server is spawned now; its handshake waits for the client's own.
         handshake: match mode {
             Mode::Transparent => None,
-            Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
+            // serve: the handshake era by default (a server's `protocolVersion` may ask for
+            // 2026-07-28): its clients' resource subscriptions are carried on the servers'
+            // sessions, which the stateless era does not have.
+            Mode::Aggregate => Some(handshake_era_handshake(&routed_capabilities())),
         },
         state_dir,
         trace: crate::telemetry::context(),

@@ -162,12 +162,34 @@ const FIRST_LIST_WAIT: Duration = Duration::from_secs(10);
 pub const LIST_WAIT: Duration = Duration::from_secs(10);
 
 /// `initialize` params in the hub's own name, declaring `capabilities`.
+///
+/// As the official SDKs' clients do, a server is asked for the stateless era first
+/// (`server/discover`, marked by the stateless version in `_meta`), and opened with the
+/// `initialize` handshake at [`PROTOCOL_VERSION`] when it does not speak it; a server's
+/// `protocolVersion` in the config pins one instead.
 pub fn default_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
-    let params = serde_json::json!({
+    own_handshake(capabilities, true)
+}
+
+/// As [`default_handshake`], but every server is opened with the `initialize` handshake at
+/// [`PROTOCOL_VERSION`] (unless its `protocolVersion` says otherwise): for a proxy whose
+/// clients of the handshake era share the servers' sessions (their resource subscriptions
+/// and log levels are of that era).
+pub fn handshake_era_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
+    own_handshake(capabilities, false)
+}
+
+fn own_handshake(capabilities: &serde_json::Value, discover_first: bool) -> Arc<RawValue> {
+    let mut params = serde_json::json!({
         "protocolVersion": PROTOCOL_VERSION,
         "capabilities": capabilities,
         "clientInfo": { "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") },
     });
+    if discover_first {
+        params["_meta"] = serde_json::json!({
+            "io.modelcontextprotocol/protocolVersion": crate::upstream::STATELESS_VERSION
+        });
+    }
     serde_json::value::to_raw_value(&params)
         .unwrap_or_else(|_| crate::link::empty_object())
         .into()

@@ -180,10 +180,11 @@ def asks_for_login(done: subprocess.CompletedProcess[str] | None) -> bool:
 
 def through_cli(url: str, scenario: str) -> None:
     global STEP_ENV
-    version = os.environ.get("MCP_CONFORMANCE_PROTOCOL_VERSION", "2026-07-28")
     with tempfile.TemporaryDirectory(prefix="mcp-conformance-") as folder:
         config = os.path.join(folder, "servers.json")
-        server: dict[str, Any] = {"type": "http", "url": url, "protocolVersion": version}
+        # No protocolVersion, as a user writes it: the client's default era (discover first,
+        # then the handshake) must reach whichever era the scenario's server speaks.
+        server: dict[str, Any] = {"type": "http", "url": url}
         protected = scenario.startswith("auth/")
         machine = "client-credentials" in scenario
         if protected:

@@ -32,7 +32,7 @@ use rpc::Peer;
 use stdio::StdioWire;
 use wire::Wire;
 
-pub use era::as_handshake_result;
+pub use era::{STATELESS as STATELESS_VERSION, as_handshake_result};
 pub use rpc::{Envelope, notification_text, request_text, response_text};
 
 /// How long the handshake may take at most when the caller sets no tighter bound.
@@ -466,6 +466,9 @@ impl Link for WireLink {
                 _ => None,
             };
             let params = rewritten.as_deref().unwrap_or(params);
+            // The stateless era's marker, if any, stays on its hop.
+            let stripped = era::without_envelope(params);
+            let params = stripped.as_deref().unwrap_or(params);
             let result = self
                 .peer
                 .request_with(
