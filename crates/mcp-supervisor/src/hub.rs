@@ -5,6 +5,7 @@
 //! It never touches a generation or a server's state itself: it asks the supervisor.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -219,9 +220,27 @@ struct Running {
     forwarder: JoinHandle<()>,
 }
 
+impl Running {
+    /// Stop the supervisor and wait until its generation is closed (process group gone).
+    async fn finish(self) {
+        self.handle.stop().await;
+        let _ = self.join.await;
+        self.forwarder.abort();
+    }
+}
+
+/// Stop every one of `running` at once and wait until all are closed.
+async fn finish_all(running: Vec<Running>) {
+    futures::future::join_all(running.into_iter().map(Running::finish)).await;
+}
+
 struct Inner {
     order: Vec<ServerConfig>,
+    /// At most one supervisor per server name: an entry is never replaced, only taken out and
+    /// stopped before another of its name starts.
     running: HashMap<String, Running>,
+    /// [`Hub::stop`] was called: nothing starts any more.
+    stopped: bool,
 }
 
 /// A supervised set of MCP servers.
@@ -230,6 +249,9 @@ pub struct Hub {
     /// Which server owns a resource URI, a prompt, a task id.
     routes: Routes,
     inner: Mutex<Inner>,
+    /// Held for the whole of a reload, stops included: reloads are applied one at a time, in
+    /// the order they were called.
+    reloading: tokio::sync::Mutex<()>,
     events: broadcast::Sender<HubEvent>,
     notifications: broadcast::Sender<ServerEvent>,
     factory: ConnectorFactory,
@@ -352,7 +374,9 @@ impl Hub {
             inner: Mutex::new(Inner {
                 order: config.servers.clone(),
                 running: HashMap::new(),
+                stopped: false,
             }),
+            reloading: tokio::sync::Mutex::new(()),
             events,
             notifications,
             factory,
@@ -361,9 +385,19 @@ impl Hub {
             trace,
             background,
         };
-        for server in config.servers {
-            if server.enabled {
-                hub.spawn_server(server);
+        {
+            let mut inner = hub.lock();
+            for server in config.servers.into_iter().filter(|s| s.enabled) {
+                match inner.running.entry(server.name.clone()) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(hub.spawn_server(server));
+                    }
+                    // Only a config built by hand can name a server twice; `parse_config` cannot.
+                    Entry::Occupied(_) => tracing::warn!(
+                        server = %server.name,
+                        "the server is named twice in the config: the first one runs"
+                    ),
+                }
             }
         }
         hub
@@ -373,7 +407,39 @@ impl Hub {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn spawn_server(&self, server: ServerConfig) {
+    /// Start `server`'s supervisor, after stopping (and waiting for) one still running under its
+    /// name: two processes of one server never run at once (SPEC §3). Nothing starts once the
+    /// hub is stopped.
+    async fn start_server(&self, server: ServerConfig) {
+        // Only `build` and reloads, one at a time, start servers: the second turn finds the name
+        // free.
+        for _ in 0..2 {
+            let running = {
+                let mut inner = self.lock();
+                if inner.stopped {
+                    return;
+                }
+                match inner.running.entry(server.name.clone()) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(self.spawn_server(server));
+                        return;
+                    }
+                    Entry::Occupied(slot) => slot.remove(),
+                }
+            };
+            tracing::warn!(
+                server = %server.name,
+                "stopping the running instance before its replacement starts"
+            );
+            running.finish().await;
+        }
+        tracing::error!(
+            server = %server.name,
+            "another instance keeps being started; this config is not started"
+        );
+    }
+
+    fn spawn_server(&self, server: ServerConfig) -> Running {
         let name = server.name.clone();
         // The filter is in place before the supervisor can publish anything.
         self.registry.set_filter(&name, server.tools.clone());
@@ -414,14 +480,11 @@ impl Hub {
                 }
             })
         };
-        self.lock().running.insert(
-            name,
-            Running {
-                handle,
-                join,
-                forwarder,
-            },
-        );
+        Running {
+            handle,
+            join,
+            forwarder,
+        }
     }
 
     /// The aggregate tool list.
@@ -953,10 +1016,18 @@ impl Hub {
 
     /// Apply a new config as a diff: added servers start, removed ones stop (tools withdrawn),
     /// changed ones restart, unchanged ones are not touched.
+    ///
+    /// Reloads are applied one at a time, in the order they were called: one waits until the
+    /// reload before it has finished, the stops of its servers included (a changed server's old
+    /// process is gone before its new one starts). After [`Hub::stop`] a reload starts nothing.
     pub async fn reload(&self, config: Config) -> ReloadSummary {
+        let _turn = self.reloading.lock().await;
         let mut summary = ReloadSummary::default();
         let (to_stop, to_start) = {
             let mut inner = self.lock();
+            if inner.stopped {
+                return summary;
+            }
             let old: HashMap<String, ServerConfig> = inner
                 .order
                 .iter()
@@ -998,18 +1069,14 @@ impl Hub {
         for name in &summary.removed {
             self.routes.forget(name);
         }
-        for running in to_stop {
-            running.handle.stop().await;
-            let _ = running.join.await;
-            running.forwarder.abort();
-        }
+        finish_all(to_stop).await;
         self.registry
             .set_servers(config.servers.iter().map(|s| s.name.clone()).collect());
         if self.registry.set_naming(config.naming.clone()) {
             summary.naming_changed = true;
         }
         for server in to_start {
-            self.spawn_server(server);
+            self.start_server(server).await;
         }
         summary.added.sort();
         summary.removed.sort();
@@ -1018,15 +1085,17 @@ impl Hub {
         summary
     }
 
-    /// Stop every server and wait until all are quiet: processes gone, tools withdrawn.
+    /// Stop every server and wait until all are quiet: processes gone, tools withdrawn. Nothing
+    /// starts after it, not even by a reload under way (whose stops it waits for).
     pub async fn stop(&self) {
-        let running: Vec<Running> = self.lock().running.drain().map(|(_, r)| r).collect();
-        let stops = running.iter().map(|r| r.handle.stop());
-        futures::future::join_all(stops).await;
-        for r in running {
-            let _ = r.join.await;
-            r.forwarder.abort();
-        }
+        let running: Vec<Running> = {
+            let mut inner = self.lock();
+            inner.stopped = true;
+            inner.running.drain().map(|(_, r)| r).collect()
+        };
+        finish_all(running).await;
+        // A reload under way may still be stopping servers it took out; it starts none now.
+        let _turn = self.reloading.lock().await;
     }
 }
 
