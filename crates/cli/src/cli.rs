@@ -171,7 +171,7 @@ pub enum Command {
     },
     /// Rewrite a host's MCP config so every server runs through `wrap` (or back, with --undo).
     #[command(
-        after_help = "Examples:\n  mcp-supervisor adopt                      # show the diff for every host config found\n  mcp-supervisor adopt --write              # save it (a timestamped backup is kept beside each file)\n  mcp-supervisor adopt --undo --write       # restore the original entries\n  mcp-supervisor adopt --file .mcp.json --only github,fs --write\n\nHosts: Claude Desktop, Cursor, Claude Code (.mcp.json, ~/.claude.json), VS Code (mcp.json), Codex (~/.codex/config.toml), Zed (settings.json).\nExit code 0 when done, 2 for bad usage or a config that does not parse, 1 when a file could not be written."
+        after_help = "Examples:\n  mcp-supervisor adopt                      # show the diff for every host config found\n  mcp-supervisor adopt --write              # save it (a timestamped backup is kept beside each file)\n  mcp-supervisor adopt --undo --write       # restore the original entries\n  mcp-supervisor adopt --file .mcp.json --only github,fs --write\n\nHosts: Claude Desktop, Cursor, Claude Code (.mcp.json, ~/.claude.json), VS Code (mcp.json), Codex (~/.codex/config.toml), Zed (settings.json), Gemini CLI (.gemini/settings.json).\nStdio servers become `wrap -- CMD`, streamable-HTTP ones `wrap --url URL`, SSE ones `wrap --sse URL` (header values move to env).\nExit code 0 when done, 2 for bad usage or a config that does not parse, 1 when a file could not be written."
     )]
     Adopt(AdoptArgs),
     /// Validate a config and print every problem.

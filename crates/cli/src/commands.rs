@@ -211,7 +211,14 @@ async fn check_filters(path: &Path, wait_ms: u64) {
 
 async fn start(path: &Path, wait_ms: u64) -> Result<Hub, ExitCode> {
     let config = load(path)?;
-    let hub = Hub::start(config);
+    // A one-shot client: as the official SDKs' clients, discover first, then the handshake.
+    let options = mcp_supervisor::HubOptions {
+        handshake: Some(mcp_supervisor::hub::discovering_handshake(
+            &serde_json::json!({}),
+        )),
+        ..mcp_supervisor::HubOptions::default()
+    };
+    let hub = Hub::start_with_options(config, options);
     let pending = hub
         .wait_ready_or_needs_auth(Duration::from_millis(wait_ms))
         .await;

@@ -195,7 +195,7 @@ impl Proxy {
             return;
         }
         self.hub
-            .set_handshake(mcp_supervisor::hub::handshake_era_handshake(
+            .set_handshake(mcp_supervisor::hub::default_handshake(
                 &routed_capabilities(),
             ));
     }

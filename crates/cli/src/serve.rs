@@ -1,6 +1,10 @@
 //! Running the proxy: the stdio face, the HTTP face, the admin endpoints, config reload (SIGHUP
 //! and a file watch), and shutdown on SIGINT, SIGTERM or the end of stdin.
 //!
+//! Reload requests, from SIGHUP and from the file watch alike, go to one reloader: a request that
+//! arrives while a reload runs is kept (several as one), and once that reload has ended the file
+//! is read again as it then is.
+//!
 //! Shutdown is bounded (about 5 s) and leaves no child process: the hub's stop closes every
 //! generation's process group before this returns.
 
@@ -11,9 +15,10 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_supervisor::core::config::{Config, parse_config};
-use mcp_supervisor::hub::handshake_era_handshake;
+use mcp_supervisor::hub::default_handshake;
 use mcp_supervisor::{Hub, HubOptions};
 use tokio::signal::unix::{SignalKind, signal};
+use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::{self, Guard};
@@ -51,8 +56,9 @@ pub async fn run(
             Mode::Transparent => None,
             // serve: the handshake era by default (a server's `protocolVersion` may ask for
             // 2026-07-28): its clients' resource subscriptions are carried on the servers'
-            // sessions, which the stateless era does not have.
-            Mode::Aggregate => Some(handshake_era_handshake(&routed_capabilities())),
+            // sessions, which the stateless era does not have, and a stateless stdio server
+            // holding a subscriptions/listen open is slow to end at its stdin's close.
+            Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
         },
         state_dir,
         trace: crate::telemetry::context(),
@@ -99,10 +105,18 @@ pub async fn run(
         }));
     }
 
+    // Reload requests: a permit kept while a reload runs stands for every request made meanwhile.
+    let reloads = Arc::new(Notify::new());
     if let Some(path) = config_path.clone() {
+        tasks.push(tokio::spawn(reloader(
+            path.clone(),
+            hub.clone(),
+            reloads.clone(),
+            shutdown.clone(),
+        )));
         tasks.push(tokio::spawn(watch_config(
             path,
-            hub.clone(),
+            reloads.clone(),
             shutdown.clone(),
         )));
     }
@@ -114,7 +128,7 @@ pub async fn run(
             _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); break; }
             _ = terminate.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
             _ = hangup.recv() => match &config_path {
-                Some(path) => reload(path, &hub).await,
+                Some(_) => reloads.notify_one(),
                 None => tracing::warn!("SIGHUP ignored: there is no config file to reload"),
             },
             () = shutdown.cancelled() => break,
@@ -131,6 +145,23 @@ pub async fn run(
         task.abort();
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// Apply reload requests one at a time. Requests made while a reload runs coalesce into one,
+/// which reads the file once that reload has ended.
+async fn reloader(
+    path: PathBuf,
+    hub: Arc<Hub>,
+    requests: Arc<Notify>,
+    shutdown: CancellationToken,
+) {
+    loop {
+        tokio::select! {
+            () = requests.notified() => {}
+            () = shutdown.cancelled() => return,
+        }
+        reload(&path, &hub).await;
+    }
 }
 
 /// Read and validate the config file and apply it as a diff; an invalid one is rejected and the
@@ -164,9 +195,9 @@ async fn reload(path: &PathBuf, hub: &Hub) {
     }
 }
 
-/// Reload when the file's contents change (checked every second; cheap and robust across
-/// editors that replace the file).
-async fn watch_config(path: PathBuf, hub: Arc<Hub>, shutdown: CancellationToken) {
+/// Ask for a reload when the file's contents change (checked every second; cheap and robust
+/// across editors that replace the file).
+async fn watch_config(path: PathBuf, reloads: Arc<Notify>, shutdown: CancellationToken) {
     let mut last = std::fs::read(&path).ok();
     loop {
         tokio::select! {
@@ -177,7 +208,7 @@ async fn watch_config(path: PathBuf, hub: Arc<Hub>, shutdown: CancellationToken)
         if now.is_some() && now != last {
             last = now;
             tracing::info!("{} changed: reloading", path.display());
-            reload(&path, &hub).await;
+            reloads.notify_one();
         }
     }
 }

@@ -85,12 +85,9 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "claude-code",
         file: ".mcp.json",
-        wrapped: 2,
+        wrapped: 3,
         one: "everything",
-        kept: &[
-            "\"type\": \"sse\"",
-            "\"url\": \"https://legacy.example.invalid/sse\"",
-        ],
+        kept: &["\"type\": \"stdio\"", "\"env\": {}"],
     },
     Fixture {
         dir: "claude-user",
@@ -141,6 +138,22 @@ const FIXTURES: &[Fixture] = &[
             "\"vim_mode\": true, // trailing comma and comment",
             "\"source\": \"extension\"",
             "\"TZ\": \"UTC\"",
+        ],
+    },
+    Fixture {
+        dir: "gemini",
+        file: ".gemini/settings.json",
+        wrapped: 3,
+        one: "docs",
+        kept: &[
+            "\"theme\": \"GitHub\"",
+            "\"cwd\": \"/home/u\"",
+            "\"trust\": false",
+            "\"includeTools\": [\"read_file\"]",
+            "\"timeout\": 5000",
+            "\"excludeTools\": [\"delete_page\"]",
+            "\"trust\": true",
+            "\"telemetry\": { \"enabled\": false }",
         ],
     },
 ];
@@ -518,9 +531,88 @@ fn url_servers_become_wrap_url_with_their_headers() {
 }
 
 #[test]
+fn sse_servers_become_wrap_sse_and_undo_gives_them_back() {
+    let fixture = FIXTURES
+        .iter()
+        .find(|f| f.dir == "claude-code")
+        .expect("claude-code");
+    let (_dir, path) = place(fixture);
+    let output = adopt(&path, &["--binary", BIN, "--write"]);
+    assert_ok(&output, "claude-code");
+    assert!(
+        stdout(&output).contains("mcpServers.legacy: wrapped"),
+        "{}",
+        stdout(&output)
+    );
+    let text = read(&path);
+    let expected = r#"    "legacy": {
+      "type": "stdio",
+      "command": "/opt/test/bin/mcp-supervisor",
+      "args": ["wrap", "--sse", "https://legacy.example.invalid/sse"]
+    }"#;
+    assert!(text.contains(expected), "{text}");
+    assert_ok(
+        &adopt(&path, &["--binary", BIN, "--undo", "--write"]),
+        "undo",
+    );
+    assert_eq!(read(&path), original(fixture), "\"type\": \"sse\" is back");
+}
+
+#[test]
+fn gemini_is_a_host_of_its_own_and_its_http_and_sse_servers_are_wrapped() {
+    let fixture = FIXTURES.iter().find(|f| f.dir == "gemini").expect("gemini");
+    let (dir, path) = place(fixture);
+    let output = adopt(&path, &["--binary", BIN, "--write"]);
+    assert_ok(&output, "gemini");
+    assert!(
+        stdout(&output).contains("(Gemini CLI):"),
+        "{}",
+        stdout(&output)
+    );
+    let text = read(&path);
+    let docs = r#"    "docs": {
+      "command": "/opt/test/bin/mcp-supervisor",
+      "args": ["wrap", "--url", "http://127.0.0.1:3001/mcp", "--header-from-env", "Authorization=MCP_HEADER_AUTHORIZATION"],
+      "timeout": 5000,
+      "excludeTools": ["delete_page"],
+      "env": {
+        "MCP_HEADER_AUTHORIZATION": "Bearer $DOCS_TOKEN"
+      }
+    }"#;
+    let events = r#"    "events": {
+      "command": "/opt/test/bin/mcp-supervisor",
+      "args": ["wrap", "--sse", "http://127.0.0.1:8000/sse"],
+      "trust": true
+    }"#;
+    for expected in [docs, events] {
+        assert!(text.contains(expected), "{expected}\nin:\n{text}");
+    }
+    assert!(
+        !text.contains("\"httpUrl\"") && !text.contains("\"url\""),
+        "{text}"
+    );
+    // Undo gives `httpUrl` back to the streamable-HTTP server and `url` to the SSE one.
+    assert_ok(
+        &adopt(&path, &["--binary", BIN, "--undo", "--write"]),
+        "undo",
+    );
+    assert_eq!(read(&path), original(fixture));
+
+    // Under another name, its `httpUrl` tells the host.
+    let elsewhere = dir.join("servers.json");
+    std::fs::write(&elsewhere, original(fixture)).expect("copy the fixture");
+    let output = adopt(&elsewhere, &["--binary", BIN]);
+    assert_ok(&output, "gemini under another name");
+    assert!(
+        stdout(&output).contains("(Gemini CLI):"),
+        "{}",
+        stdout(&output)
+    );
+}
+
+#[test]
 fn servers_it_cannot_wrap_are_named_and_left_as_is() {
     for (dir, name) in [
-        ("claude-code", "legacy: left as is"),
         ("codex", "private: left as is"),
         ("zed", "from-extension: left as is"),
     ] {
@@ -545,8 +637,10 @@ fn without_file_it_finds_the_usual_paths() {
         .iter()
         .find(|f| f.dir == "claude-code")
         .expect("claude-code");
+    let gemini = FIXTURES.iter().find(|f| f.dir == "gemini").expect("gemini");
     let found = [
         (home.join(".codex/config.toml"), codex),
+        (home.join(".gemini/settings.json"), gemini),
         (home.join(".claude.json"), claude),
         (project.join(".mcp.json"), local),
     ];

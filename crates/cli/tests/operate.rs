@@ -450,3 +450,51 @@ async fn a_change_to_the_config_file_is_applied_without_a_signal() {
     drop(proxy);
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn a_storm_of_rewrites_and_sighups_never_runs_two_processes_of_a_server() {
+    let ledger = mcp_supervisor_testkit::ledger::Ledger::new("reload-storm");
+    let path = ledger.dir.join("servers.json");
+    // Every instance is slow to die: its stop lasts until the SIGKILL, about 2 s in.
+    write_config(&path, json!({ "slow": ledger.server(0, 30) }));
+    let proxy = serve_config(&path, "--admin").await;
+    let before = status_until(&proxy, Duration::from_secs(20), |s| {
+        state_is(s, "slow", "ready")
+    })
+    .await;
+    let base = server(&before, "slow")["tools"].as_u64().unwrap_or(0);
+
+    // 20 rewrites, each followed by a SIGHUP (every fifth by three); the file watch sees them
+    // too. All but the first arrive while the first reload is held in the slow stop.
+    for k in 1..=20u32 {
+        write_config(&path, json!({ "slow": ledger.server(k, 30) }));
+        for _ in 0..(if k % 5 == 0 { 3 } else { 1 }) {
+            proxy.signal("HUP");
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await; // pace the rewrites
+    }
+    let after = status_until(&proxy, Duration::from_secs(30), |s| {
+        state_is(s, "slow", "ready") && server(s, "slow")["tools"].as_u64() == Some(base + 20)
+    })
+    .await;
+
+    assert_eq!(
+        ledger.overlaps(),
+        "",
+        "two instances of `slow` were alive at once"
+    );
+    assert_eq!(
+        ledger.alive(),
+        vec![pid_of(&after, "slow").unwrap_or(0)],
+        "the last config's instance runs alone"
+    );
+    // The first reload, then one for all that came meanwhile (a watch tick may add one more).
+    let started = ledger.started().len();
+    assert!(started <= 4, "the requests coalesced: {started} instances");
+    drop(proxy);
+    assert_eq!(
+        ledger.alive(),
+        Vec::<u32>::new(),
+        "shutdown leaves no instance"
+    );
+}

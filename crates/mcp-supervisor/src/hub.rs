@@ -5,6 +5,7 @@
 //! It never touches a generation or a server's state itself: it asks the supervisor.
 
 use std::collections::HashMap;
+use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
@@ -161,22 +162,20 @@ const FIRST_LIST_WAIT: Duration = Duration::from_secs(10);
 /// on its first attempt, or its listing is under way).
 pub const LIST_WAIT: Duration = Duration::from_secs(10);
 
-/// `initialize` params in the hub's own name, declaring `capabilities`.
-///
-/// As the official SDKs' clients do, a server is asked for the stateless era first
-/// (`server/discover`, marked by the stateless version in `_meta`), and opened with the
-/// `initialize` handshake at [`PROTOCOL_VERSION`] when it does not speak it; a server's
-/// `protocolVersion` in the config pins one instead.
+/// `initialize` params in the hub's own name, declaring `capabilities`: every server is opened
+/// with the `initialize` handshake at [`PROTOCOL_VERSION`] (unless its `protocolVersion` says
+/// otherwise). The hub's default, and `serve`'s: its clients of the handshake era share the
+/// servers' sessions (their resource subscriptions and log levels are of that era).
 pub fn default_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
-    own_handshake(capabilities, true)
+    own_handshake(capabilities, false)
 }
 
-/// As [`default_handshake`], but every server is opened with the `initialize` handshake at
-/// [`PROTOCOL_VERSION`] (unless its `protocolVersion` says otherwise): for a proxy whose
-/// clients of the handshake era share the servers' sessions (their resource subscriptions
-/// and log levels are of that era).
-pub fn handshake_era_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
-    own_handshake(capabilities, false)
+/// As [`default_handshake`], but as the official SDKs' clients do: each server is asked for the
+/// stateless era first (`server/discover`, marked by the stateless version in `_meta`, which is
+/// never sent in an `initialize`), and opened with the handshake when it does not speak it. For
+/// a one-shot client (the `tools` and `call` commands); a server's `protocolVersion` pins one.
+pub fn discovering_handshake(capabilities: &serde_json::Value) -> Arc<RawValue> {
+    own_handshake(capabilities, true)
 }
 
 fn own_handshake(capabilities: &serde_json::Value, discover_first: bool) -> Arc<RawValue> {
@@ -252,13 +251,31 @@ struct Running {
     forwarder: JoinHandle<()>,
 }
 
+impl Running {
+    /// Stop the supervisor and wait until its generation is closed (process group gone).
+    async fn finish(self) {
+        self.handle.stop().await;
+        let _ = self.join.await;
+        self.forwarder.abort();
+    }
+}
+
+/// Stop every one of `running` at once and wait until all are closed.
+async fn finish_all(running: Vec<Running>) {
+    futures::future::join_all(running.into_iter().map(Running::finish)).await;
+}
+
 struct Inner {
     order: Vec<ServerConfig>,
+    /// At most one supervisor per server name: an entry is never replaced, only taken out and
+    /// stopped before another of its name starts.
     running: HashMap<String, Running>,
     /// The instances of isolated servers, by server and client session.
     instances: HashMap<(String, usize), Running>,
     /// Instances being stopped after their session ended; [`Hub::stop`] waits for them.
     ending: Vec<JoinHandle<()>>,
+    /// [`Hub::stop`] was called: nothing starts any more.
+    stopped: bool,
 }
 
 /// A supervised set of MCP servers.
@@ -267,6 +284,9 @@ pub struct Hub {
     /// Which server owns a resource URI, a prompt, a task id.
     routes: Routes,
     inner: Mutex<Inner>,
+    /// Held for the whole of a reload, stops included: reloads are applied one at a time, in
+    /// the order they were called.
+    reloading: tokio::sync::Mutex<()>,
     events: broadcast::Sender<HubEvent>,
     notifications: broadcast::Sender<ServerEvent>,
     factory: ConnectorFactory,
@@ -398,7 +418,9 @@ impl Hub {
                 running: HashMap::new(),
                 instances: HashMap::new(),
                 ending: Vec::new(),
+                stopped: false,
             }),
+            reloading: tokio::sync::Mutex::new(()),
             events,
             notifications,
             factory,
@@ -408,9 +430,19 @@ impl Hub {
             trace,
             background,
         };
-        for server in config.servers {
-            if server.enabled {
-                hub.spawn_server(server);
+        {
+            let mut inner = hub.lock();
+            for server in config.servers.into_iter().filter(|s| s.enabled) {
+                match inner.running.entry(server.name.clone()) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(hub.spawn_server(server));
+                    }
+                    // Only a config built by hand can name a server twice; `parse_config` cannot.
+                    Entry::Occupied(_) => tracing::warn!(
+                        server = %server.name,
+                        "the server is named twice in the config: the first one runs"
+                    ),
+                }
             }
         }
         hub
@@ -420,7 +452,39 @@ impl Hub {
         self.inner.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    fn spawn_server(&self, server: ServerConfig) {
+    /// Start `server`'s supervisor, after stopping (and waiting for) one still running under its
+    /// name: two processes of one server never run at once (SPEC §3). Nothing starts once the
+    /// hub is stopped.
+    async fn start_server(&self, server: ServerConfig) {
+        // Only `build` and reloads, one at a time, start servers: the second turn finds the name
+        // free.
+        for _ in 0..2 {
+            let running = {
+                let mut inner = self.lock();
+                if inner.stopped {
+                    return;
+                }
+                match inner.running.entry(server.name.clone()) {
+                    Entry::Vacant(slot) => {
+                        slot.insert(self.spawn_server(server));
+                        return;
+                    }
+                    Entry::Occupied(slot) => slot.remove(),
+                }
+            };
+            tracing::warn!(
+                server = %server.name,
+                "stopping the running instance before its replacement starts"
+            );
+            running.finish().await;
+        }
+        tracing::error!(
+            server = %server.name,
+            "another instance keeps being started; this config is not started"
+        );
+    }
+
+    fn spawn_server(&self, server: ServerConfig) -> Running {
         let name = server.name.clone();
         // The filter is in place before the supervisor can publish anything.
         self.registry.set_filter(&name, server.tools.clone());
@@ -461,14 +525,11 @@ impl Hub {
                 }
             })
         };
-        self.lock().running.insert(
-            name,
-            Running {
-                handle,
-                join,
-                forwarder,
-            },
-        );
+        Running {
+            handle,
+            join,
+            forwarder,
+        }
     }
 
     /// The aggregate tool list.
@@ -521,6 +582,10 @@ impl Hub {
         let key = (server.to_string(), session);
         if let Some(instance) = inner.instances.get(&key) {
             return Ok(instance.handle.clone());
+        }
+        if inner.stopped {
+            // Nothing starts after the hub's stop: the shared one answers that it stopped.
+            return Ok(shared);
         }
         let live = inner.instances.keys().filter(|(s, _)| s == server).count();
         if live >= config.max_instances as usize {
@@ -596,7 +661,7 @@ impl Hub {
             .filter_map(|k| inner.instances.remove(k))
             .collect();
         inner.ending.retain(|t| !t.is_finished());
-        inner.ending.push(tokio::spawn(stop_all(ending)));
+        inner.ending.push(tokio::spawn(finish_all(ending)));
     }
 
     /// How many per-session instances of `server` run now.
@@ -1093,10 +1158,18 @@ impl Hub {
 
     /// Apply a new config as a diff: added servers start, removed ones stop (tools withdrawn),
     /// changed ones restart, unchanged ones are not touched.
+    ///
+    /// Reloads are applied one at a time, in the order they were called: one waits until the
+    /// reload before it has finished, the stops of its servers included (a changed server's old
+    /// process is gone before its new one starts). After [`Hub::stop`] a reload starts nothing.
     pub async fn reload(&self, config: Config) -> ReloadSummary {
+        let _turn = self.reloading.lock().await;
         let mut summary = ReloadSummary::default();
         let (to_stop, to_start) = {
             let mut inner = self.lock();
+            if inner.stopped {
+                return summary;
+            }
             let old: HashMap<String, ServerConfig> = inner
                 .order
                 .iter()
@@ -1138,18 +1211,14 @@ impl Hub {
         for name in &summary.removed {
             self.routes.forget(name);
         }
-        for running in to_stop {
-            running.handle.stop().await;
-            let _ = running.join.await;
-            running.forwarder.abort();
-        }
+        finish_all(to_stop).await;
         self.registry
             .set_servers(config.servers.iter().map(|s| s.name.clone()).collect());
         if self.registry.set_naming(config.naming.clone()) {
             summary.naming_changed = true;
         }
         for server in to_start {
-            self.spawn_server(server);
+            self.start_server(server).await;
         }
         summary.added.sort();
         summary.removed.sort();
@@ -1158,10 +1227,12 @@ impl Hub {
         summary
     }
 
-    /// Stop every server and wait until all are quiet: processes gone, tools withdrawn.
+    /// Stop every server and wait until all are quiet: processes gone, tools withdrawn. Nothing
+    /// starts after it, not even by a reload under way (whose stops it waits for).
     pub async fn stop(&self) {
-        let (mut running, ending) = {
+        let (running, ending) = {
             let mut inner = self.lock();
+            inner.stopped = true;
             let running: Vec<Running> = inner.running.drain().map(|(_, r)| r).collect();
             let instances: Vec<Running> = inner.instances.drain().map(|(_, r)| r).collect();
             (
@@ -1169,19 +1240,12 @@ impl Hub {
                 std::mem::take(&mut inner.ending),
             )
         };
-        stop_all(std::mem::take(&mut running)).await;
+        finish_all(running).await;
         for task in ending {
             let _ = task.await;
         }
-    }
-}
-
-/// Stop supervisors at once and wait for each to end.
-async fn stop_all(running: Vec<Running>) {
-    futures::future::join_all(running.iter().map(|r| r.handle.stop())).await;
-    for r in running {
-        let _ = r.join.await;
-        r.forwarder.abort();
+        // A reload under way may still be stopping servers it took out; it starts none now.
+        let _turn = self.reloading.lock().await;
     }
 }
 

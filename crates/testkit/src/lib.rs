@@ -1,12 +1,13 @@
 //! What the end-to-end tests of every crate need alike: where the built binaries and the
 //! installed interop peers are, a free loopback port, a temporary directory, whether a
-//! process is still alive, and a plain MCP client over HTTP ([`rawhttp`], for the bench and the
-//! soak as well).
+//! process is still alive, a ledger of a server's live processes ([`ledger`]), and a plain MCP
+//! client over HTTP ([`rawhttp`], for the bench and the soak as well).
 //!
 //! Test support only: it never starts or stops anything on its own, and it talks only to
 //! loopback.
 #![forbid(unsafe_code)]
 
+pub mod ledger;
 pub mod rawhttp;
 
 use std::path::PathBuf;
@@ -126,6 +127,18 @@ pub async fn gone_within(pid: u32, limit: Duration) -> bool {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     !alive(pid)
+}
+
+/// Poll (bounded) until `done` holds; panics naming `what` when `limit` passes first.
+pub async fn poll_until(what: &str, limit: Duration, done: impl Fn() -> bool) {
+    let deadline = tokio::time::Instant::now() + limit;
+    while !done() {
+        assert!(
+            tokio::time::Instant::now() < deadline,
+            "{what}: not within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// `kill -9 pid`; panics if the signal could not be sent.

@@ -3,8 +3,8 @@
 //! writes files, and never drops a key it does not name.
 //!
 //! Undo needs no backup and no marker key: a wrapped entry's `args` are exactly
-//! `wrap -- CMD ARGS...` or `wrap --url URL [--header-from-env NAME=VAR]...`, so the original
-//! command, arguments and URL are read back from them, and each header's value from the entry's
+//! `wrap -- CMD ARGS...` or `wrap --url|--sse URL [--header-from-env NAME=VAR]...`, so the
+//! original command, arguments, URL and transport are read back from them, and each header's value from the entry's
 //! `env` (where adopt moved it, so that a token never shows on a command line). Every other key
 //! (cwd, unknown ones, the rest of env) is never touched by adopt, so it needs no restoring.
 
@@ -26,6 +26,11 @@ pub struct Keys {
     /// Keys that hold headers adopt cannot carry into `wrap` (Codex reads them from
     /// its own environment): an entry with one of them is left alone.
     pub env_headers: &'static [&'static str],
+    /// The key of a streamable-HTTP server's URL: `url`, or Gemini CLI's `httpUrl`.
+    pub http_url: &'static str,
+    /// A `url` is an SSE server's unless `"type": "http"` says otherwise (Gemini CLI); else it
+    /// is a streamable-HTTP server's unless `"type": "sse"` says otherwise.
+    pub url_is_sse: bool,
 }
 
 /// What one format's entry offers adopt: typed reads and position-keeping writes.
@@ -78,8 +83,16 @@ impl Binary<'_> {
 /// The server an entry starts or reaches, or a `wrap` argument list fronts.
 #[derive(Debug, PartialEq)]
 enum Server {
-    Stdio { command: String, args: Vec<String> },
-    Url { url: String, headers: Vec<Header> },
+    Stdio {
+        command: String,
+        args: Vec<String>,
+    },
+    Url {
+        url: String,
+        headers: Vec<Header>,
+        /// A legacy HTTP+SSE server (`wrap --sse`), not streamable HTTP (`wrap --url`).
+        sse: bool,
+    },
 }
 
 /// One HTTP header of a URL server.
@@ -128,26 +141,42 @@ fn kind(map: &dyn EntryMap, keys: &Keys, binary: &Binary) -> Result<Kind, String
         }
         return Ok(Kind::Plain(Server::Stdio { command, args }));
     }
-    if let Some(url) = map.get_str("url")? {
-        if map.get_str("type")?.as_deref() == Some("sse") {
-            return Err(
-                "an SSE server (type \"sse\"): adopt does not rewrite it yet; wrap it by hand with `wrap --sse URL`".into(),
-            );
-        }
-        if let Some(key) = keys.env_headers.iter().find(|key| map.contains(key)) {
-            return Err(format!(
-                "its `{key}` is read from the host's own environment, which `wrap` does not get; \
-                 wrap it by hand with `wrap --url URL --header \"NAME: VALUE\"`"
-            ));
-        }
-        let headers = map.get_map(keys.headers)?.unwrap_or_default();
-        let headers = headers
-            .into_iter()
-            .map(|(name, value)| Header::Value(name, value))
-            .collect();
-        return Ok(Kind::Plain(Server::Url { url, headers }));
+    let http_url = match keys.http_url {
+        "url" => None,
+        key => map.get_str(key)?,
+    };
+    let url = map.get_str("url")?;
+    if http_url.is_some() && url.is_some() {
+        return Err(format!(
+            "it has both `{}` and `url`; keep the one the host should use and run adopt again",
+            keys.http_url
+        ));
     }
-    Err(format!("it has neither `{}` nor `url`", keys.command))
+    let kind = map.get_str("type")?;
+    let (url, sse) = match (http_url, url) {
+        (Some(url), _) => (url, false),
+        (None, Some(url)) => {
+            let sse = match kind.as_deref() {
+                Some("sse") => true,
+                Some("http" | "streamable-http") => false,
+                _ => keys.url_is_sse,
+            };
+            (url, sse)
+        }
+        (None, None) => return Err(format!("it has neither `{}` nor `url`", keys.command)),
+    };
+    if let Some(key) = keys.env_headers.iter().find(|key| map.contains(key)) {
+        return Err(format!(
+            "its `{key}` is read from the host's own environment, which `wrap` does not get; \
+             wrap it by hand with `wrap --url URL --header \"NAME: VALUE\"`"
+        ));
+    }
+    let headers = map.get_map(keys.headers)?.unwrap_or_default();
+    let headers = headers
+        .into_iter()
+        .map(|(name, value)| Header::Value(name, value))
+        .collect();
+    Ok(Kind::Plain(Server::Url { url, headers, sse }))
 }
 
 /// Rewrite one entry to run through `wrap`. A wrapped entry is left alone.
@@ -162,8 +191,9 @@ pub fn adopt(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
             map.set("args", NewValue::List(wrapped));
             Outcome::Changed("wrapped")
         }
-        Ok(Kind::Plain(Server::Url { url, headers })) => {
-            let mut wrapped = vec!["wrap".to_owned(), "--url".to_owned(), url];
+        Ok(Kind::Plain(Server::Url { url, headers, sse })) => {
+            let flag = if sse { "--sse" } else { "--url" };
+            let mut wrapped = vec!["wrap".to_owned(), flag.to_owned(), url];
             let mut env = match map.get_map("env") {
                 Ok(env) => env.unwrap_or_default(),
                 Err(reason) => return Outcome::Skipped(reason),
@@ -182,7 +212,7 @@ pub fn adopt(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
                 wrapped.push(format!("{name}={var}"));
             }
             map.replace(
-                &["url", keys.headers],
+                &["url", keys.http_url, keys.headers],
                 vec![
                     (
                         keys.command.to_owned(),
@@ -219,7 +249,7 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
             }
             Outcome::Changed("restored")
         }
-        Ok(Server::Url { url, headers }) => {
+        Ok(Server::Url { url, headers, sse }) => {
             let mut env = match map.get_map("env") {
                 Ok(env) => env.unwrap_or_default(),
                 Err(reason) => return Outcome::Skipped(reason),
@@ -240,7 +270,12 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
                     }
                 }
             }
-            let mut insert = vec![("url".to_owned(), NewValue::Str(url))];
+            let (url_key, kind) = if sse {
+                ("url", "sse")
+            } else {
+                (keys.http_url, "http")
+            };
+            let mut insert = vec![(url_key.to_owned(), NewValue::Str(url))];
             if !values.is_empty() {
                 insert.push((keys.headers.to_owned(), NewValue::Map(values)));
             }
@@ -251,14 +286,14 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
                 map.set("env", NewValue::Map(env));
             }
             if map.contains("type") {
-                map.set("type", NewValue::Str("http".to_owned()));
+                map.set("type", NewValue::Str(kind.to_owned()));
             }
             Outcome::Changed("restored")
         }
     }
 }
 
-/// `wrap` flags that take a value; any of them other than `--url` and the headers (added by hand)
+/// `wrap` flags that take a value; any of them other than the URL and the headers (added by hand)
 /// is dropped on undo, since the original entry had no such thing.
 const VALUE_FLAGS: &[&str] = &[
     "--name",
@@ -279,6 +314,7 @@ const BOOL_FLAGS: &[&str] = &["--no-reconnect", "--stdio"];
 
 fn unwrap_args(args: &[String]) -> Result<Server, String> {
     let mut url = None;
+    let mut sse = false;
     let mut headers = Vec::new();
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
@@ -299,7 +335,7 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
         if BOOL_FLAGS.contains(&flag) {
             continue;
         }
-        if !["--url", "--header", "--header-from-env"].contains(&flag)
+        if !["--url", "--sse", "--header", "--header-from-env"].contains(&flag)
             && !VALUE_FLAGS.contains(&flag)
         {
             return Err(format!(
@@ -311,8 +347,9 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
                 "its wrap flag `{flag}` has no value; restore it by hand"
             ));
         };
-        if flag == "--url" {
+        if flag == "--url" || flag == "--sse" {
             url = Some(value);
+            sse = flag == "--sse";
         } else if flag == "--header" {
             let Some((name, value)) = value.split_once(':') else {
                 return Err(
@@ -333,8 +370,11 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
         }
     }
     match url {
-        Some(url) => Ok(Server::Url { url, headers }),
-        None => Err("its wrap arguments have neither `--` nor `--url`; restore it by hand".into()),
+        Some(url) => Ok(Server::Url { url, headers, sse }),
+        None => Err(
+            "its wrap arguments have neither `--` nor `--url` nor `--sse`; restore it by hand"
+                .into(),
+        ),
     }
 }
 
@@ -367,6 +407,15 @@ mod tests {
             Ok(Server::Url {
                 url: "http://h/mcp".into(),
                 headers: vec![Header::Value("Authorization".into(), "Bearer a:b".into())],
+                sse: false,
+            })
+        );
+        assert_eq!(
+            unwrap_args(&strings(&["wrap", "--sse", "http://h/sse"])),
+            Ok(Server::Url {
+                url: "http://h/sse".into(),
+                headers: Vec::new(),
+                sse: true,
             })
         );
         assert!(unwrap_args(&strings(&["wrap", "--weird", "--", "x"])).is_err());

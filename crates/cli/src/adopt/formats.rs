@@ -20,6 +20,8 @@ pub enum Format {
     Codex,
     /// Zed's settings.json (`context_servers`).
     Zed,
+    /// Gemini CLI's .gemini/settings.json (`mcpServers`; `httpUrl` streamable HTTP, `url` SSE).
+    Gemini,
 }
 
 /// How a format's file is read.
@@ -29,13 +31,14 @@ pub enum Syntax {
 }
 
 impl Format {
-    pub const ALL: [Format; 6] = [
+    pub const ALL: [Format; 7] = [
         Format::ClaudeDesktop,
         Format::Cursor,
         Format::ClaudeCode,
         Format::Vscode,
         Format::Codex,
         Format::Zed,
+        Format::Gemini,
     ];
 
     pub fn title(self) -> &'static str {
@@ -46,24 +49,28 @@ impl Format {
             Format::Vscode => "VS Code",
             Format::Codex => "Codex",
             Format::Zed => "Zed",
+            Format::Gemini => "Gemini CLI",
         }
     }
 
     pub fn syntax(self) -> Syntax {
-        let layout = |servers, projects, nested_command| {
-            Syntax::Json(Layout {
-                servers,
-                projects,
-                nested_command,
-            })
+        let layout = |servers, projects, nested_command| Layout {
+            servers,
+            projects,
+            nested_command,
+            gemini_urls: false,
         };
-        match self {
+        Syntax::Json(match self {
             Format::ClaudeDesktop | Format::Cursor => layout("mcpServers", false, false),
             Format::ClaudeCode => layout("mcpServers", true, false),
             Format::Vscode => layout("servers", false, false),
             Format::Zed => layout("context_servers", false, true),
-            Format::Codex => Syntax::Toml,
-        }
+            Format::Gemini => Layout {
+                gemini_urls: true,
+                ..layout("mcpServers", false, false)
+            },
+            Format::Codex => return Syntax::Toml,
+        })
     }
 
     /// The usual places of this host's config, user-wide and (where the host has one) in the
@@ -93,6 +100,10 @@ impl Format {
                 vec![codex.join("config.toml")]
             }
             Format::Zed => vec![xdg.join("zed/settings.json")],
+            Format::Gemini => vec![
+                home.join(".gemini/settings.json"),
+                cwd.join(".gemini/settings.json"),
+            ],
         }
     }
 
@@ -110,6 +121,7 @@ impl Format {
             (".claude.json" | ".mcp.json", _) => return Some(Format::ClaudeCode),
             ("mcp.json", ".cursor") => return Some(Format::Cursor),
             ("mcp.json", ".vscode" | "User") => return Some(Format::Vscode),
+            ("settings.json", ".gemini") => return Some(Format::Gemini),
             _ => {}
         }
         let clean = super::json::strip_comments(text);
@@ -121,6 +133,16 @@ impl Format {
             Some(Format::Zed)
         } else if top.contains_key("projects") {
             Some(Format::ClaudeCode)
+        } else if let Some(serde_json::Value::Object(servers)) = top.get("mcpServers") {
+            // Only Gemini CLI names a streamable-HTTP server's URL `httpUrl`.
+            let gemini = servers
+                .values()
+                .any(|server| server.get("httpUrl").is_some());
+            Some(if gemini {
+                Format::Gemini
+            } else {
+                Format::Cursor
+            })
         } else if top.contains_key("mcpServers") {
             Some(Format::Cursor)
         } else if top.contains_key("servers") {

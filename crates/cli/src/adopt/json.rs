@@ -1,4 +1,4 @@
-//! The JSON hosts (Claude Desktop, Cursor, Claude Code, VS Code, Zed): reads JSON with comments
+//! The JSON hosts (Claude Desktop, Cursor, Claude Code, VS Code, Zed, Gemini CLI): reads JSON with comments
 //! and trailing commas, finds each server entry's place in the text, and splices only the entries
 //! it changes. It must never rewrite text outside a changed entry, so every other key, comment and
 //! blank line of the file stays byte for byte.
@@ -23,12 +23,16 @@ pub struct Layout {
     pub projects: bool,
     /// Zed's older form: `command` is an object holding `path`, `args` and `env`.
     pub nested_command: bool,
+    /// Gemini CLI's URLs: `httpUrl` for streamable HTTP, `url` for SSE.
+    pub gemini_urls: bool,
 }
 
 const KEYS: Keys = Keys {
     command: "command",
     headers: "headers",
     env_headers: &[],
+    http_url: "url",
+    url_is_sse: false,
 };
 
 /// Adopt (or undo) every wanted server of a JSON host's file.
@@ -74,6 +78,10 @@ pub fn plan(text: &str, layout: Layout, op: &Op) -> Result<Plan, String> {
             let label = format!("{where_}.{name}");
             let mut target = span.clone();
             let mut keys = KEYS;
+            if layout.gemini_urls {
+                keys.http_url = "httpUrl";
+                keys.url_is_sse = true;
+            }
             if layout.nested_command
                 && let Ok(entry) = members(&clean, span.clone())
                 && let Some((_, command)) = entry.iter().find(|(key, _)| key == "command")

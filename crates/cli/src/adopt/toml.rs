@@ -10,6 +10,8 @@ const KEYS: Keys = Keys {
     command: "command",
     headers: "http_headers",
     env_headers: &["bearer_token_env_var", "env_http_headers"],
+    http_url: "url",
+    url_is_sse: false,
 };
 
 /// Adopt (or undo) every wanted server of a Codex config.
