@@ -14,6 +14,7 @@ use super::{
 };
 use crate::filter::ToolFilter;
 use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
+use crate::pin::PinMode;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -69,6 +70,7 @@ fn build_server(
         protocol_version: raw.protocol_version.value().cloned(),
         tools: tool_filter(raw),
         oauth: raw.oauth.value().cloned(),
+        pin: tuning.pin,
     })
 }
 
@@ -107,6 +109,8 @@ struct Tuning {
     health: HealthPolicy,
     tool_call_timeout: Duration,
     connect_timeout: Duration,
+    /// `pin`, when the server or `defaults` sets it.
+    pin: Option<PinMode>,
     initial_from: Origin,
     max_from: Origin,
 }
@@ -118,6 +122,7 @@ impl Tuning {
             health: HealthPolicy::default(),
             tool_call_timeout: DEFAULT_TOOL_CALL_TIMEOUT,
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
+            pin: None,
             initial_from: Origin::Builtin,
             max_from: Origin::Builtin,
         }
@@ -160,6 +165,9 @@ impl Tuning {
         }
         if let Some(v) = ms(&raw.connect_timeout_ms) {
             t.connect_timeout = v;
+        }
+        if let Some(v) = raw.pin.value() {
+            t.pin = Some(*v);
         }
         t
     }

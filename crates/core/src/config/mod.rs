@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::filter::ToolFilter;
 use crate::naming::NamingConfig;
+use crate::pin::PinMode;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
 pub use oauth::{Grant, OAuthConfig};
@@ -63,6 +64,9 @@ pub struct ServerConfig {
     pub tools: ToolFilter,
     /// How tokens are obtained for a protected HTTP server (`oauth`); `None`: no OAuth.
     pub oauth: Option<OAuthConfig>,
+    /// What its pinned tool definitions do (`pin`, here or in `defaults`); `None`: not set, so
+    /// [`PinMode::Warn`] (see [`ServerConfig::pin_mode`]).
+    pub pin: Option<PinMode>,
 }
 
 /// How a server is reached. `env` and `headers` values are [`Secret`]s.
@@ -103,7 +107,13 @@ impl ServerConfig {
             protocol_version: None,
             tools: ToolFilter::default(),
             oauth: None,
+            pin: None,
         }
+    }
+
+    /// The pin mode in force: the configured one, else `warn`.
+    pub fn pin_mode(&self) -> PinMode {
+        self.pin.unwrap_or_default()
     }
 
     /// A one-line description safe to log or show in status: the command and its arguments, or the

@@ -6,6 +6,7 @@
 use super::json::{Json, Number};
 use super::{Problem, Secret};
 use crate::naming::{NamingMode, is_name_char};
+use crate::pin::PinMode;
 
 /// The largest number of milliseconds (and count) a config may hold: `2^31 − 1`.
 pub const MAX_MS: u64 = 2_147_483_647;
@@ -16,6 +17,7 @@ const DEFAULTS_KEYS: &[&str] = &[
     "health",
     "toolCallTimeoutMs",
     "connectTimeoutMs",
+    "pin",
 ];
 const SERVER_KEYS: &[&str] = &[
     "type",
@@ -34,6 +36,7 @@ const SERVER_KEYS: &[&str] = &[
     "protocolVersion",
     "oauth",
     "tools",
+    "pin",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
@@ -126,6 +129,7 @@ pub(crate) struct RawTuning {
     pub(crate) health: RawHealth,
     pub(crate) tool_call_timeout_ms: Given<u64>,
     pub(crate) connect_timeout_ms: Given<u64>,
+    pub(crate) pin: Given<PinMode>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -433,7 +437,30 @@ impl Walker<'_> {
         if let Some(v) = fields.get("connectTimeoutMs") {
             raw.connect_timeout_ms = self.millis(&at("connectTimeoutMs"), v, false);
         }
+        if let Some(v) = fields.get("pin") {
+            raw.pin = self.pin_mode(&at("pin"), v);
+        }
         raw
+    }
+
+    /// `"pin": "off" | "warn" | "block"`.
+    fn pin_mode(&mut self, path: &str, value: &Json) -> Given<PinMode> {
+        if let Json::String(s) = value
+            && let Some(mode) = PinMode::parse(s)
+        {
+            return Given::Value(mode);
+        }
+        let got = match value {
+            Json::String(s) => format!("{s:?}"),
+            other => other.kind().to_string(),
+        };
+        self.problem(
+            path,
+            format!(
+                "must be \"off\", \"warn\" or \"block\" (got {got}); leave it out for \"warn\""
+            ),
+        );
+        Given::Invalid
     }
 
     fn reconnect(&mut self, path: &str, value: &Json) -> RawReconnect {
