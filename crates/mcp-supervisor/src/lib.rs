@@ -53,6 +53,7 @@ pub mod catalog;
 pub mod error;
 pub mod hub;
 pub mod link;
+pub mod pins;
 pub mod registry;
 pub mod routes;
 pub mod supervisor;
