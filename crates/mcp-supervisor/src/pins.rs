@@ -1,5 +1,6 @@
-//! Pinned tool definitions on disk (SPEC §13): one file per server identity beside its saved
-//! catalog (`<identity>.pins.json`, keyed like the catalog), read and written whole and
+//! Pinned tool definitions on disk (SPEC §13): one file per server identity in the `pins`
+//! folder of the catalogs' directory (`pins/<identity>.json`, keyed like the catalog, and apart
+//! from the catalogs so that nothing that reads the catalogs meets them), read and written whole and
 //! atomically; the per-server book the registry judges every published list with; and the
 //! approval that `mcp-supervisor approve` writes.
 //!
@@ -24,10 +25,12 @@ pub const FORMAT_VERSION: u32 = 1;
 
 /// The pin file of `server` under `dir` (the catalogs' directory).
 pub fn pin_path(dir: &Path, server: &ServerConfig) -> PathBuf {
-    dir.join(format!(
-        "{}.pins.json",
-        crate::catalog::identity_key(server)
-    ))
+    pins_dir(dir).join(format!("{}.json", crate::catalog::identity_key(server)))
+}
+
+/// The folder of the pin files under `dir` (the catalogs' directory).
+fn pins_dir(dir: &Path) -> PathBuf {
+    dir.join("pins")
 }
 
 /// The file as written.
@@ -289,7 +292,7 @@ pub fn approve_file(path: &Path, tool: Option<&str>) -> Result<Approval, String>
 /// The pin files under `dir` written for a server called `name`, each with the server's
 /// description (a `wrap` server is found this way without its command line).
 pub fn find_by_name(dir: &Path, name: &str) -> Vec<(PathBuf, String)> {
-    let Ok(entries) = std::fs::read_dir(dir) else {
+    let Ok(entries) = std::fs::read_dir(pins_dir(dir)) else {
         return Vec::new();
     };
     let mut found: Vec<(PathBuf, String)> = entries
@@ -298,7 +301,7 @@ pub fn find_by_name(dir: &Path, name: &str) -> Vec<(PathBuf, String)> {
         .filter(|path| {
             path.file_name()
                 .and_then(|n| n.to_str())
-                .is_some_and(|n| n.ends_with(".pins.json") && !n.starts_with('.'))
+                .is_some_and(|n| n.ends_with(".json") && !n.starts_with('.'))
         })
         .filter_map(|path| match read(&path) {
             Ok(Some((file, _))) if file.name == name => Some((path, file.server)),
