@@ -46,7 +46,13 @@ pub fn run(
             return ExitCode::from(code);
         }
     };
-    match pins::approve_file(&path, tool) {
+    let approved = pins::approve_file(&path, tool);
+    // A wrap server named by its command line or URL goes by the name its pins were written under.
+    let label = match (&approved, server) {
+        (Ok(approval), None) => approval.name.clone(),
+        _ => label,
+    };
+    match approved {
         Ok(approval) if approval.accepted.is_empty() => {
             println!(
                 "{label}: no change is waiting for approval ({} tools pinned in {})",

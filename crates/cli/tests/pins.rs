@@ -265,7 +265,10 @@ async fn wrap_refuses_a_withheld_tool_instead_of_forwarding_it_until_approved() 
     approval.push(fault_bin().to_string_lossy().into_owned());
     let (code, out) = approve(&approval);
     assert_eq!(code, 0, "{out}");
-    assert!(out.contains("approved tool \"dyn\""), "{out}");
+    assert!(
+        out.contains(&format!("{name}: approved tool \"dyn\"")),
+        "{out}"
+    );
     let took = listed_as(&mut proxy, "dyn", Some(RUG_PULL), PICKUP).await;
     eprintln!("wrap published the approved tool {took:?} after approve returned");
     let result = proxy

@@ -234,6 +234,8 @@ impl PinBook {
 /// What an approval accepted: each tool with the diff of its change, and where the pins are.
 #[derive(Clone, Debug)]
 pub struct Approval {
+    /// The name of the server whose pins these are (as the proxy that wrote them knew it).
+    pub name: String,
     /// The pin file written.
     pub path: PathBuf,
     /// Each tool accepted, with its change against the old pin, in words (see
@@ -276,6 +278,7 @@ pub fn approve_file(path: &Path, tool: Option<&str>) -> Result<Approval, String>
         write(path, &file)?;
     }
     Ok(Approval {
+        name: file.name.clone(),
         path: path.to_path_buf(),
         pinned: file.state.pinned.len(),
         accepted: accepted
