@@ -94,6 +94,11 @@ pub struct PolicyArgs {
     /// --allow-tool).
     #[arg(long, value_name = "PATTERN")]
     pub deny_tool: Vec<String>,
+    /// What a tool whose definition changed since it was first seen does (`pin`): `warn` (the
+    /// default) publishes it and logs the diff, `block` withholds it until `mcp-supervisor
+    /// approve` accepts it, `off` keeps no pins.
+    #[arg(long, value_name = "MODE", value_parser = ["off", "warn", "block"])]
+    pub pin: Option<String>,
 }
 
 /// The flags of `adopt`.
@@ -244,6 +249,36 @@ pub enum Command {
         /// A deadline shorter than the server's toolCallTimeoutMs.
         #[arg(long)]
         timeout_ms: Option<u64>,
+    },
+    /// Show the changed tool definitions of a server whose tools are pinned, and accept them.
+    #[command(
+        after_help = "Examples:\n  mcp-supervisor approve github --config servers.json\n  mcp-supervisor approve github --config servers.json --tool create_issue\n  mcp-supervisor approve --wrap -- npx -y some-server     # the server of `wrap -- npx -y some-server`\n  mcp-supervisor approve --url http://127.0.0.1:3001/mcp  # the server of `wrap --url ...`\n  mcp-supervisor approve some-server                      # a wrap server found by its name\n\nA running proxy publishes the approved tools within a few seconds, without a restart.\nExit code 0 when done (also when nothing was waiting), 1 when there is nothing to approve for --tool or the pins cannot be read or written, 2 for bad usage."
+    )]
+    Approve {
+        /// The server's name in the config (or the --name of `wrap`, found among the pins).
+        server: Option<String>,
+        /// The `mcpServers` JSON file the server is configured in.
+        #[arg(long, short, conflicts_with_all = ["url", "sse", "wrap"])]
+        config: Option<PathBuf>,
+        /// Where the pins are kept: the --state-dir the proxy was given (default: the user's
+        /// cache directory).
+        #[arg(long, value_name = "DIR")]
+        state_dir: Option<PathBuf>,
+        /// Accept only this tool's change (its name on the server).
+        #[arg(long, value_name = "NAME")]
+        tool: Option<String>,
+        /// The server of `wrap --url URL`.
+        #[arg(long, conflicts_with_all = ["sse", "wrap"])]
+        url: Option<String>,
+        /// The server of `wrap --sse URL`.
+        #[arg(long, value_name = "URL", conflicts_with = "wrap")]
+        sse: Option<String>,
+        /// The server of `wrap -- COMMAND`: give the same command and arguments after `--`.
+        #[arg(long, requires = "command")]
+        wrap: bool,
+        /// The command and arguments of the `wrap` server, after `--`.
+        #[arg(last = true, value_name = "COMMAND")]
+        command: Vec<String>,
     },
     /// Sign in to a protected HTTP server (OAuth) and store its tokens for serve and wrap.
     #[command(

@@ -106,6 +106,31 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             args,
             timeout_ms,
         } => call(&config, &tool, &args, timeout_ms).await,
+        Command::Approve {
+            server,
+            config,
+            state_dir,
+            tool,
+            url,
+            sse,
+            wrap: _,
+            command,
+        } => {
+            let which = match (config, url, sse, command.is_empty()) {
+                (Some(config), ..) => crate::approve::Which::Config(config),
+                (None, Some(url), ..) => crate::approve::Which::Url(url),
+                (None, None, Some(url), _) => crate::approve::Which::Sse(url),
+                (None, None, None, false) => crate::approve::Which::Command(command),
+                (None, None, None, true) => crate::approve::Which::Name,
+            };
+            let dir = state_dir.or_else(mcp_supervisor::catalog::CatalogStore::default_dir);
+            Ok(crate::approve::run(
+                server.as_deref(),
+                which,
+                dir,
+                tool.as_deref(),
+            ))
+        }
         Command::Login {
             server,
             config,
@@ -437,6 +462,9 @@ fn wrap_config(
     }
     if !policy.deny_tool.is_empty() {
         server["tools"]["deny"] = policy.deny_tool.clone().into();
+    }
+    if let Some(pin) = &policy.pin {
+        server["pin"] = pin.clone().into();
     }
     match &transport {
         TransportConfig::Http { url, .. } => server["url"] = url.clone().into(),

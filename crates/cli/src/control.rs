@@ -108,10 +108,15 @@ pub fn table(value: &Value) -> String {
             field("generation"),
             format!("{}/{}", field("attempts"), field("maxAttempts")),
             field("restarts"),
-            if field("toolList") == "cache" {
-                format!("{} (saved)", field("tools"))
-            } else {
-                field("tools")
+            {
+                let mut tools = field("tools");
+                if field("toolList") == "cache" {
+                    tools.push_str(" (saved)");
+                }
+                match s.get("withheldTools").and_then(Value::as_u64) {
+                    Some(n) if n > 0 => format!("{tools} ({n} withheld)"),
+                    _ => tools,
+                }
             },
             uptime,
             error,

@@ -4,6 +4,7 @@
 //! Exit codes: 0 success, 1 runtime failure, 2 bad usage or an invalid config.
 
 mod adopt;
+mod approve;
 mod cli;
 mod commands;
 mod control;

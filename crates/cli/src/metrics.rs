@@ -139,6 +139,13 @@ impl Metrics {
             "Tools the server has published.",
             &|s| s.tools as u64,
         );
+        per_server(
+            &mut out,
+            "mcp_supervisor_withheld_tools",
+            "gauge",
+            "Tools withheld because their definition changed since it was pinned (pin: block), until approved.",
+            &|s| s.withheld_tools as u64,
+        );
         let _ = writeln!(
             out,
             "# HELP mcp_supervisor_trace_spans_dropped_total Trace spans that could not be sent to the OTLP endpoint (dropped, never retried)."
@@ -240,6 +247,10 @@ pub fn outcome(result: Result<bool, &CallError>) -> &'static str {
         Err(CallError::Cancelled { .. }) => "cancelled",
         Err(CallError::NotAuthorized { .. }) => "not_authorized",
         Err(CallError::TooManyInstances { .. }) => "too_many_instances",
-        Err(CallError::UnknownTool { .. } | CallError::Malformed { .. }) => "other",
+        Err(
+            CallError::UnknownTool { .. }
+            | CallError::Malformed { .. }
+            | CallError::Withheld { .. },
+        ) => "other",
     }
 }

@@ -1333,7 +1333,7 @@ pub(crate) fn is_error(result: &RawValue) -> bool {
 }
 
 /// A call's failure as the client sees it: the server's own JSON-RPC error as it said it, an
-/// unknown tool as invalid params, anything else as a tool result with `isError` that says
+/// unknown or withheld tool as invalid params, anything else as a tool result with `isError` that says
 /// what happened and what to do.
 pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
     match error {
@@ -1355,6 +1355,8 @@ pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
                 "no server offers a tool named \"{name}\"; list the tools to see what is published"
             ),
         )),
+        // Refused before anything is sent (in `wrap` too: never forwarded as an unknown name).
+        withheld @ CallError::Withheld { .. } => Err(RpcError::new(-32602, withheld.to_string())),
         other => to_raw(&json!({
             "content": [{ "type": "text", "text": other.to_string() }],
             "isError": true,

@@ -160,10 +160,13 @@ impl Proxy {
                     format!("Method not found: {method} (removed in protocol 2026-07-28)"),
                 ));
             }
-            // The server's own list, whole (its own members too); the registry's while it is
-            // down.
+            // The server's own list, whole (its own members too), less the tools its pins
+            // withhold; the registry's while it is down.
             "tools/list" if transparent => match self.forward(method, params, args).await {
-                Ok(list) => list,
+                Ok(list) => match self.hub.servers().as_slice() {
+                    [server] => self.hub.without_withheld(server, list),
+                    _ => list,
+                },
                 Err(_) => self.list_tools().await?,
             },
             _ if transparent => self.forward(method, params, args).await?,

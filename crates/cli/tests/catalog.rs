@@ -11,147 +11,17 @@
 mod support;
 
 use std::path::{Path, PathBuf};
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use std::process::Stdio;
 use support::*;
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
-use tokio::process::{Child, ChildStdin, ChildStdout, Command};
+use tokio::process::Command;
 
 /// How long each fault server takes before it serves.
 const STARTUP_MS: u64 = 1500;
 /// The bound of any wait for an answer or a notification.
-const LIMIT: Duration = Duration::from_secs(20);
-
-/// `mcp-supervisor ARGS` spoken to over stdio, line by line.
-struct Proxy {
-    child: Child,
-    stdin: Option<ChildStdin>,
-    lines: Lines<BufReader<ChildStdout>>,
-    next: u64,
-    /// Every notification seen so far, by method.
-    notifications: Vec<String>,
-}
-
-impl Proxy {
-    fn start(args: &[String]) -> Self {
-        let mut child = Command::new(supervisor_bin())
-            .args(args)
-            .env("RUST_LOG", "warn")
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::null())
-            .spawn()
-            .expect("spawn mcp-supervisor");
-        let stdin = child.stdin.take();
-        let stdout = child.stdout.take().expect("stdout is piped");
-        Self {
-            child,
-            stdin,
-            lines: BufReader::new(stdout).lines(),
-            next: 1,
-            notifications: Vec::new(),
-        }
-    }
-
-    async fn send(&mut self, message: Value) {
-        let stdin = self.stdin.as_mut().expect("stdin is open");
-        let line = format!("{message}\n");
-        stdin.write_all(line.as_bytes()).await.expect("write");
-        stdin.flush().await.expect("flush");
-    }
-
-    /// One line from the proxy, bounded.
-    async fn read(&mut self) -> Value {
-        let line = tokio::time::timeout(LIMIT, self.lines.next_line())
-            .await
-            .expect("the proxy answered in time")
-            .expect("read")
-            .expect("the proxy's stdout is open");
-        serde_json::from_str(&line).expect("a JSON-RPC line")
-    }
-
-    /// A request, answered: its `result` (or the whole answer when it is an error).
-    async fn request(&mut self, method: &str, params: Value) -> Value {
-        let id = self.next;
-        self.next += 1;
-        self.send(json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}))
-            .await;
-        loop {
-            let message = self.read().await;
-            if message["id"] == id {
-                return match message.get("result") {
-                    Some(result) => result.clone(),
-                    None => message,
-                };
-            }
-            if let Some(method) = message["method"].as_str() {
-                self.notifications.push(method.to_string());
-            }
-        }
-    }
-
-    /// Read until a notification of `method` has been seen (bounded); returns how many.
-    async fn until_notified(&mut self, method: &str) -> usize {
-        while !self.notifications.iter().any(|m| m == method) {
-            let message = self.read().await;
-            if let Some(m) = message["method"].as_str() {
-                self.notifications.push(m.to_string());
-            }
-        }
-        self.count(method)
-    }
-
-    fn count(&self, method: &str) -> usize {
-        self.notifications.iter().filter(|m| *m == method).count()
-    }
-
-    async fn initialize(&mut self) -> Value {
-        let result = self
-            .request(
-                "initialize",
-                json!({"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "catalog-test", "version": "1"}}),
-            )
-            .await;
-        self.send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
-            .await;
-        result
-    }
-
-    async fn tool_names(&mut self) -> Vec<String> {
-        let result = self.request("tools/list", json!({})).await;
-        let mut names: Vec<String> = result["tools"]
-            .as_array()
-            .expect("a tools array")
-            .iter()
-            .filter_map(|t| t["name"].as_str().map(str::to_string))
-            .collect();
-        names.sort();
-        names
-    }
-
-    /// Close stdin (the proxy stops its servers and exits), then SIGKILL by pid if it has not.
-    async fn stop(mut self) {
-        drop(self.stdin.take());
-        let exited = tokio::time::timeout(Duration::from_secs(10), self.child.wait()).await;
-        if exited.is_err() {
-            if let Some(pid) = self.child.id() {
-                kill9(pid);
-            }
-            let _ = self.child.wait().await;
-            panic!("the proxy did not exit within 10 s of the end of its stdin");
-        }
-    }
-}
-
-fn args(list: &[&str]) -> Vec<String> {
-    list.iter().map(|s| s.to_string()).collect()
-}
-
-fn path_str(path: &Path) -> String {
-    path.to_str().expect("a UTF-8 path").to_string()
-}
+const LIMIT: Duration = ANSWER_LIMIT;
 
 /// The saved catalogs in `dir`.
 fn catalogs(dir: &Path) -> Vec<PathBuf> {

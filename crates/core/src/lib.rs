@@ -1,5 +1,5 @@
 //! The pure logic of mcp-supervisor: the config, the reconnect and health policies, public tool
-//! names and the failure classifier, as plain values and functions. It must never depend on tokio,
+//! names, pinned tool definitions and the failure classifier, as plain values and functions. It must never depend on tokio,
 //! rmcp or anything that does I/O, reads a clock or draws a random number.
 
 #![forbid(unsafe_code)]
@@ -9,6 +9,7 @@ pub mod config;
 pub mod filter;
 pub mod headers;
 pub mod naming;
+pub mod pin;
 pub mod policy;
 
 pub use classify::{

@@ -474,7 +474,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
     assert_eq!(
         problems(text),
         [
-            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs)",
+            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin)",
             "defaults.toolCallTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got 0)",
             "mcpServers.a.command must be a string (got a number); write it in quotes",
             "mcpServers.a.args must be an array of strings, one per argument (got a string)",
@@ -799,7 +799,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin)",
             ],
         ),
         (
@@ -1189,6 +1189,56 @@ fn a_changed_tool_filter_is_a_changed_server() {
     let c = server(r#"{ "command": "x", "tools": { "deny": ["a"] } }"#);
     assert_ne!(a, b);
     assert_eq!(a, c);
+}
+
+// === Pinned tool definitions (SPEC §13) ===
+
+#[test]
+fn pin_is_read_per_server_and_from_defaults_and_left_unset_otherwise() {
+    use mcp_supervisor_core::pin::PinMode;
+    let s = server(r#"{ "command": "x" }"#);
+    assert_eq!((s.pin, s.pin_mode()), (None, PinMode::Warn), "unset: warn");
+    for mode in PinMode::ALL {
+        let s = server(&format!(r#"{{ "command": "x", "pin": "{mode}" }}"#));
+        assert_eq!((s.pin, s.pin_mode()), (Some(mode), mode));
+    }
+    let config = ok(r#"{
+  "defaults": { "pin": "block" },
+  "mcpServers": { "a": { "command": "x" }, "b": { "command": "x", "pin": "off" } }
+}"#);
+    assert_eq!(config.servers[0].pin, Some(PinMode::Block), "from defaults");
+    assert_eq!(
+        config.servers[1].pin,
+        Some(PinMode::Off),
+        "the server's own wins"
+    );
+    // A changed pin mode is a changed server (a reload restarts it under the new mode).
+    assert_ne!(s, server(r#"{ "command": "x", "pin": "warn" }"#));
+}
+
+#[test]
+fn a_bad_pin_is_named_by_its_full_path() {
+    let rule = "must be \"off\", \"warn\" or \"block\"";
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "pin": "Block" }"#,
+            &[&format!(
+                "mcpServers.s.pin {rule} (got \"Block\"); leave it out for \"warn\""
+            )],
+        ),
+        (
+            r#"{ "command": "x", "pin": true }"#,
+            &[&format!(
+                "mcpServers.s.pin {rule} (got a boolean); leave it out for \"warn\""
+            )],
+        ),
+    ]);
+    assert_eq!(
+        problems(r#"{ "mcpServers": {}, "defaults": { "pin": 1 } }"#),
+        [format!(
+            "defaults.pin {rule} (got a number); leave it out for \"warn\""
+        )]
+    );
 }
 
 // === The oauth block ===

@@ -17,7 +17,7 @@
 //! | `sleep` | `ms: integer` | sleeps, replies `slept N ms`; progress every 100 ms if the request has a progress token |
 //! | `count` | `id: string, crash_before_reply?: bool` | appends `id` + newline to the `--ledger` file (one write, synced), replies with `id`; `idempotentHint: false`. With `crash_before_reply: true` it writes the line, then exits with code 7 without replying, the first time an id is seen (a replay of the same id succeeds). Without `--ledger`: an `isError` result |
 //! | `count_idempotent` | same as `count` | same as `count`, annotated `idempotentHint: true` |
-//! | `set_tools` | `tools: [string]` | the names become the dynamic tools (each echoes its arguments as JSON text), replacing earlier ones; then `notifications/tools/list_changed` is sent (legacy sessions directly, 2026-07-28 clients on their `subscriptions/listen` stream) |
+//! | `set_tools` | `tools: [string], description?: string` | the names become the dynamic tools (each echoes its arguments as JSON text, described by `description` when given), replacing earlier ones; then `notifications/tools/list_changed` is sent (legacy sessions directly, 2026-07-28 clients on their `subscriptions/listen` stream) |
 //! | `drop_sessions` | – | HTTP only: replies, then forgets every session, so an old `Mcp-Session-Id` gets HTTP 404 (their workers are closed 200 ms later). Over stdio: an `isError` result |
 //! | `block` | `ms: integer` | blocks the whole (current-thread) runtime for `ms`: not even ping is answered; then replies `blocked N ms` |
 //! | `garbage` | – | stdio only: writes a non-JSON line to stdout and never replies (ends only when cancelled). Over HTTP: an `isError` result |

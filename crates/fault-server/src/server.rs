@@ -174,6 +174,9 @@ struct CountArgs {
 struct SetToolsArgs {
     /// Names of the dynamic tools; they replace the previous dynamic set.
     tools: Vec<String>,
+    /// The description every one of them gets (default: one that says what they are).
+    #[serde(default)]
+    description: Option<String>,
 }
 
 fn schema<T: JsonSchema + 'static>() -> Arc<JsonObject> {
@@ -544,7 +547,9 @@ impl FaultServer {
     }
 
     async fn set_tools(&self, arguments: Option<JsonObject>) -> Result<CallToolResponse, McpError> {
-        let SetToolsArgs { tools } = args(arguments)?;
+        let SetToolsArgs { tools, description } = args(arguments)?;
+        let description = description
+            .unwrap_or_else(|| "Dynamic tool added by set_tools; echoes its arguments.".to_owned());
         let mut names: Vec<String> = Vec::new();
         for name in tools {
             if name.is_empty() {
@@ -560,12 +565,7 @@ impl FaultServer {
         let count = names.len();
         *lock(&self.shared.dynamic) = names
             .iter()
-            .map(|name| {
-                echo_tool(
-                    name.clone(),
-                    "Dynamic tool added by set_tools; echoes its arguments.".to_owned(),
-                )
-            })
+            .map(|name| echo_tool(name.clone(), description.clone()))
             .collect();
         self.shared
             .tools_version

@@ -164,22 +164,31 @@ impl CatalogStore {
             catalog,
         })
         .map_err(|e| format!("the catalog cannot be written as JSON: {e}"))?;
-        create_private_dir(&self.dir)
-            .map_err(|e| format!("cannot create {}: {e}", self.dir.display()))?;
-        static NEXT: AtomicU64 = AtomicU64::new(0);
-        let temp = self.dir.join(format!(
-            ".{}.{}.{}.tmp",
-            identity_key(server),
-            std::process::id(),
-            NEXT.fetch_add(1, Ordering::Relaxed)
-        ));
-        let written = write_private(&temp, &text).and_then(|()| std::fs::rename(&temp, &path));
-        if let Err(e) = written {
-            let _ = std::fs::remove_file(&temp);
-            return Err(format!("cannot write {}: {e}", path.display()));
-        }
-        Ok(())
+        write_atomically(&path, &text)
     }
+}
+
+/// Write `bytes` to `path` atomically (readers see the old file or the new one, never half of
+/// one), private to the user, creating its directory when needed.
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    create_private_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let file_name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    let temp = dir.join(format!(
+        ".{file_name}.{}.{}.tmp",
+        std::process::id(),
+        NEXT.fetch_add(1, Ordering::Relaxed)
+    ));
+    let written = write_private(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
+    if let Err(e) = written {
+        let _ = std::fs::remove_file(&temp);
+        return Err(format!("cannot write {}: {e}", path.display()));
+    }
+    Ok(())
 }
 
 /// Read a catalog file's text.

@@ -198,6 +198,21 @@ pub enum CallError {
         /// Its `maxInstances`.
         max: u32,
     },
+
+    #[error(
+        "tool \"{tool}\" of server \"{server}\" is withheld: its {changed} changed since it was pinned, and the server's pins block changed tools; the call did not run. Review the change and accept it with `mcp-supervisor approve {server}`"
+    )]
+    /// The tool's definition changed since it was pinned, and its server's `pin` is `block`:
+    /// it is not published and its calls are refused until `mcp-supervisor approve SERVER`
+    /// accepts the change. Nothing was sent.
+    Withheld {
+        /// The server's name.
+        server: String,
+        /// The tool's upstream name.
+        tool: String,
+        /// The pinned members that changed (`description, inputSchema`).
+        changed: String,
+    },
 }
 
 impl CallError {
@@ -216,6 +231,7 @@ impl CallError {
             CallError::Malformed { .. } => "malformed",
             CallError::NotAuthorized { .. } => "not_authorized",
             CallError::TooManyInstances { .. } => "too_many_instances",
+            CallError::Withheld { .. } => "withheld",
         }
     }
 }

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
 use mcp_supervisor_core::config::{Config, Isolation, ServerConfig};
+use mcp_supervisor_core::pin::PinMode;
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam};
 use serde_json::value::RawValue;
 use tokio::sync::{broadcast, mpsc, watch};
@@ -162,6 +163,9 @@ const FIRST_LIST_WAIT: Duration = Duration::from_secs(10);
 /// on its first attempt, or its listing is under way).
 pub const LIST_WAIT: Duration = Duration::from_secs(10);
 
+/// How often the pin files are looked at for an approval written by another process.
+pub const PIN_POLL: Duration = Duration::from_secs(1);
+
 /// `initialize` params in the hub's own name, declaring `capabilities`: every server is opened
 /// with the `initialize` handshake at [`PROTOCOL_VERSION`] (unless its `protocolVersion` says
 /// otherwise). The hub's default, and `serve`'s: its clients of the handshake era share the
@@ -225,6 +229,9 @@ pub struct ServerStatus {
     pub tool_list: ToolList,
     /// For a server isolated per client session: how many sessions' instances run now.
     pub instances: usize,
+    /// How many of its tools are withheld: changed since they were pinned, under `pin: block`,
+    /// until `mcp-supervisor approve` accepts them.
+    pub withheld_tools: usize,
 }
 
 /// Something that happened in the hub.
@@ -410,6 +417,18 @@ impl Hub {
                 }
             }));
         }
+        // Approvals written by `mcp-supervisor approve` reach the running registry.
+        if catalog.is_some() {
+            let registry = registry.clone();
+            background.push(tokio::spawn(async move {
+                let mut every = tokio::time::interval(PIN_POLL);
+                every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+                loop {
+                    every.tick().await;
+                    registry.refresh_pins();
+                }
+            }));
+        }
         let hub = Self {
             registry,
             routes: Routes::default(),
@@ -486,8 +505,9 @@ impl Hub {
 
     fn spawn_server(&self, server: ServerConfig) -> Running {
         let name = server.name.clone();
-        // The filter is in place before the supervisor can publish anything.
+        // The filter and the pins are in place before the supervisor can publish anything.
         self.registry.set_filter(&name, server.tools.clone());
+        self.registry.set_pins(&name, self.pin_book(&server));
         let connector = (self.factory)(&server);
         let seed = jitter_seed(&name);
         let mut rng = fastrand::Rng::with_seed(seed);
@@ -529,6 +549,27 @@ impl Hub {
             handle,
             join,
             forwarder,
+        }
+    }
+
+    /// `server`'s pins: under the catalogs' directory, unless its `pin` is `off`. Without a
+    /// directory there are none, and a configured `pin` says so.
+    fn pin_book(&self, server: &ServerConfig) -> Option<crate::pins::PinBook> {
+        let mode = server.pin_mode();
+        if mode == PinMode::Off {
+            return None;
+        }
+        match &self.catalog {
+            Some(store) => Some(crate::pins::PinBook::open(store.dir(), server, mode)),
+            None => {
+                if server.pin.is_some() {
+                    tracing::warn!(
+                        server = %server.name,
+                        "\"pin\": \"{mode}\" has no effect: there is no state directory to keep pins in (--no-catalog); its tools are published as they come"
+                    );
+                }
+                None
+            }
         }
     }
 
@@ -873,9 +914,13 @@ impl Hub {
         })
     }
 
-    /// Where a public name goes, and its server's supervisor.
+    /// Where a public name goes, and its server's supervisor. A withheld tool is refused, saying
+    /// why.
     fn route(&self, public_name: &str) -> Result<(Route, SupervisorHandle), CallError> {
         let Some(tool) = self.registry.route(public_name) else {
+            if let Some(withheld) = self.registry.withheld(public_name) {
+                return Err(withheld.into());
+            }
             return Err(CallError::UnknownTool {
                 name: public_name.to_string(),
             });
@@ -917,9 +962,13 @@ impl Hub {
             // A tool the registry does not hold (yet): its annotations are unknown here, so
             // only retryTools can make it safe to repeat.
             if let Some(name) = params.and_then(tool_name) {
-                // A tool the server's filter hides is unknown here: the call never reaches it.
+                // A tool the server's filter hides is unknown here, and a withheld one is refused:
+                // the call never reaches it.
                 if self.registry.is_filtered(server, &name) {
                     return Err(CallError::UnknownTool { name });
+                }
+                if let Some(withheld) = self.registry.withheld_tool(server, &name) {
+                    return Err(withheld.into());
                 }
                 if let Some(tool) = self
                     .registry
@@ -998,6 +1047,7 @@ impl Hub {
             .iter()
             .map(|server| {
                 let tools = self.registry.count(&server.name);
+                let withheld_tools = self.registry.withheld_names(&server.name).len();
                 match inner.running.get(&server.name) {
                     Some(running) => {
                         let s = running.handle.snapshot();
@@ -1017,6 +1067,7 @@ impl Hub {
                             enabled: true,
                             tool_list: s.tool_list,
                             instances: instances(&server.name),
+                            withheld_tools,
                         }
                     }
                     None => ServerStatus {
@@ -1033,6 +1084,7 @@ impl Hub {
                         enabled: server.enabled,
                         tool_list: ToolList::None,
                         instances: 0,
+                        withheld_tools,
                     },
                 }
             })
@@ -1091,6 +1143,26 @@ impl Hub {
             s.state != ServerState::Connecting || s.tool_list == ToolList::Cache
         })
         .await;
+    }
+
+    /// A `tools/list` result of `server`'s own (`wrap` passes the server's list whole) without
+    /// the tools the server's pins withhold; as it came when none is withheld.
+    pub fn without_withheld(&self, server: &str, result: Box<RawValue>) -> Box<RawValue> {
+        let withheld = self.registry.withheld_names(server);
+        if withheld.is_empty() {
+            return result;
+        }
+        let Ok(mut value) = serde_json::from_str::<serde_json::Value>(result.get()) else {
+            return result;
+        };
+        if let Some(serde_json::Value::Array(tools)) = value.get_mut("tools") {
+            tools.retain(|tool| {
+                tool.get("name")
+                    .and_then(serde_json::Value::as_str)
+                    .is_none_or(|name| !withheld.iter().any(|w| w == name))
+            });
+        }
+        serde_json::value::to_raw_value(&value).unwrap_or(result)
     }
 
     /// The first page of a list (`prompts/list`, `resources/list`, `resources/templates/list`)

@@ -58,6 +58,7 @@ pub mod error;
 pub mod guard;
 pub mod hub;
 pub mod link;
+pub mod pins;
 pub mod registry;
 pub mod routes;
 pub mod supervisor;

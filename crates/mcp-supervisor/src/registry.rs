@@ -1,6 +1,11 @@
 //! The published tools of every server under their public names, swapped per server at once,
 //! with a change event only when the aggregate really changed.
 //!
+//! Every list a server publishes (its saved catalog, its first list, each re-sync) is judged
+//! here against the server's pinned definitions ([`crate::pins`]), so `serve`, `wrap` and the
+//! library withhold the same tools: a withheld tool keeps its public name but is not published,
+//! and the registry says why when asked for it.
+//!
 //! Only a server's own supervisor publishes or withdraws its set. The registry never talks to an
 //! upstream, and never keeps a tool of a server that is not in the config.
 
@@ -14,6 +19,8 @@ use mcp_supervisor_core::naming::{self, NamingConfig};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::watch;
+
+use crate::pins::{PinBook, Withheld};
 
 /// A tool as its server listed it: the definition as JSON text, whole, and the few fields the
 /// supervisor reads of it (its name, and what its annotations say about repeating it).
@@ -138,9 +145,27 @@ struct Inner {
     servers: Vec<(String, Vec<UpstreamTool>)>,
     /// Each server's tool filter (`tools: { allow, deny }`); a server without one publishes all.
     filters: HashMap<String, ToolFilter>,
+    /// Each server's pins; a server without a book (no state directory, or `pin: off`) pins
+    /// nothing.
+    pins: HashMap<String, PinBook>,
+    /// Each server's withheld tools (upstream name → the members that changed).
+    withheld: HashMap<String, Withheld>,
+    /// The withheld tools by the public name they would have.
+    withheld_by_name: HashMap<String, WithheldTool>,
     published: Arc<Vec<PublishedTool>>,
     by_name: HashMap<String, usize>,
     warnings: Vec<String>,
+}
+
+/// A tool withheld because its definition changed since it was pinned (`pin: block`).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WithheldTool {
+    /// The server that lists it.
+    pub server: String,
+    /// Its name on that server.
+    pub upstream_name: String,
+    /// The pinned members that changed (`description, inputSchema`).
+    pub changed: String,
 }
 
 /// Every published tool of every server.
@@ -158,6 +183,9 @@ impl Registry {
                 naming,
                 servers: servers.into_iter().map(|s| (s, Vec::new())).collect(),
                 filters: HashMap::new(),
+                pins: HashMap::new(),
+                withheld: HashMap::new(),
+                withheld_by_name: HashMap::new(),
                 published: Arc::new(Vec::new()),
                 by_name: HashMap::new(),
                 warnings: Vec::new(),
@@ -181,7 +209,68 @@ impl Registry {
             Some(entry) => entry.1 = tools,
             None => return false, // not in the config (any more): publish nothing
         }
+        judge(&mut inner, server);
         self.rebuild(&mut inner)
+    }
+
+    /// Set `server`'s pins (`None`: it pins nothing), and judge what it published with them.
+    /// Returns whether the aggregate changed.
+    pub(crate) fn set_pins(&self, server: &str, book: Option<PinBook>) -> bool {
+        let mut inner = self.lock();
+        match book {
+            Some(book) => inner.pins.insert(server.to_string(), book),
+            None => inner.pins.remove(server),
+        };
+        judge(&mut inner, server);
+        self.rebuild(&mut inner)
+    }
+
+    /// Look at every server's pin file again: one that another process changed (an approval)
+    /// is read again and the server's tools judged anew. Returns whether the aggregate changed.
+    pub fn refresh_pins(&self) -> bool {
+        let mut inner = self.lock();
+        let changed: Vec<String> = inner
+            .pins
+            .iter_mut()
+            .filter_map(|(server, book)| book.refresh().then(|| server.clone()))
+            .collect();
+        if changed.is_empty() {
+            return false;
+        }
+        for server in &changed {
+            judge(&mut inner, server);
+        }
+        self.rebuild(&mut inner)
+    }
+
+    /// Whether `server` keeps pins.
+    pub fn pins(&self, server: &str) -> bool {
+        self.lock().pins.contains_key(server)
+    }
+
+    /// The tool withheld under this public name, if one is.
+    pub fn withheld(&self, public_name: &str) -> Option<WithheldTool> {
+        self.lock().withheld_by_name.get(public_name).cloned()
+    }
+
+    /// Whether `server`'s tool of this upstream name is withheld, and why.
+    pub fn withheld_tool(&self, server: &str, upstream_name: &str) -> Option<WithheldTool> {
+        let inner = self.lock();
+        let changed = inner.withheld.get(server)?.get(upstream_name)?;
+        Some(WithheldTool {
+            server: server.to_string(),
+            upstream_name: upstream_name.to_string(),
+            changed: changed.clone(),
+        })
+    }
+
+    /// The upstream names of `server`'s withheld tools.
+    pub fn withheld_names(&self, server: &str) -> Vec<String> {
+        self.lock()
+            .withheld
+            .get(server)
+            .map(|w| w.keys().cloned().collect())
+            .unwrap_or_default()
     }
 
     /// Set `server`'s tool filter: a tool it does not allow is never published, so it is not
@@ -232,9 +321,16 @@ impl Registry {
             })
             .collect();
         let Inner {
-            servers, filters, ..
+            servers,
+            filters,
+            pins,
+            withheld,
+            ..
         } = &mut *inner;
-        filters.retain(|name, _| servers.iter().any(|(s, _)| s == name));
+        let kept = |name: &String| servers.iter().any(|(s, _)| s == name);
+        filters.retain(|name, _| kept(name));
+        pins.retain(|name, _| kept(name));
+        withheld.retain(|name, _| kept(name));
         self.rebuild(&mut inner)
     }
 
@@ -255,10 +351,25 @@ impl Registry {
             .iter()
             .map(|(s, tools)| (*s, tools.iter().map(|t| t.name.as_str()).collect()))
             .collect();
+        // A withheld tool keeps the name it would have, so that no other tool's name moves when
+        // it is approved, and a call to it is told why it is refused.
         let (names, warnings) = naming::assign(&inner.naming, &input);
         let mut published = Vec::new();
+        let mut withheld_by_name = HashMap::new();
         for ((server, tools), names) in kept.iter().zip(names) {
+            let withheld = inner.withheld.get(*server);
             for (tool, public) in tools.iter().zip(names) {
+                if let Some(changed) = withheld.and_then(|w| w.get(&tool.name)) {
+                    withheld_by_name.insert(
+                        public,
+                        WithheldTool {
+                            server: server.to_string(),
+                            upstream_name: tool.name.clone(),
+                            changed: changed.clone(),
+                        },
+                    );
+                    continue;
+                }
                 let definition = if public == tool.name {
                     tool.definition.clone()
                 } else {
@@ -287,6 +398,7 @@ impl Registry {
             }
         }
         inner.warnings = warnings;
+        inner.withheld_by_name = withheld_by_name;
         let changed = published.len() != inner.published.len()
             || published
                 .iter()
@@ -362,6 +474,51 @@ impl Registry {
     /// A counter that moves each time the aggregate changes.
     pub fn subscribe(&self) -> watch::Receiver<u64> {
         self.version.subscribe()
+    }
+}
+
+/// Judge `server`'s listed tools (those its filter lets through) against its pins, and set its
+/// withheld tools.
+fn judge(inner: &mut Inner, server: &str) {
+    let Inner {
+        servers,
+        filters,
+        pins,
+        withheld,
+        ..
+    } = inner;
+    let Some(book) = pins.get_mut(server) else {
+        withheld.remove(server);
+        return;
+    };
+    let open = ToolFilter::default();
+    let filter = filters.get(server).unwrap_or(&open);
+    let listed: Vec<UpstreamTool> = servers
+        .iter()
+        .find(|(s, _)| s == server)
+        .map(|(_, tools)| {
+            tools
+                .iter()
+                .filter(|t| filter.allows(&t.name))
+                .cloned()
+                .collect()
+        })
+        .unwrap_or_default();
+    // Nothing listed yet (a server that has published nothing): nothing to judge or pin.
+    if listed.is_empty() {
+        withheld.remove(server);
+        return;
+    }
+    withheld.insert(server.to_string(), book.judge(&listed));
+}
+
+impl From<WithheldTool> for crate::error::CallError {
+    fn from(tool: WithheldTool) -> Self {
+        crate::error::CallError::Withheld {
+            server: tool.server,
+            tool: tool.upstream_name,
+            changed: tool.changed,
+        }
     }
 }
 

@@ -7,7 +7,6 @@
 #[path = "support/fake.rs"]
 mod fake;
 
-use std::path::PathBuf;
 use std::sync::Arc;
 
 use fake::*;
@@ -18,26 +17,6 @@ use mcp_supervisor::core::naming::NamingConfig;
 use mcp_supervisor::link::Connector;
 use mcp_supervisor::{CallArgs, CallError, Hub, ServerState, ToolList};
 use rmcp::model::Tool;
-
-/// A fresh state directory for one test.
-struct StateDir(PathBuf);
-
-impl StateDir {
-    fn new(tag: &str) -> Self {
-        let dir = std::env::temp_dir().join(format!(
-            "mcp-supervisor-catalog-test-{tag}-{}",
-            std::process::id()
-        ));
-        let _ = std::fs::remove_dir_all(&dir);
-        Self(dir)
-    }
-}
-
-impl Drop for StateDir {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
 
 fn tools(names: &[&str]) -> Vec<Tool> {
     names.iter().map(|n| tool(n)).collect()

@@ -4,6 +4,10 @@
 #[allow(unused_imports)] // each test binary uses a different part
 pub use mcp_supervisor_testkit::{alive, fault_bin, free_port, gone_within, kill9, temp_dir};
 
+mod stdio_proxy;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use stdio_proxy::*;
+
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;

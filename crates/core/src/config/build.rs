@@ -14,6 +14,7 @@ use super::{
 };
 use crate::filter::ToolFilter;
 use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
+use crate::pin::PinMode;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
 type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
@@ -71,6 +72,7 @@ fn build_server(
         oauth: raw.oauth.value().cloned(),
         isolation: tuning.isolation,
         max_instances: tuning.max_instances,
+        pin: tuning.pin,
     })
 }
 
@@ -111,6 +113,8 @@ struct Tuning {
     connect_timeout: Duration,
     isolation: Isolation,
     max_instances: u32,
+    /// `pin`, when the server or `defaults` sets it.
+    pin: Option<PinMode>,
     initial_from: Origin,
     max_from: Origin,
 }
@@ -124,6 +128,7 @@ impl Tuning {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             isolation: Isolation::Shared,
             max_instances: DEFAULT_MAX_INSTANCES,
+            pin: None,
             initial_from: Origin::Builtin,
             max_from: Origin::Builtin,
         }
@@ -172,6 +177,9 @@ impl Tuning {
         }
         if let Some(v) = raw.max_instances.value() {
             t.max_instances = *v;
+        }
+        if let Some(v) = raw.pin.value() {
+            t.pin = Some(*v);
         }
         t
     }

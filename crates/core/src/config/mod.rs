@@ -16,6 +16,7 @@ use std::time::Duration;
 
 use crate::filter::ToolFilter;
 use crate::naming::NamingConfig;
+use crate::pin::PinMode;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
 pub use oauth::{Grant, OAuthConfig};
@@ -67,6 +68,9 @@ pub struct ServerConfig {
     pub isolation: Isolation,
     /// The most instances of an isolated server at once (`maxInstances`).
     pub max_instances: u32,
+    /// What its pinned tool definitions do (`pin`, here or in `defaults`); `None`: not set, so
+    /// [`PinMode::Warn`] (see [`ServerConfig::pin_mode`]).
+    pub pin: Option<PinMode>,
 }
 
 /// Whether clients share one instance of a server or each client session has its own (SPEC §11).
@@ -123,7 +127,13 @@ impl ServerConfig {
             oauth: None,
             isolation: Isolation::Shared,
             max_instances: DEFAULT_MAX_INSTANCES,
+            pin: None,
         }
+    }
+
+    /// The pin mode in force: the configured one, else `warn`.
+    pub fn pin_mode(&self) -> PinMode {
+        self.pin.unwrap_or_default()
     }
 
     /// A one-line description safe to log or show in status: the command and its arguments, or the

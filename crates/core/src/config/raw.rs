@@ -6,6 +6,7 @@
 use super::json::{Json, Number};
 use super::{Problem, Secret};
 use crate::naming::{NamingMode, is_name_char};
+use crate::pin::PinMode;
 
 /// The largest number of milliseconds (and count) a config may hold: `2^31 − 1`.
 pub const MAX_MS: u64 = 2_147_483_647;
@@ -18,6 +19,7 @@ const DEFAULTS_KEYS: &[&str] = &[
     "connectTimeoutMs",
     "isolation",
     "maxInstances",
+    "pin",
 ];
 const SERVER_KEYS: &[&str] = &[
     "type",
@@ -38,6 +40,7 @@ const SERVER_KEYS: &[&str] = &[
     "tools",
     "isolation",
     "maxInstances",
+    "pin",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
@@ -132,6 +135,7 @@ pub(crate) struct RawTuning {
     pub(crate) connect_timeout_ms: Given<u64>,
     pub(crate) isolation: Given<super::Isolation>,
     pub(crate) max_instances: Given<u32>,
+    pub(crate) pin: Given<PinMode>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -445,6 +449,9 @@ impl Walker<'_> {
         if let Some(v) = fields.get("maxInstances") {
             raw.max_instances = self.count(&at("maxInstances"), v);
         }
+        if let Some(v) = fields.get("pin") {
+            raw.pin = self.pin_mode(&at("pin"), v);
+        }
         raw
     }
 
@@ -466,6 +473,26 @@ impl Walker<'_> {
                 Given::Invalid
             }
         }
+    }
+
+    /// `"pin": "off" | "warn" | "block"`.
+    fn pin_mode(&mut self, path: &str, value: &Json) -> Given<PinMode> {
+        if let Json::String(s) = value
+            && let Some(mode) = PinMode::parse(s)
+        {
+            return Given::Value(mode);
+        }
+        let got = match value {
+            Json::String(s) => format!("{s:?}"),
+            other => other.kind().to_string(),
+        };
+        self.problem(
+            path,
+            format!(
+                "must be \"off\", \"warn\" or \"block\" (got {got}); leave it out for \"warn\""
+            ),
+        );
+        Given::Invalid
     }
 
     fn reconnect(&mut self, path: &str, value: &Json) -> RawReconnect {

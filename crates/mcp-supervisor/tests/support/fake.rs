@@ -671,6 +671,26 @@ pub fn tool_names(hub: &Hub) -> Vec<String> {
     hub.tools().iter().map(|t| t.public_name.clone()).collect()
 }
 
+/// A fresh state directory (catalogs, pins) for one test, removed when dropped.
+pub struct StateDir(pub std::path::PathBuf);
+
+impl StateDir {
+    pub fn new(tag: &str) -> Self {
+        let dir = std::env::temp_dir().join(format!(
+            "mcp-supervisor-state-test-{tag}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        Self(dir)
+    }
+}
+
+impl Drop for StateDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
 /// Sleep on the paused clock until `at` after the fake's start.
 pub async fn until(fake: &Fake, at: Duration) {
     tokio::time::sleep_until(fake.start() + at).await;
