@@ -94,6 +94,10 @@ pub struct PolicyArgs {
     /// --allow-tool).
     #[arg(long, value_name = "PATTERN")]
     pub deny_tool: Vec<String>,
+    /// Cut a tool result whose content is larger than N bytes, with a note that says so
+    /// (`maxResultBytes`; default: no cap).
+    #[arg(long, value_name = "N")]
+    pub max_result_bytes: Option<u64>,
 }
 
 /// The flags of `adopt`.

@@ -431,6 +431,9 @@ fn wrap_config(
     if !policy.deny_tool.is_empty() {
         server["tools"]["deny"] = policy.deny_tool.clone().into();
     }
+    if let Some(max) = policy.max_result_bytes {
+        server["maxResultBytes"] = max.into();
+    }
     match &transport {
         TransportConfig::Http { url, .. } => server["url"] = url.clone().into(),
         TransportConfig::Sse { url, .. } => {

@@ -139,6 +139,13 @@ impl Metrics {
             "Tools the server has published.",
             &|s| s.tools as u64,
         );
+        per_server(
+            &mut out,
+            "mcp_supervisor_results_cut_total",
+            "counter",
+            "Tool results larger than the server's maxResultBytes that reached their client cut.",
+            &|s| s.results_cut,
+        );
         let _ = writeln!(
             out,
             "# HELP mcp_supervisor_trace_spans_dropped_total Trace spans that could not be sent to the OTLP endpoint (dropped, never retried)."

@@ -8,8 +8,10 @@ pub mod classify;
 pub mod config;
 pub mod filter;
 pub mod headers;
+pub mod members;
 pub mod naming;
 pub mod policy;
+pub mod result_cap;
 
 pub use classify::{
     AfterProbe, Failure, Recovery, ToolSafety, Verdict, after_probe, classify, recovery,

@@ -204,6 +204,8 @@ pub struct ServerStatus {
     pub tool_list: ToolList,
     /// For a server isolated per client session: how many sessions' instances run now.
     pub instances: usize,
+    /// Tool results larger than its `maxResultBytes` that reached their client cut.
+    pub results_cut: u64,
 }
 
 /// Something that happened in the hub.
@@ -237,6 +239,8 @@ struct Inner {
     instances: HashMap<(String, usize), Running>,
     /// Instances being stopped after their session ended; [`Hub::stop`] waits for them.
     ending: Vec<JoinHandle<()>>,
+    /// Tool results cut to `maxResultBytes`, by server.
+    results_cut: HashMap<String, u64>,
 }
 
 /// A supervised set of MCP servers.
@@ -376,6 +380,7 @@ impl Hub {
                 running: HashMap::new(),
                 instances: HashMap::new(),
                 ending: Vec::new(),
+                results_cut: HashMap::new(),
             }),
             events,
             notifications,
@@ -675,7 +680,9 @@ impl Hub {
     /// Call a tool by its public name with the `tools/call` params as JSON text, and get its
     /// `result` back as JSON text. Only `name` is rewritten (to the upstream name, when it
     /// differs); everything else in `params` (`arguments`, `_meta`, `task`, fields yet to be
-    /// invented) goes upstream as it is. `args.arguments` is not used; `args.progress` gets the
+    /// invented) goes upstream as it is, and the result comes back as the server sent it, but
+    /// cut when its content is larger than the server's `maxResultBytes` (SPEC §13, with a
+    /// final text block that says so). `args.arguments` is not used; `args.progress` gets the
     /// progress of a call whose params carry a `_meta.progressToken` (when `args.origin` is not
     /// set), with that token.
     pub async fn call_json(
@@ -734,8 +741,44 @@ impl Hub {
             headers: tool.headers.clone(),
             relays_input: args.relays_input,
         };
-        self.traced_send(&handle, &request, "tools/call", Some(params))
-            .await
+        let result = self
+            .traced_send(&handle, &request, "tools/call", Some(params))
+            .await?;
+        Ok(self.capped(&tool.server, result))
+    }
+
+    /// A tool result of `server` cut to its `maxResultBytes` (SPEC §13) when it is larger,
+    /// else as it came; each cut is counted in [`ServerStatus::results_cut`].
+    fn capped(&self, server: &str, result: Box<RawValue>) -> Box<RawValue> {
+        let max = self
+            .lock()
+            .order
+            .iter()
+            .find(|s| s.name == server)
+            .and_then(|s| s.max_result_bytes);
+        let Some(max) = max else {
+            return result;
+        };
+        let Some(cut) = mcp_supervisor_core::result_cap::cut_result(result.get(), max as usize)
+        else {
+            return result;
+        };
+        let Ok(text) = RawValue::from_string(cut.result) else {
+            return result;
+        };
+        tracing::info!(
+            server,
+            size = cut.size,
+            kept = cut.kept,
+            max,
+            "a tool result over maxResultBytes was cut"
+        );
+        *self
+            .lock()
+            .results_cut
+            .entry(server.to_string())
+            .or_default() += 1;
+        text
     }
 
     /// One request under its `mcp.call` span, with the trace context carried upstream.
@@ -856,7 +899,12 @@ impl Hub {
             headers: Arc::from([]),
             relays_input: args.relays_input,
         };
-        self.traced_send(&handle, &request, method, params).await
+        let result = self.traced_send(&handle, &request, method, params).await?;
+        // A tool's result, also one a task gives later, is capped as a call's is.
+        Ok(match method {
+            "tools/call" | "tasks/result" => self.capped(server, result),
+            _ => result,
+        })
     }
 
     /// One server's part of a list (`prompts/list`, `resources/list`,
@@ -906,6 +954,7 @@ impl Hub {
     pub fn status(&self) -> Vec<ServerStatus> {
         let inner = self.lock();
         let instances = |name: &str| inner.instances.keys().filter(|(s, _)| s == name).count();
+        let results_cut = |name: &str| inner.results_cut.get(name).copied().unwrap_or(0);
         inner
             .order
             .iter()
@@ -930,6 +979,7 @@ impl Hub {
                             enabled: true,
                             tool_list: s.tool_list,
                             instances: instances(&server.name),
+                            results_cut: results_cut(&server.name),
                         }
                     }
                     None => ServerStatus {
@@ -946,6 +996,7 @@ impl Hub {
                         enabled: server.enabled,
                         tool_list: ToolList::None,
                         instances: 0,
+                        results_cut: results_cut(&server.name),
                     },
                 }
             })

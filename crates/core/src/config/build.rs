@@ -42,7 +42,12 @@ pub(crate) fn build(raw: &RawConfig, env: Lookup<'_>, problems: &mut Vec<Problem
             .cloned()
             .unwrap_or_else(|| DEFAULT_SEPARATOR.to_owned()),
     };
-    Config { servers, naming }
+    let tool_exposure = raw.tool_exposure.value().copied().unwrap_or_default();
+    Config {
+        servers,
+        naming,
+        tool_exposure,
+    }
 }
 
 fn build_server(
@@ -71,6 +76,7 @@ fn build_server(
         oauth: raw.oauth.value().cloned(),
         isolation: tuning.isolation,
         max_instances: tuning.max_instances,
+        max_result_bytes: tuning.max_result_bytes,
     })
 }
 
@@ -111,6 +117,7 @@ struct Tuning {
     connect_timeout: Duration,
     isolation: Isolation,
     max_instances: u32,
+    max_result_bytes: Option<u32>,
     initial_from: Origin,
     max_from: Origin,
 }
@@ -124,6 +131,7 @@ impl Tuning {
             connect_timeout: DEFAULT_CONNECT_TIMEOUT,
             isolation: Isolation::Shared,
             max_instances: DEFAULT_MAX_INSTANCES,
+            max_result_bytes: None,
             initial_from: Origin::Builtin,
             max_from: Origin::Builtin,
         }
@@ -172,6 +180,9 @@ impl Tuning {
         }
         if let Some(v) = raw.max_instances.value() {
             t.max_instances = *v;
+        }
+        if let Some(v) = raw.max_result_bytes.value() {
+            t.max_result_bytes = Some(*v);
         }
         t
     }
