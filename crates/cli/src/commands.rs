@@ -444,7 +444,13 @@ fn wrap_config(
         // placeholder command and keep the arguments exactly as given.
         TransportConfig::Stdio { .. } => server["command"] = "command".into(),
     }
-    let text = serde_json::json!({ "mcpServers": { name.clone(): server } }).to_string();
+    let exposure = match policy.tool_exposure {
+        crate::cli::Exposure::All => "all",
+        crate::cli::Exposure::Search => "search",
+    };
+    let text =
+        serde_json::json!({ "toolExposure": exposure, "mcpServers": { name.clone(): server } })
+            .to_string();
     let mut config = parse_config(&text, &|_| None).map_err(|errors| errors.to_string())?;
     config.naming = NamingConfig {
         mode: NamingMode::Original,

@@ -7,6 +7,7 @@ mod adopt;
 mod cli;
 mod commands;
 mod control;
+mod exposure;
 mod http;
 mod logging;
 mod login;

@@ -54,8 +54,10 @@ pub async fn run(
         state_dir,
         trace: crate::telemetry::context(),
     };
+    let exposure = config.tool_exposure;
     let hub = Arc::new(Hub::start_with_options(config, options));
     let proxy = Proxy::new(hub.clone(), mode);
+    proxy.set_exposure(exposure);
     unrelated.attach(&proxy);
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
@@ -99,7 +101,7 @@ pub async fn run(
     if let Some(path) = config_path.clone() {
         tasks.push(tokio::spawn(watch_config(
             path,
-            hub.clone(),
+            proxy.clone(),
             shutdown.clone(),
         )));
     }
@@ -111,7 +113,7 @@ pub async fn run(
             _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); break; }
             _ = terminate.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
             _ = hangup.recv() => match &config_path {
-                Some(path) => reload(path, &hub).await,
+                Some(path) => reload(path, &proxy).await,
                 None => tracing::warn!("SIGHUP ignored: there is no config file to reload"),
             },
             () = shutdown.cancelled() => break,
@@ -132,7 +134,7 @@ pub async fn run(
 
 /// Read and validate the config file and apply it as a diff; an invalid one is rejected and the
 /// running config stays.
-async fn reload(path: &PathBuf, hub: &Hub) {
+async fn reload(path: &PathBuf, proxy: &Proxy) {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) => {
@@ -145,7 +147,8 @@ async fn reload(path: &PathBuf, hub: &Hub) {
     };
     match parse_config(&text, &|name| std::env::var(name).ok()) {
         Ok(config) => {
-            let summary = hub.reload(config).await;
+            proxy.set_exposure(config.tool_exposure);
+            let summary = proxy.hub().reload(config).await;
             tracing::info!(
                 added = ?summary.added, removed = ?summary.removed, changed = ?summary.changed,
                 unchanged = summary.unchanged.len(),
@@ -163,7 +166,7 @@ async fn reload(path: &PathBuf, hub: &Hub) {
 
 /// Reload when the file's contents change (checked every second; cheap and robust across
 /// editors that replace the file).
-async fn watch_config(path: PathBuf, hub: Arc<Hub>, shutdown: CancellationToken) {
+async fn watch_config(path: PathBuf, proxy: Arc<Proxy>, shutdown: CancellationToken) {
     let mut last = std::fs::read(&path).ok();
     loop {
         tokio::select! {
@@ -174,7 +177,7 @@ async fn watch_config(path: PathBuf, hub: Arc<Hub>, shutdown: CancellationToken)
         if now.is_some() && now != last {
             last = now;
             tracing::info!("{} changed: reloading", path.display());
-            reload(&path, &hub).await;
+            reload(&path, &proxy).await;
         }
     }
 }

@@ -162,10 +162,12 @@ impl Proxy {
             }
             // The server's own list, whole (its own members too); the registry's while it is
             // down.
-            "tools/list" if transparent => match self.forward(method, params, args).await {
-                Ok(list) => list,
-                Err(_) => self.list_tools().await?,
-            },
+            "tools/list" if transparent && !self.searching() => {
+                match self.forward(method, params, args).await {
+                    Ok(list) => list,
+                    Err(_) => self.list_tools().await?,
+                }
+            }
             _ if transparent => self.forward(method, params, args).await?,
             _ => self.route(scope, method, params, args).await?,
         };
@@ -366,6 +368,16 @@ impl Proxy {
             .to_owned();
         let name = member_str(&params, "name")
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
+        // Search mode: `search_tools` is answered here, `call_tool` is the call it names.
+        let (name, params) = match self.searching() {
+            false => (name, params),
+            true => match self.exposed(&name, &params).await {
+                crate::exposure::Exposed::Answer(answer) => {
+                    return answer.map(|r| complete("tools/call", r));
+                }
+                crate::exposure::Exposed::Call { name, params } => (name, params),
+            },
+        };
         #[derive(Deserialize)]
         struct Retry {
             #[serde(rename = "inputResponses")]

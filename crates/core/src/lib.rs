@@ -12,6 +12,7 @@ pub mod members;
 pub mod naming;
 pub mod policy;
 pub mod result_cap;
+pub mod tool_search;
 
 pub use classify::{
     AfterProbe, Failure, Recovery, ToolSafety, Verdict, after_probe, classify, recovery,
