@@ -14,6 +14,7 @@
 //! | `sse-heal` | the same after the Python SDK's server was restarted, over HTTP+SSE (2024-11-05) and over streamable HTTP |
 //! | `peers` | latency and throughput through our proxy (HTTP and stdio faces), mcp-proxy, supergateway and bare relays |
 //! | `scale` | one proxy with N servers: RSS, start-up, the aggregate tools/list, a restart storm |
+//! | `exposure` | the `tools/list` payload with every tool against `toolExposure: "search"`, and search latency over a large synthetic catalog |
 //! | `startup` | proxy start to a complete `tools/list` answer, N servers slow to start, with and without saved catalogs |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
@@ -27,6 +28,7 @@
 //! saying why, when they are not.
 
 mod callpath;
+mod exposure;
 mod http_heal;
 mod memory;
 mod peers;
@@ -193,6 +195,19 @@ enum Bench {
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=200))]
         runs: u32,
     },
+    /// tools/list bytes with every tool against toolExposure "search" (server-everything and
+    /// the fault server through serve), and search latency over a synthetic catalog.
+    Exposure {
+        /// server-everything's executable.
+        #[arg(long, default_value = "tools/node_modules/.bin/mcp-server-everything")]
+        everything: PathBuf,
+        /// Tools in the synthetic catalog.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        catalog: u32,
+        /// Measured searches.
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        queries: u32,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -350,6 +365,11 @@ async fn main() -> ExitCode {
             };
             startup::run(&fault, opts).await
         }
+        Bench::Exposure {
+            everything,
+            catalog,
+            queries,
+        } => exposure::run(&fault, &everything, catalog as usize, queries as usize).await,
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };
     let leftover = util::leftover_children().await;

@@ -99,6 +99,23 @@ pub struct PolicyArgs {
     /// approve` accepts it, `off` keeps no pins.
     #[arg(long, value_name = "MODE", value_parser = ["off", "warn", "block"])]
     pub pin: Option<String>,
+    /// Cut a tool result whose content is larger than N bytes, with a note that says so
+    /// (`maxResultBytes`; default: no cap).
+    #[arg(long, value_name = "N")]
+    pub max_result_bytes: Option<u64>,
+    /// `search`: the client sees two tools, search_tools and call_tool, instead of every tool
+    /// (`toolExposure`; a deliberate exception to wrap's transparency).
+    #[arg(long, value_enum, value_name = "HOW", default_value = "all")]
+    pub tool_exposure: Exposure,
+}
+
+/// How the client sees the tools (`--tool-exposure`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub enum Exposure {
+    /// Every tool in tools/list.
+    All,
+    /// Two tools that search and call the others.
+    Search,
 }
 
 /// The flags of `adopt`.

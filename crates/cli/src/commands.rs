@@ -466,6 +466,9 @@ fn wrap_config(
     if let Some(pin) = &policy.pin {
         server["pin"] = pin.clone().into();
     }
+    if let Some(max) = policy.max_result_bytes {
+        server["maxResultBytes"] = max.into();
+    }
     match &transport {
         TransportConfig::Http { url, .. } => server["url"] = url.clone().into(),
         TransportConfig::Sse { url, .. } => {
@@ -476,7 +479,13 @@ fn wrap_config(
         // placeholder command and keep the arguments exactly as given.
         TransportConfig::Stdio { .. } => server["command"] = "command".into(),
     }
-    let text = serde_json::json!({ "mcpServers": { name.clone(): server } }).to_string();
+    let exposure = match policy.tool_exposure {
+        crate::cli::Exposure::All => "all",
+        crate::cli::Exposure::Search => "search",
+    };
+    let text =
+        serde_json::json!({ "toolExposure": exposure, "mcpServers": { name.clone(): server } })
+            .to_string();
     let mut config = parse_config(&text, &|_| None).map_err(|errors| errors.to_string())?;
     config.naming = NamingConfig {
         mode: NamingMode::Original,

@@ -146,6 +146,13 @@ impl Metrics {
             "Tools withheld because their definition changed since it was pinned (pin: block), until approved.",
             &|s| s.withheld_tools as u64,
         );
+        per_server(
+            &mut out,
+            "mcp_supervisor_results_cut_total",
+            "counter",
+            "Tool results larger than the server's maxResultBytes that reached their client cut.",
+            &|s| s.results_cut,
+        );
         let _ = writeln!(
             out,
             "# HELP mcp_supervisor_trace_spans_dropped_total Trace spans that could not be sent to the OTLP endpoint (dropped, never retried)."

@@ -31,7 +31,7 @@ use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
 /// How long the first tools/list waits for servers still on their first attempt.
-const STARTUP_WAIT: Duration = Duration::from_secs(10);
+pub(crate) const STARTUP_WAIT: Duration = Duration::from_secs(10);
 /// How long a fan-out that cannot be held (`tasks/list`, `logging/setLevel`) waits for each
 /// server, all at once: a late server's part is left out (and logged), never waited for.
 const FAN_OUT_WAIT: Duration = Duration::from_secs(2);
@@ -169,7 +169,17 @@ pub struct Proxy {
     /// Tool calls of clients of protocol 2026-07-28 waiting for their input (a server of the
     /// handshake era asked them something).
     pub(crate) rounds: crate::rounds::Rounds,
+    /// `toolExposure: "search"`: two tools in place of every tool ([`crate::exposure`]).
+    pub(crate) search: std::sync::atomic::AtomicBool,
+    /// The search index of the catalog it was built from (rebuilt when the catalog changes).
+    pub(crate) search_index: Mutex<Option<SearchIndex>>,
 }
+
+/// A catalog and its search index.
+pub(crate) type SearchIndex = (
+    Arc<Vec<mcp_supervisor::PublishedTool>>,
+    Arc<mcp_supervisor::core::tool_search::Index>,
+);
 
 impl Proxy {
     pub fn new(hub: Arc<Hub>, mode: Mode) -> Arc<Self> {
@@ -179,6 +189,8 @@ impl Proxy {
             metrics: Arc::default(),
             clients: Mutex::new(Vec::new()),
             rounds: crate::rounds::Rounds::default(),
+            search: std::sync::atomic::AtomicBool::new(false),
+            search_index: Mutex::new(None),
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
@@ -263,6 +275,16 @@ impl Proxy {
         // Its own instances of isolated servers end with it (SPEC §11).
         self.hub.end_session(session_key(client));
         lock(&self.clients).retain(|c| c.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, client)));
+    }
+
+    /// Send `text` to every client that has finished its handshake (SPEC: nothing but pings
+    /// and logs before `initialized`).
+    pub(crate) fn tell_clients(&self, text: &str) {
+        for client in self.clients() {
+            if client.initialized.load(Ordering::SeqCst) {
+                client.send(text.to_string());
+            }
+        }
     }
 
     fn clients(&self) -> Vec<Arc<Client>> {
@@ -553,6 +575,9 @@ impl Proxy {
     /// The aggregate tool list, from the registry: every definition whole, under its public
     /// name. A client that lists right after starting us sees every server that comes up.
     pub(crate) async fn list_tools(&self) -> Result<Box<RawValue>, RpcError> {
+        if self.searching() {
+            return to_raw(&crate::exposure::listed());
+        }
         // A server still starting with a saved catalog has its list already: no wait for it.
         self.hub.wait_listed(STARTUP_WAIT).await;
         let tools = self.hub.tools();
@@ -583,8 +608,26 @@ impl Proxy {
         let params = params.ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?;
         let name = member_str(params, "name")
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
+        if !self.searching() {
+            return self.call_named(&name, params, args).await;
+        }
+        match self.exposed(&name, params).await {
+            crate::exposure::Exposed::Answer(answer) => answer,
+            crate::exposure::Exposed::Call { name, params } => {
+                self.call_named(&name, &params, args).await
+            }
+        }
+    }
+
+    /// A call of the tool with public name `name`, through the hub.
+    async fn call_named(
+        &self,
+        name: &str,
+        params: &RawValue,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
         let record = self.metrics.start();
-        let outcome = match self.hub.call_json(&name, params, args.clone()).await {
+        let outcome = match self.hub.call_json(name, params, args.clone()).await {
             Err(CallError::UnknownTool { name }) => {
                 match (self.mode, self.hub.servers().as_slice()) {
                     // Transparent: the server's own answer to a name we do not hold.
@@ -606,7 +649,7 @@ impl Proxy {
             Err(error) => return call_error(error),
         };
         if self.mode == Mode::Aggregate
-            && let Some(route) = self.hub.registry().route(&name)
+            && let Some(route) = self.hub.registry().route(name)
         {
             return Ok(namespace_task(&route.server, result));
         }
@@ -1189,13 +1232,7 @@ async fn forward_events(
             }
             HubEvent::State { .. } => continue,
         };
-        // Not before a client has finished its handshake (SPEC: nothing but pings and logs
-        // before `initialized`).
-        for client in proxy.clients() {
-            if client.initialized.load(Ordering::SeqCst) {
-                client.send(text.clone());
-            }
-        }
+        proxy.tell_clients(&text);
     }
 }
 

@@ -63,8 +63,10 @@ pub async fn run(
         state_dir,
         trace: crate::telemetry::context(),
     };
+    let exposure = config.tool_exposure;
     let hub = Arc::new(Hub::start_with_options(config, options));
     let proxy = Proxy::new(hub.clone(), mode);
+    proxy.set_exposure(exposure);
     unrelated.attach(&proxy);
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
@@ -110,7 +112,7 @@ pub async fn run(
     if let Some(path) = config_path.clone() {
         tasks.push(tokio::spawn(reloader(
             path.clone(),
-            hub.clone(),
+            proxy.clone(),
             reloads.clone(),
             shutdown.clone(),
         )));
@@ -151,7 +153,7 @@ pub async fn run(
 /// which reads the file once that reload has ended.
 async fn reloader(
     path: PathBuf,
-    hub: Arc<Hub>,
+    proxy: Arc<Proxy>,
     requests: Arc<Notify>,
     shutdown: CancellationToken,
 ) {
@@ -160,13 +162,13 @@ async fn reloader(
             () = requests.notified() => {}
             () = shutdown.cancelled() => return,
         }
-        reload(&path, &hub).await;
+        reload(&path, &proxy).await;
     }
 }
 
 /// Read and validate the config file and apply it as a diff; an invalid one is rejected and the
 /// running config stays.
-async fn reload(path: &PathBuf, hub: &Hub) {
+async fn reload(path: &PathBuf, proxy: &Proxy) {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(error) => {
@@ -179,7 +181,8 @@ async fn reload(path: &PathBuf, hub: &Hub) {
     };
     match parse_config(&text, &|name| std::env::var(name).ok()) {
         Ok(config) => {
-            let summary = hub.reload(config).await;
+            proxy.set_exposure(config.tool_exposure);
+            let summary = proxy.hub().reload(config).await;
             tracing::info!(
                 added = ?summary.added, removed = ?summary.removed, changed = ?summary.changed,
                 unchanged = summary.unchanged.len(),

@@ -162,13 +162,15 @@ impl Proxy {
             }
             // The server's own list, whole (its own members too), less the tools its pins
             // withhold; the registry's while it is down.
-            "tools/list" if transparent => match self.forward(method, params, args).await {
-                Ok(list) => match self.hub.servers().as_slice() {
-                    [server] => self.hub.without_withheld(server, list),
-                    _ => list,
-                },
-                Err(_) => self.list_tools().await?,
-            },
+            "tools/list" if transparent && !self.searching() => {
+                match self.forward(method, params, args).await {
+                    Ok(list) => match self.hub.servers().as_slice() {
+                        [server] => self.hub.without_withheld(server, list),
+                        _ => list,
+                    },
+                    Err(_) => self.list_tools().await?,
+                }
+            }
             _ if transparent => self.forward(method, params, args).await?,
             _ => self.route(scope, method, params, args).await?,
         };
@@ -369,6 +371,16 @@ impl Proxy {
             .to_owned();
         let name = member_str(&params, "name")
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
+        // Search mode: `search_tools` is answered here, `call_tool` is the call it names.
+        let (name, params) = match self.searching() {
+            false => (name, params),
+            true => match self.exposed(&name, &params).await {
+                crate::exposure::Exposed::Answer(answer) => {
+                    return answer.map(|r| complete("tools/call", r));
+                }
+                crate::exposure::Exposed::Call { name, params } => (name, params),
+            },
+        };
         #[derive(Deserialize)]
         struct Retry {
             #[serde(rename = "inputResponses")]

@@ -8,9 +8,12 @@ pub mod classify;
 pub mod config;
 pub mod filter;
 pub mod headers;
+pub mod members;
 pub mod naming;
 pub mod pin;
 pub mod policy;
+pub mod result_cap;
+pub mod tool_search;
 
 pub use classify::{
     AfterProbe, Failure, Recovery, ToolSafety, Verdict, after_probe, classify, recovery,

@@ -474,7 +474,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
     assert_eq!(
         problems(text),
         [
-            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin)",
+            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin, maxResultBytes)",
             "defaults.toolCallTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got 0)",
             "mcpServers.a.command must be a string (got a number); write it in quotes",
             "mcpServers.a.args must be an array of strings, one per argument (got a string)",
@@ -482,7 +482,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
             "mcpServers.a.retryTools[1] must be a tool name (got a number)",
             "naming.mode must be \"prefixed\" or \"original\" (got \"short\")",
             "naming.separator must be one or more characters of A-Za-z0-9_.- (got \"::\")",
-            "extra is not a known key (known: mcpServers, defaults, naming)",
+            "extra is not a known key (known: mcpServers, defaults, naming, toolExposure)",
         ]
     );
 }
@@ -799,7 +799,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin, maxResultBytes)",
             ],
         ),
         (
@@ -1353,4 +1353,87 @@ fn a_bad_isolation_or_max_instances_names_its_path() {
             ],
         ),
     ]);
+}
+
+// === The result cap and tool exposure (SPEC §13) ===
+
+#[test]
+fn max_result_bytes_is_read_per_server_and_from_defaults_with_no_default_cap() {
+    assert_eq!(server(r#"{ "command": "x" }"#).max_result_bytes, None);
+    assert_eq!(
+        server(r#"{ "command": "x", "maxResultBytes": 4096 }"#).max_result_bytes,
+        Some(4096)
+    );
+    let config = ok(r#"{
+        "defaults": { "maxResultBytes": 1000 },
+        "mcpServers": { "a": { "command": "x" }, "b": { "command": "x", "maxResultBytes": 50 } }
+    }"#);
+    assert_eq!(
+        config.server("a").and_then(|s| s.max_result_bytes),
+        Some(1000)
+    );
+    assert_eq!(
+        config.server("b").and_then(|s| s.max_result_bytes),
+        Some(50)
+    );
+}
+
+#[test]
+fn a_bad_max_result_bytes_names_its_path() {
+    const RULE: &str = "must be a positive number of bytes no greater than 2147483647";
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "maxResultBytes": 0 }"#,
+            &[&format!("mcpServers.s.maxResultBytes {RULE} (got 0)")],
+        ),
+        (
+            r#"{ "command": "x", "maxResultBytes": "1MB" }"#,
+            &[&format!(
+                "mcpServers.s.maxResultBytes {RULE} (got a string)"
+            )],
+        ),
+        (
+            r#"{ "command": "x", "maxResultBytes": 1.5 }"#,
+            &[&format!("mcpServers.s.maxResultBytes {RULE} (got 1.5)")],
+        ),
+        (
+            r#"{ "command": "x", "maxResultBytes": 2147483648 }"#,
+            &[&format!(
+                "mcpServers.s.maxResultBytes {RULE} (got 2147483648)"
+            )],
+        ),
+    ]);
+    assert_eq!(
+        problems(r#"{ "defaults": { "maxResultBytes": -1 }, "mcpServers": {} }"#),
+        [format!("defaults.maxResultBytes {RULE} (got -1)")]
+    );
+}
+
+#[test]
+fn tool_exposure_is_a_top_level_key() {
+    use mcp_supervisor_core::config::ToolExposure;
+    assert_eq!(
+        ok(&one(r#"{ "command": "x" }"#)).tool_exposure,
+        ToolExposure::All
+    );
+    let search = ok(r#"{ "toolExposure": "search", "mcpServers": {} }"#);
+    assert_eq!(search.tool_exposure, ToolExposure::Search);
+    let all = ok(r#"{ "toolExposure": "all", "mcpServers": {} }"#);
+    assert_eq!(all.tool_exposure, ToolExposure::All);
+    const RULE: &str = r#"toolExposure must be "all" (every tool in tools/list) or "search" (two tools, search_tools and call_tool, in their place)"#;
+    assert_eq!(
+        problems(r#"{ "toolExposure": "lazy", "mcpServers": {} }"#),
+        [format!(r#"{RULE} (got "lazy")"#)]
+    );
+    assert_eq!(
+        problems(r#"{ "toolExposure": true, "mcpServers": {} }"#),
+        [format!("{RULE} (got a boolean)")]
+    );
+    // Not a server's key.
+    assert_eq!(
+        problems(&one(r#"{ "command": "x", "toolExposure": "search" }"#))[0]
+            .split(" (known")
+            .next(),
+        Some("mcpServers.s.toolExposure is not a known key")
+    );
 }

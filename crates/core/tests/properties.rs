@@ -34,7 +34,7 @@ fn cases(n: u32) -> ProptestConfig {
     }
 }
 
-const TOP_KEYS: &[&str] = &["mcpServers", "defaults", "naming"];
+const TOP_KEYS: &[&str] = &["mcpServers", "defaults", "naming", "toolExposure"];
 const SERVER_KEYS: &[&str] = &[
     "type",
     "command",
@@ -49,6 +49,7 @@ const SERVER_KEYS: &[&str] = &[
     "connectTimeoutMs",
     "retryTools",
     "enabled",
+    "maxResultBytes",
 ];
 const RECONNECT_KEYS: &[&str] = &[
     "enabled",

@@ -232,6 +232,8 @@ pub struct ServerStatus {
     /// How many of its tools are withheld: changed since they were pinned, under `pin: block`,
     /// until `mcp-supervisor approve` accepts them.
     pub withheld_tools: usize,
+    /// Tool results larger than its `maxResultBytes` that reached their client cut.
+    pub results_cut: u64,
 }
 
 /// Something that happened in the hub.
@@ -283,6 +285,8 @@ struct Inner {
     ending: Vec<JoinHandle<()>>,
     /// [`Hub::stop`] was called: nothing starts any more.
     stopped: bool,
+    /// Tool results cut to `maxResultBytes`, by server.
+    results_cut: HashMap<String, u64>,
 }
 
 /// A supervised set of MCP servers.
@@ -438,6 +442,7 @@ impl Hub {
                 instances: HashMap::new(),
                 ending: Vec::new(),
                 stopped: false,
+                results_cut: HashMap::new(),
             }),
             reloading: tokio::sync::Mutex::new(()),
             events,
@@ -803,7 +808,9 @@ impl Hub {
     /// Call a tool by its public name with the `tools/call` params as JSON text, and get its
     /// `result` back as JSON text. Only `name` is rewritten (to the upstream name, when it
     /// differs); everything else in `params` (`arguments`, `_meta`, `task`, fields yet to be
-    /// invented) goes upstream as it is. `args.arguments` is not used; `args.progress` gets the
+    /// invented) goes upstream as it is, and the result comes back as the server sent it, but
+    /// cut when its content is larger than the server's `maxResultBytes` (SPEC §13, with a
+    /// final text block that says so). `args.arguments` is not used; `args.progress` gets the
     /// progress of a call whose params carry a `_meta.progressToken` (when `args.origin` is not
     /// set), with that token.
     pub async fn call_json(
@@ -862,8 +869,44 @@ impl Hub {
             headers: tool.headers.clone(),
             relays_input: args.relays_input,
         };
-        self.traced_send(&handle, &request, "tools/call", Some(params))
-            .await
+        let result = self
+            .traced_send(&handle, &request, "tools/call", Some(params))
+            .await?;
+        Ok(self.capped(&tool.server, result))
+    }
+
+    /// A tool result of `server` cut to its `maxResultBytes` (SPEC §13) when it is larger,
+    /// else as it came; each cut is counted in [`ServerStatus::results_cut`].
+    fn capped(&self, server: &str, result: Box<RawValue>) -> Box<RawValue> {
+        let max = self
+            .lock()
+            .order
+            .iter()
+            .find(|s| s.name == server)
+            .and_then(|s| s.max_result_bytes);
+        let Some(max) = max else {
+            return result;
+        };
+        let Some(cut) = mcp_supervisor_core::result_cap::cut_result(result.get(), max as usize)
+        else {
+            return result;
+        };
+        let Ok(text) = RawValue::from_string(cut.result) else {
+            return result;
+        };
+        tracing::info!(
+            server,
+            size = cut.size,
+            kept = cut.kept,
+            max,
+            "a tool result over maxResultBytes was cut"
+        );
+        *self
+            .lock()
+            .results_cut
+            .entry(server.to_string())
+            .or_default() += 1;
+        text
     }
 
     /// One request under its `mcp.call` span, with the trace context carried upstream.
@@ -992,7 +1035,12 @@ impl Hub {
             headers: Arc::from([]),
             relays_input: args.relays_input,
         };
-        self.traced_send(&handle, &request, method, params).await
+        let result = self.traced_send(&handle, &request, method, params).await?;
+        // A tool's result, also one a task gives later, is capped as a call's is.
+        Ok(match method {
+            "tools/call" | "tasks/result" => self.capped(server, result),
+            _ => result,
+        })
     }
 
     /// One server's part of a list (`prompts/list`, `resources/list`,
@@ -1042,6 +1090,7 @@ impl Hub {
     pub fn status(&self) -> Vec<ServerStatus> {
         let inner = self.lock();
         let instances = |name: &str| inner.instances.keys().filter(|(s, _)| s == name).count();
+        let results_cut = |name: &str| inner.results_cut.get(name).copied().unwrap_or(0);
         inner
             .order
             .iter()
@@ -1068,6 +1117,7 @@ impl Hub {
                             tool_list: s.tool_list,
                             instances: instances(&server.name),
                             withheld_tools,
+                            results_cut: results_cut(&server.name),
                         }
                     }
                     None => ServerStatus {
@@ -1085,6 +1135,7 @@ impl Hub {
                         tool_list: ToolList::None,
                         instances: 0,
                         withheld_tools,
+                        results_cut: results_cut(&server.name),
                     },
                 }
             })

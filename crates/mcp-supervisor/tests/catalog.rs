@@ -34,6 +34,7 @@ fn start_saving(server: ServerConfig, fake: &Fake, dir: &StateDir) -> Hub {
     let config = Config {
         servers: vec![server],
         naming: NamingConfig::default(),
+        ..Config::default()
     };
     let fake = fake.clone();
     Hub::start_with_catalog(

@@ -51,6 +51,7 @@ fn start_with_auth(server: ServerConfig, connector: &WithAuth) -> Hub {
     let config = Config {
         servers: vec![server],
         naming: NamingConfig::default(),
+        ..Config::default()
     };
     let connector = connector.clone();
     Hub::start_with(

@@ -37,6 +37,7 @@ fn start_in(server: ServerConfig, fake: &Fake, dir: Option<&StateDir>) -> Hub {
     let config = Config {
         servers: vec![server],
         naming: NamingConfig::default(),
+        ..Config::default()
     };
     let fake = fake.clone();
     let factory = Arc::new(move |_: &ServerConfig| Arc::new(fake.clone()) as Arc<dyn Connector>);

@@ -744,6 +744,7 @@ async fn a_reload_that_changes_the_naming_renames_every_tool_and_touches_no_serv
             mode: NamingMode::Original,
             separator: "__".into(),
         },
+        ..Config::default()
     };
     let summary = bounded("reload", hub.reload(config)).await;
     assert!(summary.naming_changed, "{summary:?}");

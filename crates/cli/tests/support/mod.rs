@@ -158,3 +158,129 @@ pub fn state_is(status: &Value, name: &str, state: &str) -> bool {
 pub fn pid_of(status: &Value, name: &str) -> Option<u32> {
     server(status, name)["pid"].as_u64().map(|p| p as u32)
 }
+
+/// A raw JSON-RPC client of `mcp-supervisor ARGS` over its stdio: requests and their answers as
+/// JSON values, the notifications it saw kept. Every wait is bounded by [`STDIO_LIMIT`]; a
+/// server's request to the client is refused with a JSON-RPC error.
+pub struct StdioClient {
+    child: tokio::process::Child,
+    stdin: Option<tokio::process::ChildStdin>,
+    lines: tokio::io::Lines<tokio::io::BufReader<tokio::process::ChildStdout>>,
+    next: u64,
+    pub notifications: Vec<Value>,
+}
+
+/// How long a [`StdioClient`] waits for any one answer.
+pub const STDIO_LIMIT: Duration = Duration::from_secs(30);
+
+impl StdioClient {
+    /// Start `mcp-supervisor ARGS` and do the handshake (protocol 2025-11-25).
+    pub async fn start(args: &[&str]) -> Self {
+        use tokio::io::AsyncBufReadExt;
+        let mut child = tokio::process::Command::new(supervisor_bin())
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("spawn mcp-supervisor");
+        let stdin = child.stdin.take();
+        let lines = tokio::io::BufReader::new(child.stdout.take().expect("stdout")).lines();
+        let mut client = Self {
+            child,
+            stdin,
+            lines,
+            next: 1,
+            notifications: Vec::new(),
+        };
+        let init = client
+            .request(
+                "initialize",
+                serde_json::json!({
+                    "protocolVersion": "2025-11-25",
+                    "capabilities": {},
+                    "clientInfo": { "name": "stdio-test", "version": "1.0.0" },
+                }),
+            )
+            .await;
+        assert!(init.get("result").is_some(), "initialize: {init}");
+        client
+            .write(&serde_json::json!({ "jsonrpc": "2.0", "method": "notifications/initialized" }))
+            .await;
+        client
+    }
+
+    async fn write(&mut self, message: &Value) {
+        use tokio::io::AsyncWriteExt;
+        let mut line = message.to_string();
+        line.push('\n');
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(line.as_bytes()).await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
+    /// Send a request; its whole answer (`result` or `error`).
+    pub async fn request(&mut self, method: &str, params: Value) -> Value {
+        let id = self.next;
+        self.next += 1;
+        self.write(
+            &serde_json::json!({ "jsonrpc": "2.0", "id": id, "method": method, "params": params }),
+        )
+        .await;
+        tokio::time::timeout(STDIO_LIMIT, self.answer_to(id))
+            .await
+            .unwrap_or_else(|_| panic!("no answer to {method} within {STDIO_LIMIT:?}"))
+    }
+
+    async fn answer_to(&mut self, id: u64) -> Value {
+        loop {
+            let line = self
+                .lines
+                .next_line()
+                .await
+                .expect("read")
+                .expect("the proxy closed its stdout");
+            let message: Value = serde_json::from_str(&line)
+                .unwrap_or_else(|e| panic!("not JSON on stdout ({e}): {line}"));
+            match (message.get("method"), message.get("id")) {
+                (Some(_), Some(asked)) => {
+                    let refusal = serde_json::json!({ "jsonrpc": "2.0", "id": asked,
+                        "error": { "code": -32601, "message": "this test client answers nothing" } });
+                    self.write(&refusal).await;
+                }
+                (Some(_), None) => self.notifications.push(message),
+                (None, Some(got)) if *got == serde_json::json!(id) => return message,
+                _ => {}
+            }
+        }
+    }
+
+    /// Wait (bounded) for a notification with `method`, reading what comes meanwhile.
+    pub async fn notification(&mut self, method: &str) -> Value {
+        let wait = async {
+            loop {
+                if let Some(i) = self
+                    .notifications
+                    .iter()
+                    .position(|n| n["method"] == method)
+                {
+                    return self.notifications.remove(i);
+                }
+                // A ping answers at once; any notification before it is kept.
+                self.request("ping", serde_json::json!({})).await;
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        };
+        tokio::time::timeout(STDIO_LIMIT, wait)
+            .await
+            .unwrap_or_else(|_| panic!("no {method} within {STDIO_LIMIT:?}"))
+    }
+
+    /// End stdin and wait (bounded) for the proxy to stop its servers and exit.
+    pub async fn close(mut self) {
+        self.stdin = None;
+        let exited = tokio::time::timeout(STDIO_LIMIT, self.child.wait()).await;
+        assert!(exited.is_ok(), "the proxy did not exit after stdin closed");
+    }
+}

@@ -43,7 +43,12 @@ pub(crate) fn build(raw: &RawConfig, env: Lookup<'_>, problems: &mut Vec<Problem
             .cloned()
             .unwrap_or_else(|| DEFAULT_SEPARATOR.to_owned()),
     };
-    Config { servers, naming }
+    let tool_exposure = raw.tool_exposure.value().copied().unwrap_or_default();
+    Config {
+        servers,
+        naming,
+        tool_exposure,
+    }
 }
 
 fn build_server(
@@ -73,6 +78,7 @@ fn build_server(
         isolation: tuning.isolation,
         max_instances: tuning.max_instances,
         pin: tuning.pin,
+        max_result_bytes: tuning.max_result_bytes,
     })
 }
 
@@ -115,6 +121,7 @@ struct Tuning {
     max_instances: u32,
     /// `pin`, when the server or `defaults` sets it.
     pin: Option<PinMode>,
+    max_result_bytes: Option<u32>,
     initial_from: Origin,
     max_from: Origin,
 }
@@ -129,6 +136,7 @@ impl Tuning {
             isolation: Isolation::Shared,
             max_instances: DEFAULT_MAX_INSTANCES,
             pin: None,
+            max_result_bytes: None,
             initial_from: Origin::Builtin,
             max_from: Origin::Builtin,
         }
@@ -180,6 +188,9 @@ impl Tuning {
         }
         if let Some(v) = raw.pin.value() {
             t.pin = Some(*v);
+        }
+        if let Some(v) = raw.max_result_bytes.value() {
+            t.max_result_bytes = Some(*v);
         }
         t
     }

@@ -30,11 +30,24 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(30_000);
 
 // === Config ===
 
-/// A validated config: every server in config order, and how their tools are named.
+/// A validated config: every server in config order, how their tools are named, and how the
+/// tools are shown to a client.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct Config {
     pub servers: Vec<ServerConfig>,
     pub naming: NamingConfig,
+    /// Every tool in `tools/list`, or two tools that search and call them (`toolExposure`).
+    pub tool_exposure: ToolExposure,
+}
+
+/// How a proxy's client sees the aggregate tools (SPEC §13, `toolExposure`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolExposure {
+    /// Every tool's definition in `tools/list`: the default.
+    #[default]
+    All,
+    /// Two tools, `search_tools` and `call_tool`, in their place.
+    Search,
 }
 
 impl Config {
@@ -71,6 +84,9 @@ pub struct ServerConfig {
     /// What its pinned tool definitions do (`pin`, here or in `defaults`); `None`: not set, so
     /// [`PinMode::Warn`] (see [`ServerConfig::pin_mode`]).
     pub pin: Option<PinMode>,
+    /// The most bytes of a tool result's content a client gets (`maxResultBytes`, SPEC §13);
+    /// a larger result is cut. `None`: no cap.
+    pub max_result_bytes: Option<u32>,
 }
 
 /// Whether clients share one instance of a server or each client session has its own (SPEC §11).
@@ -128,6 +144,7 @@ impl ServerConfig {
             isolation: Isolation::Shared,
             max_instances: DEFAULT_MAX_INSTANCES,
             pin: None,
+            max_result_bytes: None,
         }
     }
 

@@ -11,7 +11,7 @@ use crate::pin::PinMode;
 /// The largest number of milliseconds (and count) a config may hold: `2^31 − 1`.
 pub const MAX_MS: u64 = 2_147_483_647;
 
-const TOP_KEYS: &[&str] = &["mcpServers", "defaults", "naming"];
+const TOP_KEYS: &[&str] = &["mcpServers", "defaults", "naming", "toolExposure"];
 const DEFAULTS_KEYS: &[&str] = &[
     "reconnect",
     "health",
@@ -20,6 +20,7 @@ const DEFAULTS_KEYS: &[&str] = &[
     "isolation",
     "maxInstances",
     "pin",
+    "maxResultBytes",
 ];
 const SERVER_KEYS: &[&str] = &[
     "type",
@@ -41,6 +42,7 @@ const SERVER_KEYS: &[&str] = &[
     "isolation",
     "maxInstances",
     "pin",
+    "maxResultBytes",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
@@ -136,6 +138,7 @@ pub(crate) struct RawTuning {
     pub(crate) isolation: Given<super::Isolation>,
     pub(crate) max_instances: Given<u32>,
     pub(crate) pin: Given<PinMode>,
+    pub(crate) max_result_bytes: Given<u32>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -181,6 +184,7 @@ pub(crate) struct RawConfig {
     pub(crate) servers: Vec<RawServer>,
     pub(crate) defaults: RawTuning,
     pub(crate) naming: RawNaming,
+    pub(crate) tool_exposure: Given<super::ToolExposure>,
 }
 
 /// Walks the whole tree, recording every problem found.
@@ -282,7 +286,27 @@ impl Walker<'_> {
         if let Some(naming) = top.get("naming") {
             raw.naming = self.naming(naming);
         }
+        if let Some(v) = top.get("toolExposure") {
+            raw.tool_exposure = self.tool_exposure(v);
+        }
         raw
+    }
+
+    fn tool_exposure(&mut self, value: &Json) -> Given<super::ToolExposure> {
+        match value {
+            Json::String(s) if s == "all" => Given::Value(super::ToolExposure::All),
+            Json::String(s) if s == "search" => Given::Value(super::ToolExposure::Search),
+            other => {
+                self.problem(
+                    "toolExposure",
+                    format!(
+                        "must be \"all\" (every tool in tools/list) or \"search\" (two tools, search_tools and call_tool, in their place) (got {})",
+                        quoted_or_kind(other)
+                    ),
+                );
+                Given::Invalid
+            }
+        }
     }
 
     fn server(&mut self, name: &str, value: &Json) -> RawServer {
@@ -414,10 +438,7 @@ impl Walker<'_> {
                     format!(
                         "must be one of {} (got {}); leave it out to ask for the client's",
                         PROTOCOL_VERSIONS.join(", "),
-                        match other {
-                            Json::String(s) => format!("{s:?}"),
-                            other => other.kind().to_string(),
-                        }
+                        quoted_or_kind(other)
                     ),
                 );
                 Given::Invalid
@@ -452,6 +473,9 @@ impl Walker<'_> {
         if let Some(v) = fields.get("pin") {
             raw.pin = self.pin_mode(&at("pin"), v);
         }
+        if let Some(v) = fields.get("maxResultBytes") {
+            raw.max_result_bytes = self.bytes(&at("maxResultBytes"), v);
+        }
         raw
     }
 
@@ -460,10 +484,7 @@ impl Walker<'_> {
             Json::String(s) if s == "shared" => Given::Value(super::Isolation::Shared),
             Json::String(s) if s == "session" => Given::Value(super::Isolation::Session),
             other => {
-                let got = match other {
-                    Json::String(s) => format!("{s:?}"),
-                    other => other.kind().to_string(),
-                };
+                let got = quoted_or_kind(other);
                 self.problem(
                     path,
                     format!(
@@ -783,24 +804,41 @@ impl Walker<'_> {
 
     /// A positive whole number no greater than MAX_MS.
     fn count(&mut self, path: &str, value: &Json) -> Given<u32> {
-        const RULE: &str = "must be a positive integer no greater than 2147483647";
+        self.positive(
+            path,
+            value,
+            "must be a positive integer no greater than 2147483647",
+        )
+    }
+
+    /// A positive whole number no greater than MAX_MS, or a problem that says `rule`.
+    fn positive(&mut self, path: &str, value: &Json, rule: &str) -> Given<u32> {
         let Json::Number(n) = value else {
-            self.problem(path, format!("{RULE} (got {})", value.kind()));
+            self.problem(path, format!("{rule} (got {})", value.kind()));
             return Given::Invalid;
         };
         match whole(*n) {
             Whole::Value(c) if c > 0 && c <= MAX_MS => match u32::try_from(c) {
                 Ok(c) => Given::Value(c),
                 Err(_) => {
-                    self.problem(path, format!("{RULE} (got {n})"));
+                    self.problem(path, format!("{rule} (got {n})"));
                     Given::Invalid
                 }
             },
             Whole::Value(_) | Whole::Negative | Whole::Fraction => {
-                self.problem(path, format!("{RULE} (got {n})"));
+                self.problem(path, format!("{rule} (got {n})"));
                 Given::Invalid
             }
         }
+    }
+
+    /// A positive whole number of bytes no greater than MAX_MS.
+    fn bytes(&mut self, path: &str, value: &Json) -> Given<u32> {
+        self.positive(
+            path,
+            value,
+            "must be a positive number of bytes no greater than 2147483647",
+        )
     }
 
     /// A number in [0, 1].
@@ -863,6 +901,14 @@ fn whole(n: Number) -> Whole {
         Number::Float(f) if f < 0.0 => Whole::Negative,
         // Float-to-int `as` saturates; the value is whole and not negative here.
         Number::Float(f) => Whole::Value(f as u64),
+    }
+}
+
+/// A string value quoted, or the kind of any other value, for a message.
+fn quoted_or_kind(value: &Json) -> String {
+    match value {
+        Json::String(s) => format!("{s:?}"),
+        other => other.kind().to_string(),
     }
 }
 

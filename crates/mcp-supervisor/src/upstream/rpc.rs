@@ -596,57 +596,10 @@ pub(crate) fn with_member(
     members::write(&members)
 }
 
-/// An object's members in their order, as text, without a map type that would reorder them.
+/// An object's members in their order, as text, without a map type that would reorder them
+/// (the core's, shared by every part that rewrites one member).
 pub(crate) mod members {
-    use std::borrow::Cow;
-    use std::fmt;
-
-    use serde::de::{Deserializer, MapAccess, Visitor};
-    use serde_json::value::RawValue;
-
-    pub(crate) struct Members<'a>(pub Vec<(Cow<'a, str>, &'a RawValue)>);
-
-    impl<'de> serde::Deserialize<'de> for Members<'de> {
-        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-            struct V;
-            impl<'de> Visitor<'de> for V {
-                type Value = Members<'de>;
-                fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                    f.write_str("a JSON object")
-                }
-                fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Self::Value, A::Error> {
-                    let mut members = Vec::new();
-                    while let Some((k, v)) = map.next_entry::<Cow<'de, str>, &'de RawValue>()? {
-                        members.push((k, v));
-                    }
-                    Ok(Members(members))
-                }
-            }
-            d.deserialize_map(V)
-        }
-    }
-
-    /// The members as a JSON object, in order.
-    pub(crate) fn write(members: &[(Cow<'_, str>, &RawValue)]) -> Option<Box<RawValue>> {
-        let mut out = String::with_capacity(
-            members
-                .iter()
-                .map(|(k, v)| k.len() + v.get().len() + 4)
-                .sum::<usize>()
-                + 2,
-        );
-        out.push('{');
-        for (i, (key, value)) in members.iter().enumerate() {
-            if i > 0 {
-                out.push(',');
-            }
-            out.push_str(&serde_json::to_string(key).ok()?);
-            out.push(':');
-            out.push_str(value.get());
-        }
-        out.push('}');
-        RawValue::from_string(out).ok()
-    }
+    pub(crate) use mcp_supervisor_core::members::{Members, write};
 }
 
 /// A JSON-RPC request with integer `id`, as JSON text (`params` copied as they are).

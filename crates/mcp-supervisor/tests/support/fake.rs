@@ -608,6 +608,7 @@ pub fn start(server: ServerConfig, fake: &Fake) -> Hub {
     let config = Config {
         servers: vec![server],
         naming: NamingConfig::default(),
+        ..Config::default()
     };
     let fake = fake.clone();
     Hub::start_with(

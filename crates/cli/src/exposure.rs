@@ -1,0 +1,226 @@
+//! `"toolExposure": "search"` (SPEC §13): instead of every tool, a client sees two,
+//! `search_tools` (ranked search over the registry's catalog, answered here with the matches'
+//! definitions whole, under their public names) and `call_tool` (a call by public name, unwrapped
+//! here into the `tools/call` it names and sent through the proxy's one call path: deadlines,
+//! recovery and replay rules as for any call). `notifications/tools/list_changed` still flows,
+//! so a host that caches knows to search again.
+//!
+//! It owns the two tools' definitions and the rewriting of a `call_tool` request; the ranking is
+//! the core's ([`mcp_supervisor::core::tool_search`]), and it never talks to a server itself.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use mcp_supervisor::core::config::ToolExposure;
+use mcp_supervisor::core::members::{self, Members};
+use mcp_supervisor::core::tool_search::Index;
+use mcp_supervisor::link::RpcError;
+use mcp_supervisor::upstream::notification_text;
+use serde::Deserialize;
+use serde_json::json;
+use serde_json::value::RawValue;
+
+use crate::proxy::{Mode, Proxy, lock, to_raw};
+
+/// The searching tool's name.
+pub const SEARCH_TOOLS: &str = "search_tools";
+/// The calling tool's name.
+pub const CALL_TOOL: &str = "call_tool";
+/// How many definitions `search_tools` returns when the client does not say.
+pub const DEFAULT_LIMIT: usize = 10;
+/// The most it returns, whatever the client says.
+pub const MAX_LIMIT: usize = 50;
+
+/// The `tools/list` result in search mode: the two tools.
+pub fn listed() -> serde_json::Value {
+    json!({ "tools": [
+        {
+            "name": SEARCH_TOOLS,
+            "title": "Search tools",
+            "description": "Search the tools available here by what they do (words of their names, descriptions and argument names). Returns the best matches' whole definitions: name, description and input schema. Call one with call_tool. The tools can change: search again after a tools/list_changed notification.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "query": { "type": "string", "description": "Words about the task, e.g. \"read a file\" or \"weather forecast\"." },
+                    "limit": { "type": "integer", "minimum": 1, "maximum": MAX_LIMIT, "default": DEFAULT_LIMIT, "description": "The most tools to return." }
+                },
+                "required": ["query"]
+            },
+            "annotations": { "readOnlyHint": true, "openWorldHint": false }
+        },
+        {
+            "name": CALL_TOOL,
+            "title": "Call a tool",
+            "description": "Call a tool that search_tools found, by its name, with arguments that match its input schema. Its result comes back as the tool gave it.",
+            "inputSchema": {
+                "type": "object",
+                "properties": {
+                    "name": { "type": "string", "description": "The tool's name, as search_tools gave it." },
+                    "arguments": { "type": "object", "description": "The tool's arguments." }
+                },
+                "required": ["name"]
+            }
+        }
+    ] })
+}
+
+/// What a `tools/call` becomes in search mode.
+pub enum Exposed {
+    /// Answered here (a search, or a `call_tool` that names no tool).
+    Answer(Result<Box<RawValue>, RpcError>),
+    /// The call to send, by public name, with its params.
+    Call { name: String, params: Box<RawValue> },
+}
+
+/// A tool result that says what went wrong (the model sees it and can try again).
+fn tool_error(message: &str) -> Result<Box<RawValue>, RpcError> {
+    to_raw(&json!({ "content": [{ "type": "text", "text": message }], "isError": true }))
+}
+
+#[derive(Deserialize)]
+struct Outer<'a> {
+    #[serde(borrow, default)]
+    arguments: Option<&'a RawValue>,
+}
+
+impl Proxy {
+    /// Whether the client sees the two tools instead of every tool.
+    pub fn searching(&self) -> bool {
+        self.search.load(Ordering::SeqCst)
+    }
+
+    /// Set how tools are shown; a change is told to every client with `tools/list_changed`.
+    pub fn set_exposure(&self, exposure: ToolExposure) {
+        let search = exposure == ToolExposure::Search;
+        if self.search.swap(search, Ordering::SeqCst) != search {
+            tracing::info!(?exposure, "tool exposure changed");
+            self.tell_clients(&notification_text("notifications/tools/list_changed", None));
+        }
+    }
+
+    /// A `tools/call` for `name` in search mode: `search_tools` is answered, `call_tool` becomes
+    /// the call it names (every other member of the params, `_meta` and `task` among them,
+    /// whole), and any other name is called as it is.
+    pub(crate) async fn exposed(&self, name: &str, params: &RawValue) -> Exposed {
+        let arguments = serde_json::from_str::<Outer<'_>>(params.get())
+            .ok()
+            .and_then(|o| o.arguments);
+        match name {
+            SEARCH_TOOLS => Exposed::Answer(self.search_tools(arguments)),
+            CALL_TOOL => self.unwrap_call(params, arguments).await,
+            _ => Exposed::Call {
+                name: name.to_string(),
+                params: params.to_owned(),
+            },
+        }
+    }
+
+    fn search_tools(&self, arguments: Option<&RawValue>) -> Result<Box<RawValue>, RpcError> {
+        #[derive(Deserialize)]
+        struct Search {
+            query: Option<String>,
+            limit: Option<serde_json::Value>,
+        }
+        let Some(search) = arguments.and_then(|a| serde_json::from_str::<Search>(a.get()).ok())
+        else {
+            return tool_error(
+                "search_tools needs its arguments as an object with a `query` string, e.g. {\"query\": \"read a file\"}",
+            );
+        };
+        let Some(query) = search.query.filter(|q| !q.trim().is_empty()) else {
+            return tool_error(
+                "search_tools needs a `query`: words about the task, e.g. \"read a file\"",
+            );
+        };
+        let limit = match search.limit {
+            None | Some(serde_json::Value::Null) => DEFAULT_LIMIT,
+            Some(v) => match v.as_u64().filter(|n| *n >= 1) {
+                Some(n) => usize::try_from(n).unwrap_or(MAX_LIMIT).min(MAX_LIMIT),
+                None => {
+                    return tool_error(&format!(
+                        "search_tools: `limit` must be a whole number from 1 to {MAX_LIMIT} (got {v})"
+                    ));
+                }
+            },
+        };
+        let tools = self.hub.tools();
+        let index = {
+            let mut cached = lock(&self.search_index);
+            match &*cached {
+                Some((of, index)) if Arc::ptr_eq(of, &tools) => index.clone(),
+                _ => {
+                    let index = Arc::new(Index::build(tools.iter().map(|t| t.definition.get())));
+                    *cached = Some((tools.clone(), index.clone()));
+                    index
+                }
+            }
+        };
+        let mut text = String::from(r#"{"tools":["#);
+        for (i, (position, _)) in index.search(&query, limit).into_iter().enumerate() {
+            if let Some(tool) = tools.get(position) {
+                if i > 0 {
+                    text.push(',');
+                }
+                text.push_str(tool.definition.get());
+            }
+        }
+        text.push_str("]}");
+        to_raw(&json!({ "content": [{ "type": "text", "text": text }] }))
+    }
+
+    /// `call_tool`'s arguments as the call they name: its `name` and `arguments` become the
+    /// params' own, every other member stays.
+    async fn unwrap_call(&self, params: &RawValue, arguments: Option<&RawValue>) -> Exposed {
+        #[derive(Deserialize)]
+        struct Call<'a> {
+            name: Option<String>,
+            #[serde(borrow, default)]
+            arguments: Option<&'a RawValue>,
+        }
+        let Some(call) = arguments.and_then(|a| serde_json::from_str::<Call<'_>>(a.get()).ok())
+        else {
+            return Exposed::Answer(tool_error(
+                "call_tool needs its arguments as an object with the tool's `name` (from search_tools) and its `arguments`",
+            ));
+        };
+        let Some(name) = call.name.filter(|n| !n.is_empty()) else {
+            return Exposed::Answer(tool_error(
+                "call_tool needs the tool's `name`, as search_tools gave it",
+            ));
+        };
+        // In `serve`, a name the registry does not hold is said here, once the lists are in;
+        // in `wrap` it goes to the server, whose own answer comes back.
+        if self.mode == Mode::Aggregate {
+            self.hub.wait_listed(crate::proxy::STARTUP_WAIT).await;
+            if self.hub.registry().route(&name).is_none() {
+                return Exposed::Answer(tool_error(&format!(
+                    "no tool is named \"{name}\" here; search_tools finds the tools there are, by what they do"
+                )));
+            }
+        }
+        let Ok(outer) = serde_json::from_str::<Members<'_>>(params.get()) else {
+            return Exposed::Answer(Err(RpcError::new(
+                -32602,
+                "Invalid params: tools/call params are an object",
+            )));
+        };
+        let Ok(name_json) = serde_json::value::to_raw_value(&name) else {
+            return Exposed::Answer(Err(RpcError::new(-32603, "the tool name is not text")));
+        };
+        let mut inner: Vec<_> = Vec::with_capacity(outer.0.len() + 1);
+        for (key, value) in &outer.0 {
+            match key.as_ref() {
+                "name" => inner.push((key.clone(), &*name_json)),
+                "arguments" => inner.extend(call.arguments.map(|a| (key.clone(), a))),
+                _ => inner.push((key.clone(), *value)),
+            }
+        }
+        match members::write(&inner) {
+            Some(params) => Exposed::Call { name, params },
+            None => Exposed::Answer(Err(RpcError::new(
+                -32603,
+                "the call's params could not be written",
+            ))),
+        }
+    }
+}

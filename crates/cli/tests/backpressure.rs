@@ -1,0 +1,103 @@
+//! Backpressure on the stdio face: a client that sends many requests and reads nothing makes
+//! the proxy stop reading (at most `MAX_IN_FLIGHT` of its requests in flight or answered but not
+//! written), so the calls do not all run and pile up their answers in memory; once the client
+//! reads, every request is answered, each exactly once. Through `wrap` with the fault server,
+//! whose ledger counts the calls that ran.
+
+mod support;
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use support::*;
+
+const CALLS: usize = 3000;
+
+fn ledger_lines(path: &std::path::Path) -> usize {
+    std::fs::read_to_string(path)
+        .map(|t| t.lines().count())
+        .unwrap_or(0)
+}
+
+#[test]
+fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_it_reads() {
+    let dir = temp_dir("backpressure");
+    let ledger = dir.join("ledger");
+    let mut child = Command::new(supervisor_bin())
+        .args(["wrap", "--no-catalog", "--"])
+        .arg(fault_bin())
+        .arg("--ledger")
+        .arg(&ledger)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn wrap");
+    let mut stdin = child.stdin.take().expect("stdin");
+    let mut stdout = BufReader::new(child.stdout.take().expect("stdout"));
+    let init = json!({"jsonrpc": "2.0", "id": 0, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {},
+        "clientInfo": {"name": "backpressure", "version": "1"}}});
+    writeln!(stdin, "{init}").expect("write initialize");
+    let mut line = String::new();
+    stdout.read_line(&mut line).expect("initialize answered");
+    assert!(line.contains("\"result\""), "initialize: {line}");
+    writeln!(
+        stdin,
+        "{}",
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
+    )
+    .expect("write initialized");
+
+    // Send every call from a thread of its own: once the proxy stops reading, the writes block.
+    let writer = std::thread::spawn(move || {
+        for i in 1..=CALLS {
+            let call = json!({"jsonrpc": "2.0", "id": i, "method": "tools/call", "params": {
+                "name": "count_idempotent", "arguments": {"id": format!("c{i}")}}});
+            if writeln!(stdin, "{call}").is_err() {
+                return false;
+            }
+        }
+        true
+    });
+    // Read nothing for a while: the calls that ran stay well below all of them.
+    std::thread::sleep(Duration::from_secs(3));
+    let ran = ledger_lines(&ledger);
+    assert!(
+        ran < CALLS / 2,
+        "{ran} of {CALLS} calls ran while the client read nothing: the proxy did not pause"
+    );
+    assert!(ran > 0, "no call ran at all");
+
+    // Now read: every call is answered, exactly once.
+    let deadline = Instant::now() + Duration::from_secs(120);
+    let mut answered = vec![false; CALLS + 1];
+    let mut count = 0;
+    while count < CALLS && Instant::now() < deadline {
+        line.clear();
+        if stdout.read_line(&mut line).unwrap_or(0) == 0 {
+            break;
+        }
+        let Ok(message) = serde_json::from_str::<Value>(&line) else {
+            continue;
+        };
+        if let Some(id) = message["id"].as_u64() {
+            assert!(message.get("result").is_some(), "call {id} failed: {line}");
+            let id = id as usize;
+            assert!(!answered[id], "call {id} answered twice");
+            answered[id] = true;
+            count += 1;
+        }
+    }
+    assert_eq!(count, CALLS, "every call is answered once the client reads");
+    assert!(
+        writer.join().expect("the writer thread"),
+        "every call was written"
+    );
+    assert_eq!(ledger_lines(&ledger), CALLS, "each call ran exactly once");
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+}
