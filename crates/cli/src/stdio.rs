@@ -6,18 +6,27 @@
 //! notifications and answers from the client are handled in order as they arrive, whatever the
 //! client's era (the message face tells a client of protocol 2026-07-28 by its requests).
 //! Nothing but MCP messages is ever written to stdout.
+//!
+//! Backpressure: at most [`MAX_IN_FLIGHT`] of the client's requests are in flight or answered
+//! but not yet written. Past it, reading stdin pauses until one is written: a client that sends
+//! and does not read fills its own pipe, not our memory, and every request is still answered
+//! once it reads. (Pausing rather than refusing: a refused request would be lost to a client
+//! that only meant to pipeline.)
 
 use std::sync::Arc;
 
 use futures::StreamExt;
 use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::sync::mpsc;
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
 use crate::proxy::{Kind, Proxy, error_text, kind};
 
 /// The longest line accepted from the client; a longer one gets an error answer.
 const MAX_LINE: usize = 64 * 1024 * 1024;
+
+/// The most requests of the client in flight or answered but not written yet.
+pub const MAX_IN_FLIGHT: usize = 256;
 
 /// Serve the client on our stdin and stdout until stdin ends.
 pub async fn run(proxy: Arc<Proxy>) {
@@ -64,8 +73,13 @@ where
 {
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
     let mut lines = FramedRead::new(input, codec);
+    // Notifications and the servers' requests: bounded by what the servers send (each server's
+    // stream is read one message at a time).
     let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
-    let writer = tokio::spawn(write_lines(output, out_rx));
+    // Answers, each holding its request's place until it is written.
+    let (answer_tx, answer_rx) = mpsc::channel::<(String, OwnedSemaphorePermit)>(MAX_IN_FLIGHT);
+    let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+    let writer = tokio::spawn(write_lines(output, out_rx, answer_rx));
     let client = proxy.connect(out_tx.clone());
     while let Some(line) = lines.next().await {
         let line = match line {
@@ -96,10 +110,14 @@ where
         };
         match kind(&text) {
             Kind::Request { .. } => {
-                let (proxy, client, out) = (proxy.clone(), client.clone(), out_tx.clone());
+                // Reading pauses here while every place is taken.
+                let Ok(place) = places.clone().acquire_owned().await else {
+                    break;
+                };
+                let (proxy, client, answers) = (proxy.clone(), client.clone(), answer_tx.clone());
                 tokio::spawn(async move {
                     if let Some(answer) = proxy.handle(&client, &text, None).await {
-                        let _ = out.send(answer);
+                        let _ = answers.send((answer, place)).await;
                     }
                 });
             }
@@ -113,6 +131,7 @@ where
     tracing::info!("stdin closed");
     proxy.disconnect(&client);
     drop(out_tx);
+    drop(answer_tx);
     drop(client);
     // Answers already queued still go out; calls still running keep their senders, so the
     // wait is bounded.
@@ -138,22 +157,45 @@ pub fn is_sessionless(text: &str) -> bool {
 
 /// Write each message as one line. A line break outside a JSON string is whitespace (inside one
 /// it cannot appear raw), so one becomes a space and the framing stays whole.
-/// What came together is written together: one write for every message waiting.
-/// Returns the output when the messages end.
+/// What came together is written together: one write for every message waiting. An answer's
+/// place is given back once it is written. Returns the output when both streams end.
 async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
     mut output: W,
     mut messages: mpsc::UnboundedReceiver<String>,
+    mut answers: mpsc::Receiver<(String, OwnedSemaphorePermit)>,
 ) -> W {
     let mut batch = String::new();
-    while let Some(message) = messages.recv().await {
+    let mut written = Vec::new();
+    let (mut messages_open, mut answers_open) = (true, true);
+    while messages_open || answers_open {
         batch.clear();
-        push_line(&mut batch, message);
+        tokio::select! {
+            message = messages.recv(), if messages_open => match message {
+                Some(message) => push_line(&mut batch, message),
+                None => messages_open = false,
+            },
+            answer = answers.recv(), if answers_open => match answer {
+                Some((answer, place)) => {
+                    push_line(&mut batch, answer);
+                    written.push(place);
+                }
+                None => answers_open = false,
+            },
+        }
         while let Ok(message) = messages.try_recv() {
             push_line(&mut batch, message);
+        }
+        while let Ok((answer, place)) = answers.try_recv() {
+            push_line(&mut batch, answer);
+            written.push(place);
+        }
+        if batch.is_empty() {
+            continue;
         }
         if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
             break;
         }
+        written.clear(); // the places are free again
     }
     output
 }
