@@ -155,8 +155,8 @@ fn write_config(fault: &Path, run: &RunDir, servers: u32) -> Result<PathBuf> {
 }
 
 fn pid_of(path: &Path) -> Result<u32> {
-    let text = std::fs::read_to_string(path)
-        .with_context(|| format!("cannot read {}", path.display()))?;
+    let text =
+        std::fs::read_to_string(path).with_context(|| format!("cannot read {}", path.display()))?;
     text.trim()
         .parse()
         .with_context(|| format!("{} holds no pid", path.display()))

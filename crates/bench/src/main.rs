@@ -16,6 +16,7 @@
 //! | `scale` | one proxy with N servers: RSS, start-up, the aggregate tools/list, a restart storm |
 //! | `exposure` | the `tools/list` payload with every tool against `toolExposure: "search"`, and search latency over a large synthetic catalog |
 //! | `startup` | proxy start to a complete `tools/list` answer, N servers slow to start, with and without saved catalogs |
+//! | `lists` | every list through `serve --http` with N servers, all up and with one frozen (SIGSTOP) |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
 //!
@@ -30,6 +31,7 @@
 mod callpath;
 mod exposure;
 mod http_heal;
+mod lists;
 mod memory;
 mod peers;
 mod pipe_relay;
@@ -208,6 +210,15 @@ enum Bench {
         #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
         queries: u32,
     },
+    /// Every list through `serve --http` with N servers, all up and with one frozen (SIGSTOP).
+    Lists {
+        /// How many servers.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(2..=500))]
+        servers: u32,
+        /// Rounds of each list, in each phase.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        rounds: u32,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -370,6 +381,9 @@ async fn main() -> ExitCode {
             catalog,
             queries,
         } => exposure::run(&fault, &everything, catalog as usize, queries as usize).await,
+        Bench::Lists { servers, rounds } => {
+            lists::run(&fault, lists::Options { servers, rounds }).await
+        }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };
     let leftover = util::leftover_children().await;
