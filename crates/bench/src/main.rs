@@ -17,6 +17,7 @@
 //! | `exposure` | the `tools/list` payload with every tool against `toolExposure: "search"`, and search latency over a large synthetic catalog |
 //! | `startup` | proxy start to a complete `tools/list` answer, N servers slow to start, with and without saved catalogs |
 //! | `lists` | every list through `serve --http` with N servers, all up and with one frozen (SIGSTOP) |
+//! | `ondemand` | processes and RSS at rest with N servers of which U are used, `always` vs `onDemand`; the first call to an idle server |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
 //!
@@ -33,6 +34,7 @@ mod exposure;
 mod http_heal;
 mod lists;
 mod memory;
+mod ondemand;
 mod peers;
 mod pipe_relay;
 mod plot;
@@ -219,6 +221,22 @@ enum Bench {
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         rounds: u32,
     },
+    /// Servers on demand: processes and RSS at rest with N servers of which U are used,
+    /// `always` vs `onDemand`; the latency of the first call to an idle server.
+    Ondemand {
+        /// How many servers are configured.
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=200))]
+        servers: u32,
+        /// How many of them get a call.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(0..=200))]
+        used: u32,
+        /// Samples of the first call to an idle server (and of the bare cold start).
+        #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
+        samples: u32,
+        /// `idleTimeoutMs` of the idle server.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        idle_ms: u64,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -383,6 +401,20 @@ async fn main() -> ExitCode {
         } => exposure::run(&fault, &everything, catalog as usize, queries as usize).await,
         Bench::Lists { servers, rounds } => {
             lists::run(&fault, lists::Options { servers, rounds }).await
+        }
+        Bench::Ondemand {
+            servers,
+            used,
+            samples,
+            idle_ms,
+        } => {
+            let opts = ondemand::Options {
+                servers,
+                used,
+                samples,
+                idle_ms,
+            };
+            ondemand::run(&fault, opts).await
         }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };

@@ -110,28 +110,9 @@ async fn start_once(
     run: &RunDir,
     limit: Duration,
 ) -> Result<Start> {
-    let args: Vec<String> = vec![
-        "serve".into(),
-        "--log-level".into(),
-        "warn".into(),
-        "--config".into(),
-        config.display().to_string(),
-        "--state-dir".into(),
-        state.display().to_string(),
-    ];
     let began = Instant::now();
-    let mut process = Spawned::start(
-        "mcp-supervisor serve",
-        supervisor,
-        &args,
-        Some(&run.file("proxy.log")),
-        true,
-    )?;
+    let (mut process, client) = serve_stdio(supervisor, config, state, run, &[], limit).await?;
     let listed = async {
-        let (stdout, stdin) = process
-            .take_pipes()
-            .context("the proxy's pipes were taken")?;
-        let client = RawStdio::connect(stdout, stdin, limit).await?;
         let initialized = began.elapsed();
         let result = client.request("tools/list", json!({})).await?;
         let elapsed = began.elapsed();
@@ -156,8 +137,49 @@ async fn start_once(
     Ok(start)
 }
 
+/// `mcp-supervisor serve` on stdio with `config`, `state` and `extra` arguments, initialized.
+pub async fn serve_stdio(
+    supervisor: &Path,
+    config: &Path,
+    state: &Path,
+    run: &RunDir,
+    extra: &[String],
+    limit: Duration,
+) -> Result<(Spawned, RawStdio)> {
+    let mut args: Vec<String> = [
+        "serve",
+        "--log-level",
+        "warn",
+        "--config",
+        &config.display().to_string(),
+        "--state-dir",
+        &state.display().to_string(),
+    ]
+    .map(str::to_string)
+    .to_vec();
+    args.extend_from_slice(extra);
+    let mut process = Spawned::start(
+        "mcp-supervisor serve",
+        supervisor,
+        &args,
+        Some(&run.file("proxy.log")),
+        true,
+    )?;
+    let (stdout, stdin) = process
+        .take_pipes()
+        .context("the proxy's pipes were taken")?;
+    let client = RawStdio::connect(stdout, stdin, limit).await;
+    match client {
+        Ok(client) => Ok((process, client)),
+        Err(e) => {
+            process.stop(Duration::from_secs(10)).await;
+            Err(e)
+        }
+    }
+}
+
 /// Wait until every server's catalog is saved in `dir`.
-async fn wait_for_catalogs(dir: &Path, servers: usize, limit: Duration) -> Result<()> {
+pub async fn wait_for_catalogs(dir: &Path, servers: usize, limit: Duration) -> Result<()> {
     let deadline = Instant::now() + limit;
     loop {
         let saved = std::fs::read_dir(dir)

@@ -84,6 +84,14 @@ pub struct PolicyArgs {
     /// Idle health-probe interval (0 = off).
     #[arg(long, default_value_t = 30_000)]
     pub health_interval_ms: u64,
+    /// Start the server on the client's first request, not at once (`"start": "onDemand"`);
+    /// until then its saved catalog answers the handshake and lists its tools.
+    #[arg(long)]
+    pub on_demand: bool,
+    /// Stop the server after this long without a client request (`idleTimeoutMs`); the next
+    /// request starts it again.
+    #[arg(long, value_name = "MS")]
+    pub idle_timeout_ms: Option<u64>,
     /// A tool that is safe to send again when its outcome is unknown (repeatable).
     #[arg(long, value_name = "TOOL")]
     pub retry_tool: Vec<String>,

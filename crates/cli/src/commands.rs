@@ -457,6 +457,12 @@ fn wrap_config(
         "connectTimeoutMs": policy.connect_timeout_ms,
         "retryTools": policy.retry_tool,
     });
+    if policy.on_demand {
+        server["start"] = "onDemand".into();
+    }
+    if let Some(ms) = policy.idle_timeout_ms {
+        server["idleTimeoutMs"] = ms.into();
+    }
     if !policy.allow_tool.is_empty() {
         server["tools"]["allow"] = policy.allow_tool.clone().into();
     }

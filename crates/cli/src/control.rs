@@ -186,6 +186,7 @@ mod tests {
             "gave_up",
             "down",
             "stopped",
+            "idle",
         ];
         let servers: Vec<Value> = states
             .iter()

@@ -15,7 +15,6 @@ use axum::http::{HeaderMap, StatusCode, header};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use mcp_supervisor::ServerState;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
@@ -146,13 +145,14 @@ async fn status(State(proxy): State<Arc<Proxy>>) -> Response {
     axum::Json(json!({ "servers": proxy.hub().status() })).into_response()
 }
 
-/// 200 only while every enabled server is ready; 503 with the reasons otherwise.
+/// 200 only while every enabled server is in service (ready, or idle: an on-demand server not
+/// started yet, or stopped after its idle timeout); 503 with the reasons otherwise.
 async fn healthz(State(proxy): State<Arc<Proxy>>) -> Response {
     let problems: Vec<_> = proxy
         .hub()
         .status()
         .into_iter()
-        .filter(|s| s.enabled && s.state != ServerState::Ready)
+        .filter(|s| s.enabled && !s.state.in_service())
         .map(|s| json!({ "server": s.name, "state": s.state, "lastError": s.last_error }))
         .collect();
     if problems.is_empty() {

@@ -7,7 +7,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use mcp_supervisor::{CallError, ServerState, ServerStatus};
+use mcp_supervisor::{CallError, ServerStatus};
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -84,8 +84,8 @@ impl Metrics {
             &mut out,
             "mcp_supervisor_server_up",
             "gauge",
-            "Whether the server is ready (1) or not (0).",
-            &|s| u64::from(s.state == ServerState::Ready),
+            "Whether the server is in service (1: ready, or idle until its next request) or not (0).",
+            &|s| u64::from(s.state.in_service()),
         );
         let _ = writeln!(
             out,
@@ -102,6 +102,7 @@ impl Metrics {
                 "down",
                 "stopped",
                 "needs_auth",
+                "idle",
             ] {
                 let v = u8::from(s.state.as_str() == state);
                 let _ = writeln!(

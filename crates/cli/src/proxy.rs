@@ -23,7 +23,7 @@ use std::time::Duration;
 use mcp_supervisor::core::naming::{NamingMode, prefixed_name};
 use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
 use mcp_supervisor::upstream::{Envelope, notification_text, request_text, response_text};
-use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent};
+use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent, Phase, ServerState};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
@@ -507,13 +507,34 @@ impl Proxy {
                 .hub
                 .watch(server)
                 .map_err(|e| RpcError::new(-32603, e.to_string()))?;
-            let ready = tokio::time::timeout(
-                HANDSHAKE_WAIT,
-                watch.wait_for(|s| s.server_info().is_some() || s.state.is_final()),
-            )
+            // An idle server (wrap --on-demand with no saved answer to this request) is started
+            // by the handshake; one that goes idle again before its answer was seen (it started
+            // only to learn its lists) is started again.
+            let ready = tokio::time::timeout(HANDSHAKE_WAIT, async {
+                loop {
+                    let seen = watch
+                        .wait_for(|s| {
+                            s.server_info().is_some()
+                                || s.state.is_final()
+                                || matches!(s.phase, Phase::Idle)
+                        })
+                        .await
+                        .map(|s| s.clone());
+                    match seen {
+                        Ok(s) if matches!(s.phase, Phase::Idle) => {
+                            let _ = self.hub.wake(server);
+                            if watch.changed().await.is_err() {
+                                break None;
+                            }
+                        }
+                        Ok(s) => break Some(s),
+                        Err(_) => break None,
+                    }
+                }
+            })
             .await;
             let info = match ready {
-                Ok(Ok(snapshot)) => snapshot.server_info().cloned(),
+                Ok(Some(snapshot)) => snapshot.server_info().cloned(),
                 _ => None,
             };
             return match info {
@@ -725,7 +746,17 @@ impl Proxy {
         params: Option<&RawValue>,
         args: &CallArgs,
     ) -> Vec<(String, Box<RawValue>)> {
-        let servers = self.hub.servers();
+        // An idle server (SPEC §13) runs nothing to list or set: it is not started for this.
+        let servers: Vec<String> = self
+            .hub
+            .servers()
+            .into_iter()
+            .filter(|server| {
+                self.hub
+                    .watch(server)
+                    .is_ok_and(|w| w.borrow().state != ServerState::Idle)
+            })
+            .collect();
         let wait = args.timeout.map_or(FAN_OUT_WAIT, |t| t.min(FAN_OUT_WAIT));
         let answers = futures::future::join_all(servers.iter().map(|server| {
             let args = CallArgs {

@@ -474,7 +474,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
     assert_eq!(
         problems(text),
         [
-            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin, maxResultBytes)",
+            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs)",
             "defaults.toolCallTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got 0)",
             "mcpServers.a.command must be a string (got a number); write it in quotes",
             "mcpServers.a.args must be an array of strings, one per argument (got a string)",
@@ -799,7 +799,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin, maxResultBytes)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs)",
             ],
         ),
         (
@@ -1435,5 +1435,70 @@ fn tool_exposure_is_a_top_level_key() {
             .split(" (known")
             .next(),
         Some("mcpServers.s.toolExposure is not a known key")
+    );
+}
+
+// === On demand and idle timeout (SPEC §13) ===
+
+#[test]
+fn start_and_idle_timeout_are_read_per_server_and_from_defaults() {
+    use mcp_supervisor_core::config::Start;
+    use std::time::Duration;
+    let plain = server(r#"{ "command": "x" }"#);
+    assert_eq!((plain.start, plain.idle_timeout), (Start::Always, None));
+    let lazy = server(r#"{ "command": "x", "start": "onDemand", "idleTimeoutMs": 60000 }"#);
+    assert_eq!(
+        (lazy.start, lazy.idle_timeout),
+        (Start::OnDemand, Some(Duration::from_secs(60)))
+    );
+    let config = ok(r#"{
+        "defaults": { "start": "onDemand", "idleTimeoutMs": 1000 },
+        "mcpServers": { "a": { "command": "x" }, "b": { "command": "x", "start": "always", "idleTimeoutMs": 5 } }
+    }"#);
+    let a = config.server("a").expect("a");
+    let b = config.server("b").expect("b");
+    assert_eq!(
+        (a.start, a.idle_timeout),
+        (Start::OnDemand, Some(Duration::from_secs(1)))
+    );
+    assert_eq!(
+        (b.start, b.idle_timeout),
+        (Start::Always, Some(Duration::from_millis(5)))
+    );
+}
+
+#[test]
+fn a_bad_start_or_idle_timeout_names_its_path() {
+    assert_server_cases(&[
+        (
+            r#"{ "command": "x", "start": "lazy" }"#,
+            &[
+                r#"mcpServers.s.start must be "always" (started with the proxy) or "onDemand" (started on the first request a client makes of it) (got "lazy")"#,
+            ],
+        ),
+        (
+            r#"{ "command": "x", "idleTimeoutMs": 0 }"#,
+            &[
+                "mcpServers.s.idleTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got 0)",
+            ],
+        ),
+        (
+            r#"{ "command": "x", "idleTimeoutMs": "1s" }"#,
+            &[
+                "mcpServers.s.idleTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got a string)",
+            ],
+        ),
+    ]);
+}
+
+#[test]
+fn a_bad_start_in_defaults_names_the_defaults_path() {
+    let problems =
+        problems(r#"{ "defaults": { "start": true }, "mcpServers": { "a": { "command": "x" } } }"#);
+    assert!(
+        problems
+            .iter()
+            .any(|p| p.starts_with("defaults.start must be \"always\"")),
+        "{problems:?}"
     );
 }

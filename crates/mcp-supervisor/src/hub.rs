@@ -9,7 +9,7 @@ use std::collections::hash_map::Entry;
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use mcp_supervisor_core::config::{Config, Isolation, ServerConfig};
+use mcp_supervisor_core::config::{Config, Isolation, ServerConfig, Start};
 use mcp_supervisor_core::pin::PinMode;
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam};
 use serde_json::value::RawValue;
@@ -652,6 +652,11 @@ impl Hub {
         ));
         let (notifications, mut heard) = broadcast::channel::<ServerEvent>(256);
         let mut rng = fastrand::Rng::with_seed(jitter_seed(server) ^ session as u64);
+        // An instance is started by its session's first need already; `idleTimeoutMs` applies.
+        let config = ServerConfig {
+            start: Start::Always,
+            ..config
+        };
         let (handle, join) = SupervisorHandle::spawn(
             config,
             connector,
@@ -1157,11 +1162,19 @@ impl Hub {
             .ok_or_else(|| Error::UnknownServer(server.to_string()))
     }
 
-    /// Wait until every enabled server is ready, or `timeout` passes. Returns the names of those
-    /// that are not.
+    /// Wait until every enabled server is ready (or idle: an on-demand server that its first
+    /// request starts), or `timeout` passes. Returns the names of those that are not.
     pub async fn wait_ready(&self, timeout: Duration) -> Vec<String> {
-        self.wait_all(timeout, |s| s.state == ServerState::Ready)
-            .await
+        self.wait_all(timeout, |s| s.state.in_service()).await
+    }
+
+    /// Start a server that is idle (SPEC §13), as a client's request would; nothing otherwise.
+    pub fn wake(&self, server: &str) -> Result<(), Error> {
+        let handle = self
+            .handle(server)
+            .ok_or_else(|| Error::UnknownServer(server.to_string()))?;
+        handle.wake();
+        Ok(())
     }
 
     /// As [`Hub::wait_ready`], but a server that needs a login (`needs_auth`) is not waited
@@ -1169,12 +1182,12 @@ impl Hub {
     pub async fn wait_ready_or_needs_auth(&self, timeout: Duration) -> Vec<String> {
         let _ = self
             .wait_all(timeout, |s| {
-                matches!(s.state, ServerState::Ready | ServerState::NeedsAuth)
+                s.state.in_service() || s.state == ServerState::NeedsAuth
             })
             .await;
         self.status()
             .into_iter()
-            .filter(|s| s.enabled && s.state != ServerState::Ready)
+            .filter(|s| s.enabled && !s.state.in_service())
             .map(|s| s.name)
             .collect()
     }

@@ -6,55 +6,14 @@
 
 #[path = "support/fake.rs"]
 mod fake;
-
-use std::sync::Arc;
+#[path = "support/saved.rs"]
+mod saved;
 
 use fake::*;
 use mcp_supervisor::catalog::CatalogStore;
-use mcp_supervisor::core::config::{Config, ServerConfig};
 use mcp_supervisor::core::filter::ToolFilter;
-use mcp_supervisor::core::naming::NamingConfig;
-use mcp_supervisor::link::Connector;
-use mcp_supervisor::{CallArgs, CallError, Hub, ServerState, ToolList};
-use rmcp::model::Tool;
-
-fn tools(names: &[&str]) -> Vec<Tool> {
-    names.iter().map(|n| tool(n)).collect()
-}
-
-fn quick() -> ServerConfig {
-    let mut s = server();
-    s.reconnect.initial_delay = ms(100);
-    s.reconnect.max_delay = ms(1000);
-    s.health.interval = None;
-    s
-}
-
-fn start_saving(server: ServerConfig, fake: &Fake, dir: &StateDir) -> Hub {
-    let config = Config {
-        servers: vec![server],
-        naming: NamingConfig::default(),
-        ..Config::default()
-    };
-    let fake = fake.clone();
-    Hub::start_with_catalog(
-        config,
-        Arc::new(move |_: &ServerConfig| Arc::new(fake.clone()) as Arc<dyn Connector>),
-        dir.0.clone(),
-    )
-}
-
-/// Run the server once so that its catalog is saved, then stop.
-async fn save_once(dir: &StateDir, names: &[&str]) {
-    let fake = Fake::new(vec![Gen::ok(tools(names))], Gen::open_fails("unscripted"));
-    let hub = start_saving(quick(), &fake, dir);
-    ready(&hub, 1).await;
-    stop(&hub).await;
-    let saved = CatalogStore::new(&dir.0)
-        .load(&quick())
-        .expect("the catalog was saved by the first run");
-    assert_eq!(saved.tools.len(), names.len());
-}
+use mcp_supervisor::{CallArgs, CallError, ServerState, ToolList};
+use saved::*;
 
 #[tokio::test(start_paused = true)]
 async fn a_saved_catalog_is_published_at_once_while_the_server_is_still_connecting() {

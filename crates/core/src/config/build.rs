@@ -10,7 +10,7 @@ use super::expand::expand;
 use super::raw::{Given, Kind, RawConfig, RawServer, RawTuning, Text, child};
 use super::{
     Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_INSTANCES, DEFAULT_TOOL_CALL_TIMEOUT, Isolation,
-    Problem, Secret, ServerConfig, TransportConfig,
+    Problem, Secret, ServerConfig, Start, TransportConfig,
 };
 use crate::filter::ToolFilter;
 use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
@@ -79,6 +79,8 @@ fn build_server(
         max_instances: tuning.max_instances,
         pin: tuning.pin,
         max_result_bytes: tuning.max_result_bytes,
+        start: tuning.start,
+        idle_timeout: tuning.idle_timeout,
     })
 }
 
@@ -122,6 +124,8 @@ struct Tuning {
     /// `pin`, when the server or `defaults` sets it.
     pin: Option<PinMode>,
     max_result_bytes: Option<u32>,
+    start: Start,
+    idle_timeout: Option<Duration>,
     initial_from: Origin,
     max_from: Origin,
 }
@@ -137,6 +141,8 @@ impl Tuning {
             max_instances: DEFAULT_MAX_INSTANCES,
             pin: None,
             max_result_bytes: None,
+            start: Start::Always,
+            idle_timeout: None,
             initial_from: Origin::Builtin,
             max_from: Origin::Builtin,
         }
@@ -191,6 +197,12 @@ impl Tuning {
         }
         if let Some(v) = raw.max_result_bytes.value() {
             t.max_result_bytes = Some(*v);
+        }
+        if let Some(v) = raw.start.value() {
+            t.start = *v;
+        }
+        if let Some(v) = ms(&raw.idle_timeout_ms) {
+            t.idle_timeout = Some(v);
         }
         t
     }

@@ -87,6 +87,21 @@ pub struct ServerConfig {
     /// The most bytes of a tool result's content a client gets (`maxResultBytes`, SPEC §13);
     /// a larger result is cut. `None`: no cap.
     pub max_result_bytes: Option<u32>,
+    /// Started with the proxy, or on the first request a client makes of it (`start`, SPEC §13).
+    pub start: Start,
+    /// Stopped (state `idle`) after this long without a client request (`idleTimeoutMs`);
+    /// `None`: never.
+    pub idle_timeout: Option<Duration>,
+}
+
+/// When a server's process (or upstream session) is started (SPEC §13).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Start {
+    /// At once, with the proxy or the hub: the default.
+    #[default]
+    Always,
+    /// On the first request a client makes of it; until then its saved catalog is published.
+    OnDemand,
 }
 
 /// Whether clients share one instance of a server or each client session has its own (SPEC §11).
@@ -145,6 +160,8 @@ impl ServerConfig {
             max_instances: DEFAULT_MAX_INSTANCES,
             pin: None,
             max_result_bytes: None,
+            start: Start::Always,
+            idle_timeout: None,
         }
     }
 

@@ -21,6 +21,8 @@ const DEFAULTS_KEYS: &[&str] = &[
     "maxInstances",
     "pin",
     "maxResultBytes",
+    "start",
+    "idleTimeoutMs",
 ];
 const SERVER_KEYS: &[&str] = &[
     "type",
@@ -43,6 +45,8 @@ const SERVER_KEYS: &[&str] = &[
     "maxInstances",
     "pin",
     "maxResultBytes",
+    "start",
+    "idleTimeoutMs",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
@@ -139,6 +143,8 @@ pub(crate) struct RawTuning {
     pub(crate) max_instances: Given<u32>,
     pub(crate) pin: Given<PinMode>,
     pub(crate) max_result_bytes: Given<u32>,
+    pub(crate) start: Given<super::Start>,
+    pub(crate) idle_timeout_ms: Given<u64>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -476,24 +482,54 @@ impl Walker<'_> {
         if let Some(v) = fields.get("maxResultBytes") {
             raw.max_result_bytes = self.bytes(&at("maxResultBytes"), v);
         }
+        if let Some(v) = fields.get("start") {
+            raw.start = self.start(&at("start"), v);
+        }
+        if let Some(v) = fields.get("idleTimeoutMs") {
+            raw.idle_timeout_ms = self.millis(&at("idleTimeoutMs"), v, false);
+        }
         raw
     }
 
     fn isolation(&mut self, path: &str, value: &Json) -> Given<super::Isolation> {
-        match value {
-            Json::String(s) if s == "shared" => Given::Value(super::Isolation::Shared),
-            Json::String(s) if s == "session" => Given::Value(super::Isolation::Session),
-            other => {
-                let got = quoted_or_kind(other);
-                self.problem(
-                    path,
-                    format!(
-                        "must be \"shared\" (one instance serves every client) or \"session\" (one instance per client session) (got {got})"
-                    ),
-                );
-                Given::Invalid
-            }
+        use super::Isolation::{Session, Shared};
+        self.word(
+            path,
+            value,
+            &[("shared", Shared), ("session", Session)],
+            "must be \"shared\" (one instance serves every client) or \"session\" (one instance per client session)",
+        )
+    }
+
+    fn start(&mut self, path: &str, value: &Json) -> Given<super::Start> {
+        use super::Start::{Always, OnDemand};
+        self.word(
+            path,
+            value,
+            &[("always", Always), ("onDemand", OnDemand)],
+            "must be \"always\" (started with the proxy) or \"onDemand\" (started on the first request a client makes of it)",
+        )
+    }
+
+    /// One of a few words, each standing for a value; `rule` says which.
+    fn word<T: Copy>(
+        &mut self,
+        path: &str,
+        value: &Json,
+        words: &[(&str, T)],
+        rule: &str,
+    ) -> Given<T> {
+        if let Json::String(s) = value
+            && let Some((_, v)) = words.iter().find(|(w, _)| w == s)
+        {
+            return Given::Value(*v);
         }
+        let got = match value {
+            Json::String(s) => format!("{s:?}"),
+            other => other.kind().to_string(),
+        };
+        self.problem(path, format!("{rule} (got {got})"));
+        Given::Invalid
     }
 
     /// `"pin": "off" | "warn" | "block"`.

@@ -139,6 +139,8 @@ impl SupervisorHandle {
         let cancel = request.cancel.clone().unwrap_or_default();
         let server = self.name.to_string();
         let tool = request.tool.clone();
+        // A client's request, for the idle timeout, from now until it ends however it ends.
+        let _requesting = self.requesting();
 
         // A generation newer than this one is needed before the next send.
         let mut after_generation = 0;
@@ -365,6 +367,8 @@ impl SupervisorHandle {
         let mut watch = self.snapshot.clone();
         // The generation whose attempt we are waiting for, once we wait for one.
         let mut waiting_for: Option<u64> = None;
+        // Whether this request asked an idle server to start (once is enough).
+        let mut woke = false;
         loop {
             // Judge the snapshot under the borrow; nothing is cloned on the ready path but the link.
             let state = {
@@ -375,6 +379,14 @@ impl SupervisorHandle {
                     }
                     Phase::Ready { .. } => {} // the loss of this generation is being handled
                     Phase::Parked => return Err(NotReady::of(&snap, waiting_for.is_some())),
+                    Phase::Idle => {
+                        // Not an outage: this request starts it, and waits within its
+                        // deadline as for a reconnect (SPEC §13).
+                        if !std::mem::replace(&mut woke, true) {
+                            self.wake();
+                        }
+                        waiting_for = Some(snap.generation + 1);
+                    }
                     Phase::Attempting if snap.generation > after => {
                         // A new generation's attempt is under way: its outcome decides.
                         waiting_for =

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
 use std::time::Duration;
 
-use mcp_supervisor_core::config::ServerConfig;
+use mcp_supervisor_core::config::{ServerConfig, Start};
 use mcp_supervisor_core::policy::{Budget, Decision};
 use serde_json::value::RawValue;
 use tokio::sync::{Mutex as AsyncMutex, broadcast, mpsc, oneshot, watch};
@@ -53,6 +53,10 @@ pub enum ServerState {
     /// (`mcp-supervisor login NAME`); its tools stay listed, calls fail at once, nothing is
     /// retried; it resumes by itself when a token appears.
     NeedsAuth,
+    /// Not running, and not an outage: an on-demand server before its first request, or a
+    /// server stopped after `idleTimeoutMs` without a client request (SPEC §13). Its tools
+    /// stay published; the next request starts it.
+    Idle,
 }
 
 impl ServerState {
@@ -62,6 +66,12 @@ impl ServerState {
             self,
             ServerState::GaveUp | ServerState::Down | ServerState::Stopped | ServerState::NeedsAuth
         )
+    }
+
+    /// Whether the server serves requests without an outage: ready, or idle (its next request
+    /// starts it). `/healthz` is 200 while every server is in service.
+    pub fn in_service(self) -> bool {
+        matches!(self, ServerState::Ready | ServerState::Idle)
     }
 
     /// The state's name as status, metrics and errors show it (`ready`, `gave_up`, …).
@@ -75,6 +85,7 @@ impl ServerState {
             ServerState::Down => "down",
             ServerState::Stopped => "stopped",
             ServerState::NeedsAuth => "needs_auth",
+            ServerState::Idle => "idle",
         }
     }
 }
@@ -126,6 +137,8 @@ pub enum Phase {
     },
     /// No attempt is coming until an explicit reconnect or a reload (gave up, down, stopped).
     Parked,
+    /// Not running until a client's request (or an explicit reconnect) starts it.
+    Idle,
 }
 
 /// What a supervisor shows of itself.
@@ -208,6 +221,7 @@ impl std::fmt::Debug for Phase {
             Phase::Closing => f.write_str("Closing"),
             Phase::Backoff { at } => write!(f, "Backoff {{ at: {at:?} }}"),
             Phase::Parked => f.write_str("Parked"),
+            Phase::Idle => f.write_str("Idle"),
         }
     }
 }
@@ -241,6 +255,8 @@ enum Command {
     CallTimedOut { generation: u64 },
     /// Stop for good; reply when quiet.
     Stop(oneshot::Sender<()>),
+    /// A client's request wants the server: start it if it is idle (ignored otherwise).
+    Wake,
 }
 
 /// A notification from a server, for whoever fronts the hub, as it came.
@@ -273,6 +289,42 @@ struct Shared {
     handshake: Handshake,
     /// The server's prompts, resources and templates as last listed (SPEC §9).
     held: watch::Sender<Held>,
+    /// Clients' requests: how many are under way and when one last began or ended (the idle
+    /// timeout's clock; our own probes and listings never touch it).
+    activity: watch::Sender<Activity>,
+    /// What the server answered to `initialize` when it was last ready: shown while it is idle.
+    last_info: std::sync::Mutex<Option<Arc<RawValue>>>,
+}
+
+/// Clients' requests to one server, for the idle timeout (SPEC §13).
+#[derive(Clone, Copy, Debug)]
+struct Activity {
+    /// Requests under way (waiting for the server or sent).
+    under_way: usize,
+    /// When one last began or ended.
+    last: Instant,
+}
+
+/// A client's request under way: counted from its start to its end, however it ends.
+pub(crate) struct Requesting<'a>(&'a watch::Sender<Activity>);
+
+impl<'a> Requesting<'a> {
+    fn enter(activity: &'a watch::Sender<Activity>) -> Self {
+        activity.send_modify(|a| {
+            a.under_way += 1;
+            a.last = Instant::now();
+        });
+        Self(activity)
+    }
+}
+
+impl Drop for Requesting<'_> {
+    fn drop(&mut self) {
+        self.0.send_modify(|a| {
+            a.under_way = a.under_way.saturating_sub(1);
+            a.last = Instant::now();
+        });
+    }
 }
 
 /// The list methods whose items a supervisor holds besides its tools, in [`Held::lists`] order.
@@ -361,14 +413,21 @@ impl SupervisorHandle {
         let (events_tx, events_rx) = mpsc::unbounded_channel();
         let (synced_tx, synced_rx) = mpsc::unbounded_channel();
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
+        // An on-demand server with a saved catalog is idle from the start: nothing runs until
+        // a client asks (without one, it starts once to learn its lists).
+        let (state, phase) = if config.start == Start::OnDemand && saved.is_some() {
+            (ServerState::Idle, Phase::Idle)
+        } else {
+            (ServerState::Connecting, Phase::Attempting)
+        };
         let (snapshot_tx, snapshot_rx) = watch::channel(Snapshot {
-            state: ServerState::Connecting,
+            state,
             generation: 0,
             attempt: 0,
             max_attempts: config.reconnect.max_attempts,
             restarts: 0,
             last_error: None,
-            phase: Phase::Attempting,
+            phase,
             tool_list,
         });
         let shared = Arc::new(Shared {
@@ -376,6 +435,12 @@ impl SupervisorHandle {
             in_flight: AtomicUsize::new(0),
             misses: AtomicU32::new(0),
             held: watch::channel(Held::from_saved(saved.as_ref())).0,
+            activity: watch::channel(Activity {
+                under_way: 0,
+                last: Instant::now(),
+            })
+            .0,
+            last_info: std::sync::Mutex::new(None),
             saved: saved.map(Arc::new),
             handshake: handshake.clone(),
         });
@@ -423,9 +488,31 @@ impl SupervisorHandle {
         self.snapshot.borrow().clone()
     }
 
-    /// What the current generation's server answered to `initialize`, as it came.
+    /// What the current generation's server answered to `initialize`, as it came; while it is
+    /// idle, its answer when it was last ready, else the saved one (when it fits the client).
     pub fn server_info(&self) -> Option<Arc<RawValue>> {
-        self.snapshot.borrow().server_info().cloned()
+        let idle = {
+            let snapshot = self.snapshot.borrow();
+            if let Some(info) = snapshot.server_info() {
+                return Some(info.clone());
+            }
+            snapshot.state == ServerState::Idle
+        };
+        if !idle {
+            return None;
+        }
+        let last = self
+            .shared
+            .last_info
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone();
+        last.or_else(|| {
+            let saved = self.shared.saved.as_ref()?.initialize.as_ref()?;
+            self.shared
+                .saved_fits()
+                .then(|| Arc::from(saved.result.clone()))
+        })
     }
 
     /// Send a notification to the current generation; dropped when there is none.
@@ -536,6 +623,16 @@ impl SupervisorHandle {
     fn call_timed_out(&self, generation: u64) {
         let _ = self.commands.send(Command::CallTimedOut { generation });
     }
+
+    /// Start the server if it is idle (a client wants it); nothing otherwise.
+    pub fn wake(&self) {
+        let _ = self.commands.send(Command::Wake);
+    }
+
+    /// Count a client's request from now until the guard is dropped (the idle timeout's clock).
+    pub(crate) fn requesting(&self) -> Requesting<'_> {
+        Requesting::enter(&self.shared.activity)
+    }
 }
 
 /// How the wait in `ready` ended.
@@ -551,6 +648,9 @@ enum ReadyEnd {
     Stuck(String),
     /// The server needs a login (why).
     NeedsAuth(String),
+    /// No client request for `idleTimeoutMs`, or its lists learned with no client waiting:
+    /// the generation was closed, and the server goes idle.
+    Idle,
 }
 
 /// How an attempt ended.
@@ -567,6 +667,11 @@ enum Next {
     Attempt,
     /// Make the next attempt with a fresh budget (an explicit reconnect).
     FreshBudget,
+    /// Start an idle server: a first attempt with a fresh budget; `learn`: only to learn its
+    /// lists (no client asked), then idle again.
+    Start {
+        learn: bool,
+    },
     Stop,
 }
 
@@ -679,7 +784,20 @@ impl Supervisor {
         let mut first = true;
         // The recovery under way since a ready connection was lost (its trace span).
         let mut recovery: Option<Recovering> = None;
+        // An on-demand server (SPEC §13) with a saved catalog waits idle for its first request;
+        // without one it starts once to learn its lists, then goes idle.
+        let mut idle = self.snapshot.borrow().state == ServerState::Idle;
+        let mut learn = self.config.start == Start::OnDemand && !idle;
         loop {
+            // idle → (request | reconnect) connecting | stop
+            if std::mem::take(&mut idle) {
+                match self.idle().await {
+                    Next::Stop => break,
+                    Next::Start { learn: only } => learn = only,
+                    Next::Attempt | Next::FreshBudget => {}
+                }
+                (budget, first, lost_established) = (Budget::new(policy), true, false);
+            }
             // connecting | retrying | reconnecting → ready | judged failure | stop | stuck
             let state = if first {
                 ServerState::Connecting
@@ -727,9 +845,13 @@ impl Supervisor {
                         tracing::info!(server = %self.name, generation = self.generation, "recovered: the connection is ready again");
                     }
                     first = false;
-                    // ready → lost | reconnect | stop | stuck
-                    match self.ready(link).await {
+                    // ready → lost | reconnect | idle | stop | stuck
+                    match self.ready(link, std::mem::take(&mut learn)).await {
                         ReadyEnd::Stop => break,
+                        ReadyEnd::Idle => {
+                            idle = true;
+                            continue;
+                        }
                         ReadyEnd::Reconnect => {
                             (budget, lost_established) = (Budget::new(policy), true);
                             continue;
@@ -781,7 +903,7 @@ impl Supervisor {
             }
             match self.after_failure(judged, lost_established).await {
                 Next::Attempt => {}
-                Next::FreshBudget => budget = Budget::new(policy),
+                Next::FreshBudget | Next::Start { .. } => budget = Budget::new(policy),
                 Next::Stop => break,
             }
         }
@@ -860,6 +982,47 @@ impl Supervisor {
                         return next;
                     }
                 }
+            }
+        }
+    }
+
+    /// Wait idle (SPEC §13): nothing runs, the tools stay published, no budget is spent. A
+    /// client's request or an explicit reconnect starts the server; a stop ends the wait. A
+    /// saved catalog found to be made for another client once the client is known is withdrawn,
+    /// and the server started to learn its own lists.
+    async fn idle(&mut self) -> Next {
+        self.snapshot.send_modify(|s| {
+            s.attempt = 0;
+            set_state(s, ServerState::Idle, Phase::Idle);
+        });
+        let mut client = self.handshake.clone();
+        let mut checked = self.snapshot.borrow().tool_list != ToolList::Cache;
+        loop {
+            tokio::select! {
+                known = async { client.wait_for(Option::is_some).await.is_ok() }, if !checked => {
+                    checked = true;
+                    if known && !self.shared.saved_fits() {
+                        tracing::info!(server = %self.name, "the saved catalog was made for another client: withdrawn; starting the server to learn its own lists");
+                        self.withdraw();
+                        return Next::Start { learn: true };
+                    }
+                }
+                command = self.commands.recv() => match command {
+                    None => return Next::Stop,
+                    Some(Command::Stop(reply)) => {
+                        self.stop_reply.push(reply);
+                        return Next::Stop;
+                    }
+                    Some(Command::Wake) => {
+                        tracing::info!(server = %self.name, "a client's request: starting the idle server");
+                        return Next::Start { learn: false };
+                    }
+                    Some(Command::Reconnect) => {
+                        tracing::info!(server = %self.name, "explicit reconnect: starting the idle server");
+                        return Next::Start { learn: false };
+                    }
+                    Some(_) => {} // about a generation already gone
+                },
             }
         }
     }
@@ -1149,6 +1312,11 @@ impl Supervisor {
                 });
                 self.save_tools(&tools, saved);
                 let info: Arc<RawValue> = info.into();
+                *self
+                    .shared
+                    .last_info
+                    .lock()
+                    .unwrap_or_else(|p| p.into_inner()) = Some(info.clone());
                 self.sync_extras(generation, &link, &info);
                 let pid = link.pid();
                 let since = Instant::now();
@@ -1181,9 +1349,21 @@ impl Supervisor {
 
     // === ready: serve until the generation is lost ===
 
-    async fn ready(&mut self, link: Arc<dyn Link>) -> ReadyEnd {
+    async fn ready(&mut self, link: Arc<dyn Link>, learning: bool) -> ReadyEnd {
         let generation = self.generation;
         let since = Instant::now();
+        // The idle timeout (SPEC §13): due `idleTimeoutMs` after the last client request ended
+        // (or the server became ready), never while one is under way.
+        let idle_after = self.config.idle_timeout;
+        let idle_due = |a: &Activity| match idle_after {
+            Some(after) if a.under_way == 0 => Some(a.last.max(since) + after),
+            _ => None,
+        };
+        let mut activity = self.shared.activity.subscribe();
+        let mut idle_at = idle_due(&activity.borrow_and_update());
+        // Started only to learn its lists: idle again once they are in, unless a client asked.
+        let mut learning = learning;
+        let mut held = self.shared.held.subscribe();
         let closed = link.closed();
         tokio::pin!(closed);
         let health = self.config.health;
@@ -1204,6 +1384,17 @@ impl Supervisor {
                         }
                     }
                     None => std::future::pending().await,
+                }
+            };
+            let idle_timeout = async {
+                match idle_at {
+                    Some(at) => tokio::time::sleep_until(at).await,
+                    None => std::future::pending().await,
+                }
+            };
+            let listed = async {
+                if held.wait_for(|h| h.synced >= generation).await.is_err() {
+                    std::future::pending::<()>().await;
                 }
             };
             let idle_tick = async {
@@ -1316,6 +1507,35 @@ impl Supervisor {
                     link.close(CloseHow::Graceful);
                     break ReadyEnd::NeedsAuth(why);
                 }
+                Ok(()) = activity.changed() => {
+                    let now = *activity.borrow_and_update();
+                    idle_at = idle_due(&now);
+                    if now.under_way > 0 || now.last > since {
+                        learning = false; // a client wants it: it stays
+                    }
+                }
+                () = listed, if learning => {
+                    learning = false;
+                    let now = *self.shared.activity.borrow();
+                    if now.under_way == 0 && now.last <= since {
+                        tracing::info!(server = %self.name, "its lists are learned and no client asked for it: stopped until the first request");
+                        link.close(CloseHow::Graceful);
+                        break ReadyEnd::Idle;
+                    }
+                }
+                () = idle_timeout => {
+                    let now = *self.shared.activity.borrow();
+                    idle_at = idle_due(&now);
+                    if idle_at.is_some_and(|at| at <= Instant::now()) {
+                        tracing::info!(
+                            server = %self.name,
+                            "no client request for {} ms (idleTimeoutMs): stopped until the next request",
+                            idle_after.unwrap_or_default().as_millis()
+                        );
+                        link.close(CloseHow::Graceful);
+                        break ReadyEnd::Idle;
+                    }
+                }
                 () = idle_tick => {
                     if let Some(interval) = health.interval {
                         next_idle_probe = Some(Instant::now() + interval);
@@ -1327,8 +1547,14 @@ impl Supervisor {
                 }
             }
         };
-        // The lost generation must be gone before any backoff starts.
-        self.publish(ServerState::Reconnecting, Phase::Closing);
+        // The lost generation must be gone before any backoff starts (an idle server's before
+        // it can be started again).
+        let closing = if matches!(end, ReadyEnd::Idle) {
+            ServerState::Idle
+        } else {
+            ServerState::Reconnecting
+        };
+        self.publish(closing, Phase::Closing);
         if let Err(stuck) = self.barrier(&link).await {
             return ReadyEnd::Stuck(stuck);
         }
