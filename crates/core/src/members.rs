@@ -67,6 +67,44 @@ pub fn write(members: &[(Cow<'_, str>, &RawValue)]) -> Option<Box<RawValue>> {
     RawValue::from_string(write_text(members)?).ok()
 }
 
+/// Member `key` of a JSON object (the last of that name, as a parser reads it), as text; `None`
+/// when `object` is not an object or has no such member.
+pub fn member<'a>(object: &'a RawValue, key: &str) -> Option<&'a RawValue> {
+    let members: Members<'a> = serde_json::from_str(object.get()).ok()?;
+    get(&members.0, key)
+}
+
+/// The member at `path` (keys, the outermost first) of nested objects.
+pub fn member_at<'a>(object: &'a RawValue, path: &[&str]) -> Option<&'a RawValue> {
+    path.iter()
+        .try_fold(object, |inner, key| member(inner, key))
+}
+
+/// `object` with member `key` set to `value`: in its place when it is there, else added last.
+/// Every other member is kept whole, as text, in its order. `None` when `object` is not an
+/// object.
+pub fn with_member(object: &RawValue, key: &str, value: &RawValue) -> Option<Box<RawValue>> {
+    let mut members: Members<'_> = serde_json::from_str(object.get()).ok()?;
+    match members.0.iter_mut().rev().find(|(k, _)| k == key) {
+        Some(member) => member.1 = value,
+        None => members.0.push((key.into(), value)),
+    }
+    write(&members.0)
+}
+
+/// `object` with the member at `path` (keys, the outermost first) set to `value`, as
+/// [`with_member`] at each level. `None` when a level on the way is missing or not an object.
+pub fn with_member_at(object: &RawValue, path: &[&str], value: &RawValue) -> Option<Box<RawValue>> {
+    match path {
+        [] => None,
+        [key] => with_member(object, key, value),
+        [key, rest @ ..] => {
+            let inner = with_member_at(member(object, key)?, rest, value)?;
+            with_member(object, key, &inner)
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -83,5 +121,33 @@ mod tests {
             r#"{"z":1,"a":{"b" : [1, 2]},"a":"again","é":null}"#
         );
         assert!(serde_json::from_str::<Members<'_>>("[1]").is_err());
+    }
+
+    fn raw(text: &str) -> Box<RawValue> {
+        RawValue::from_string(text.to_string()).unwrap()
+    }
+
+    #[test]
+    fn one_member_is_set_at_any_depth_and_every_other_stays_as_it_came() {
+        let object = raw(r#"{"z":1,"ref":{"type":"ref/prompt","name":"a"},"n":2.50}"#);
+        assert_eq!(
+            member_at(&object, &["ref", "name"]).map(RawValue::get),
+            Some(r#""a""#)
+        );
+        assert!(member_at(&object, &["ref", "none"]).is_none());
+        assert!(member_at(&object, &["n", "x"]).is_none());
+        let out = with_member_at(&object, &["ref", "name"], &raw(r#""b""#)).unwrap();
+        assert_eq!(
+            out.get(),
+            r#"{"z":1,"ref":{"type":"ref/prompt","name":"b"},"n":2.50}"#
+        );
+        let added = with_member(&object, "k", &raw("[1, 2]")).unwrap();
+        assert_eq!(
+            added.get(),
+            r#"{"z":1,"ref":{"type":"ref/prompt","name":"a"},"n":2.50,"k":[1, 2]}"#
+        );
+        assert!(with_member_at(&object, &["missing", "name"], &raw("1")).is_none());
+        assert!(with_member_at(&object, &[], &raw("1")).is_none());
+        assert!(with_member(&raw("[1]"), "k", &raw("1")).is_none());
     }
 }

@@ -62,6 +62,13 @@ impl Proxy {
         stdin.flush().await.expect("flush");
     }
 
+    /// `text` as it is (one or more whole lines), in one write.
+    pub async fn send_raw(&mut self, text: &str) {
+        let stdin = self.stdin.as_mut().expect("stdin is open");
+        stdin.write_all(text.as_bytes()).await.expect("write");
+        stdin.flush().await.expect("flush");
+    }
+
     /// One line from the proxy, bounded.
     pub async fn read(&mut self) -> Value {
         let line = tokio::time::timeout(ANSWER_LIMIT, self.lines.next_line())

@@ -21,6 +21,7 @@ use tokio::task::AbortHandle;
 
 use super::wire::{Incoming, Wire};
 use crate::link::{CallOptions, Downstream, LinkEvent, LinkEvents, RpcError};
+pub(crate) use members::{member, with_member};
 
 type Answer = Result<Box<RawValue>, Failure>;
 
@@ -56,6 +57,23 @@ pub(crate) struct Peer {
     client_timeout: Duration,
     /// Turns true once no answer can come any more.
     shut: watch::Sender<bool>,
+    /// Notifications to send, in order: one task sends them one after another, so none
+    /// overtakes an earlier one (an HTTP wire posts each; a task each would race).
+    outbox: mpsc::Sender<Note>,
+}
+
+/// A notification waiting in the outbox: its text and its HTTP headers.
+type Note = (String, Vec<(String, String)>);
+
+/// The most notifications waiting to be sent to one server. Past it the server has stopped
+/// reading for that long; a notification is best effort, so a newer one is dropped (and said).
+const OUTBOX: usize = 1024;
+
+/// Send the outbox's notifications one after another until the peer is gone.
+async fn send_in_order(wire: Arc<dyn Wire>, mut outbox: mpsc::Receiver<Note>) {
+    while let Some((text, headers)) = outbox.recv().await {
+        let _ = wire.send_with(text, None, headers).await;
+    }
 }
 
 impl Peer {
@@ -70,6 +88,8 @@ impl Peer {
         events: LinkEvents,
         client_timeout: Duration,
     ) -> Arc<Self> {
+        let (outbox, notes) = mpsc::channel(OUTBOX);
+        tokio::spawn(send_in_order(wire.clone(), notes));
         let peer = Arc::new(Self {
             wire,
             next: AtomicU64::new(1),
@@ -82,6 +102,7 @@ impl Peer {
             events,
             client_timeout,
             shut: watch::channel(false).0,
+            outbox,
         });
         if let Some(incoming) = incoming {
             tokio::spawn(read(Arc::downgrade(&peer), incoming));
@@ -201,7 +222,7 @@ impl Peer {
         }
     }
 
-    /// Send a notification, best effort.
+    /// Send a notification, best effort, after every notification sent before it.
     pub(crate) fn notify_with(
         self: &Arc<Self>,
         method: &str,
@@ -209,10 +230,11 @@ impl Peer {
         headers: Vec<(String, String)>,
     ) {
         let text = notification_text(method, params);
-        let peer = self.clone();
-        tokio::spawn(async move {
-            let _ = peer.wire.send_with(text, None, headers).await;
-        });
+        if let Err(mpsc::error::TrySendError::Full(_)) = self.outbox.try_send((text, headers)) {
+            tracing::warn!(
+                "dropped a {method} notification: {OUTBOX} notifications to this server are still unsent"
+            );
+        }
     }
 
     /// No answer can come any more: every waiter fails, new requests are refused, and the
@@ -569,37 +591,19 @@ pub(crate) fn replace_progress_token(
     if !params.get().contains("progressToken") {
         return None;
     }
-    let mut members: serde_json::Map<String, serde_json::Value> =
-        serde_json::from_str(params.get()).ok()?;
-    let meta = members.get_mut("_meta")?.as_object_mut()?;
-    let theirs = meta.get("progressToken")?.clone();
-    meta.insert("progressToken".to_string(), serde_json::Value::from(ours));
-    let with_ours = serde_json::value::to_raw_value(&members).ok()?;
-    let theirs = serde_json::value::to_raw_value(&theirs).ok()?;
+    // Only the token changes: every other member, and the members' order, stay as they came.
+    let meta = member(params, "_meta")?;
+    let theirs = member(meta, "progressToken")?.to_owned();
+    let ours = serde_json::value::to_raw_value(&ours).ok()?;
+    let meta = with_member(meta, "progressToken", &ours)?;
+    let with_ours = with_member(params, "_meta", &meta)?;
     Some((with_ours, theirs))
-}
-
-/// A JSON object with member `name` set to `value`, the other members copied as text.
-pub(crate) fn with_member(
-    object: &RawValue,
-    name: &str,
-    value: &RawValue,
-) -> Option<Box<RawValue>> {
-    let mut members: Vec<(std::borrow::Cow<'_, str>, &RawValue)> =
-        serde_json::from_str::<members::Members<'_>>(object.get())
-            .ok()?
-            .0;
-    match members.iter_mut().find(|(k, _)| k == name) {
-        Some(member) => member.1 = value,
-        None => members.push((name.into(), value)),
-    }
-    members::write(&members)
 }
 
 /// An object's members in their order, as text, without a map type that would reorder them
 /// (the core's, shared by every part that rewrites one member).
 pub(crate) mod members {
-    pub(crate) use mcp_supervisor_core::members::{Members, write};
+    pub(crate) use mcp_supervisor_core::members::{Members, member, with_member, write};
 }
 
 /// A JSON-RPC request with integer `id`, as JSON text (`params` copied as they are).
@@ -684,6 +688,18 @@ mod tests {
         ] {
             assert!(replace_progress_token(&raw(none), 1).is_none(), "{none}");
         }
+    }
+
+    #[test]
+    fn a_replaced_progress_token_keeps_every_other_member_as_text_in_its_place() {
+        let params = raw(
+            r#"{"z":1,"_meta":{"trace":"x","progressToken":"abc","b":1.50},"arguments":{"y":2,"x":1}}"#,
+        );
+        let (ours, _) = replace_progress_token(&params, 7).unwrap();
+        assert_eq!(
+            ours.get(),
+            r#"{"z":1,"_meta":{"trace":"x","progressToken":7,"b":1.50},"arguments":{"y":2,"x":1}}"#
+        );
     }
 
     #[test]
