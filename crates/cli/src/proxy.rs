@@ -20,6 +20,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
+use mcp_supervisor::core::members;
 use mcp_supervisor::core::naming::{NamingMode, prefixed_name};
 use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
 use mcp_supervisor::upstream::{Envelope, notification_text, request_text, response_text};
@@ -822,38 +823,41 @@ impl Proxy {
     ) -> Result<Box<RawValue>, RpcError> {
         let params =
             params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
-        let mut value: Value = serde_json::from_str(params.get())
-            .map_err(|e| RpcError::new(-32602, format!("Invalid params: {e}")))?;
-        let (pointer, is_prompt) = if method == "prompts/get" {
-            ("/name", true)
+        if serde_json::from_str::<members::Members<'_>>(params.get()).is_err() {
+            return Err(RpcError::new(
+                -32602,
+                format!("Invalid params: {method} needs an object"),
+            ));
+        }
+        let text = |path: &[&str]| {
+            members::member_at(params, path)
+                .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+        };
+        let (path, is_prompt): (&[&str], bool) = if method == "prompts/get" {
+            (&["name"], true)
         } else {
-            match value.pointer("/ref/type").and_then(Value::as_str) {
-                Some("ref/prompt") => ("/ref/name", true),
-                _ => ("/ref/uri", false),
+            match text(&["ref", "type"]).as_deref() {
+                Some("ref/prompt") => (&["ref", "name"], true),
+                _ => (&["ref", "uri"], false),
             }
         };
-        let key = value
-            .pointer(pointer)
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
-        let server = if is_prompt {
-            let Some((server, name)) = self.resolve_prompt(&key) else {
-                return Err(RpcError::new(
-                    -32602,
-                    format!(
-                        "Invalid params: no server offers a prompt named \"{key}\"; list the prompts to see what is published"
-                    ),
-                ));
-            };
-            if let Some(slot) = value.pointer_mut(pointer) {
-                *slot = Value::String(name);
-            }
-            server
-        } else {
-            self.resource_owner(&key)?
+        let key = text(path).unwrap_or_default();
+        if !is_prompt {
+            let server = self.resource_owner(&key)?;
+            return self.send(&server, method, Some(params), args).await;
+        }
+        let Some((server, name)) = self.resolve_prompt(&key) else {
+            return Err(RpcError::new(
+                -32602,
+                format!(
+                    "Invalid params: no server offers a prompt named \"{key}\"; list the prompts to see what is published"
+                ),
+            ));
         };
-        let params = to_raw(&value)?;
+        // Only the name changes: every other member stays as the client wrote it, in its place.
+        let name = to_raw(&Value::String(name))?;
+        let params = members::with_member_at(params, path, &name)
+            .ok_or_else(|| RpcError::new(-32602, format!("Invalid params of {method}")))?;
         self.send(&server, method, Some(&params), args).await
     }
 
@@ -909,16 +913,24 @@ impl Proxy {
         let mut tasks = Vec::new();
         // A server without tasks, or late, has no part.
         for (server, result) in self.fan_out("tasks/list", params, &args).await {
-            if let Ok(Value::Object(mut page)) = serde_json::from_str::<Value>(result.get())
-                && let Some(Value::Array(list)) = page.remove("tasks")
-            {
-                for mut task in list {
-                    prefix_task_id(&server, &mut task);
-                    tasks.push(task);
-                }
+            #[derive(Deserialize)]
+            struct Page {
+                tasks: Vec<Box<RawValue>>,
+            }
+            if let Ok(page) = serde_json::from_str::<Page>(result.get()) {
+                // Each task whole, its id namespaced in its place.
+                tasks.extend(page.tasks.into_iter().map(|t| namespace_task(&server, t)));
             }
         }
-        to_raw(&json!({ "tasks": tasks }))
+        let mut text = String::from(r#"{"tasks":["#);
+        for (i, task) in tasks.iter().enumerate() {
+            if i > 0 {
+                text.push(',');
+            }
+            text.push_str(task.get());
+        }
+        text.push_str("]}");
+        Ok(raw_json(&text))
     }
 
     /// `tasks/get`, `tasks/result`, `tasks/cancel` in `serve`: to the task's server, with its
@@ -1243,7 +1255,18 @@ async fn forward_events(
     loop {
         let event = match events.recv().await {
             Ok(event) => event,
-            Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+            Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                // Too slow to keep up: what was missed is gone, so every client is told to
+                // list again rather than left with lists that silently went stale.
+                let Some(proxy) = proxy.upgrade() else { return };
+                tracing::warn!(
+                    "{missed} server events were missed; telling every client to list again"
+                );
+                for method in RESYNC {
+                    proxy.tell_clients(&notification_text(method, None));
+                }
+                continue;
+            }
             Err(tokio::sync::broadcast::error::RecvError::Closed) => return,
         };
         let Some(proxy) = proxy.upgrade() else { return };
@@ -1252,10 +1275,7 @@ async fn forward_events(
             HubEvent::Notification(n) => {
                 let params = match (proxy.mode, n.method.as_str(), &n.params) {
                     (Mode::Aggregate, "notifications/tasks/status", Some(params)) => {
-                        let mut value: Value =
-                            serde_json::from_str(params.get()).unwrap_or(Value::Null);
-                        prefix_task_id(&n.server, &mut value);
-                        serde_json::value::to_raw_value(&value).ok()
+                        Some(namespace_task(&n.server, params.clone()))
                     }
                     (_, _, params) => params.clone(),
                 };
@@ -1266,6 +1286,13 @@ async fn forward_events(
         proxy.tell_clients(&text);
     }
 }
+
+/// What a client that missed server events is sent so that it lists again.
+pub(crate) const RESYNC: [&str; 3] = [
+    "notifications/tools/list_changed",
+    "notifications/prompts/list_changed",
+    "notifications/resources/list_changed",
+];
 
 /// `initialize` params from a 2026-07-28 request's `_meta` (client info and capabilities).
 fn identity_of(meta: &Value) -> Option<Arc<RawValue>> {
@@ -1438,24 +1465,58 @@ pub(crate) fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValu
     if !result.get().contains("taskId") {
         return result;
     }
-    let Ok(mut value) = serde_json::from_str::<Value>(result.get()) else {
-        return result;
-    };
-    prefix_task_id(server, &mut value);
-    serde_json::value::to_raw_value(&value).unwrap_or(result)
-}
-
-fn prefix_task_id(server: &str, value: &mut Value) {
-    for pointer in ["/taskId", "/task/taskId"] {
-        if let Some(Value::String(id)) = value.pointer_mut(pointer) {
-            *id = mcp_supervisor::routes::task_public(server, id);
+    let mut result = result;
+    // Only the id changes: every other member stays as the server wrote it, in its place.
+    for path in [&["taskId"][..], &["task", "taskId"][..]] {
+        let Some(id) = members::member_at(&result, path)
+            .and_then(|id| serde_json::from_str::<String>(id.get()).ok())
+        else {
+            continue;
+        };
+        let public = Value::String(mcp_supervisor::routes::task_public(server, &id));
+        if let Ok(public) = serde_json::value::to_raw_value(&public)
+            && let Some(out) = members::with_member_at(&result, path, &public)
+        {
+            result = out;
         }
     }
+    result
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_client_behind_on_server_events_is_told_to_list_again() {
+        let hub = Arc::new(Hub::start(mcp_supervisor::core::config::Config::default()));
+        let proxy = Proxy::new(hub, Mode::Aggregate);
+        let (out, mut seen) = mpsc::unbounded_channel();
+        let client = proxy.connect(out);
+        client.initialized.store(true, Ordering::SeqCst);
+        // Five events into a channel that holds two: the reader misses three.
+        let (tx, rx) = tokio::sync::broadcast::channel(2);
+        for _ in 0..5 {
+            let _ = tx.send(HubEvent::ToolsChanged);
+        }
+        drop(tx);
+        forward_events(Arc::downgrade(&proxy), rx).await;
+        let mut methods = Vec::new();
+        while let Ok(line) = seen.try_recv() {
+            let message: Value = serde_json::from_str(&line).unwrap();
+            methods.push(message["method"].as_str().unwrap_or_default().to_string());
+        }
+        assert_eq!(
+            methods,
+            [
+                "notifications/tools/list_changed",
+                "notifications/prompts/list_changed",
+                "notifications/resources/list_changed",
+                "notifications/tools/list_changed",
+                "notifications/tools/list_changed",
+            ]
+        );
+    }
 
     #[test]
     fn kinds_are_read_from_the_envelope() {
@@ -1525,6 +1586,17 @@ mod tests {
         assert_eq!(out["taskId"], "a:t-2");
         let plain = raw_json(r#"{"content":[]}"#);
         assert_eq!(namespace_task("a", plain).get(), r#"{"content":[]}"#);
+        // Only the id changes: the other members keep their text and their order.
+        let ordered = raw_json(r#"{"status":"working","taskId":"t-3","pollInterval":1.50}"#);
+        assert_eq!(
+            namespace_task("a", ordered).get(),
+            r#"{"status":"working","taskId":"a:t-3","pollInterval":1.50}"#
+        );
+        let nested = raw_json(r#"{"z":0,"task":{"ttl":5,"taskId":"t-4"},"_meta":{}}"#);
+        assert_eq!(
+            namespace_task("w", nested).get(),
+            r#"{"z":0,"task":{"ttl":5,"taskId":"w:t-4"},"_meta":{}}"#
+        );
     }
 
     #[test]

@@ -15,6 +15,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
+use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
 use mcp_supervisor::upstream::notification_text;
 use mcp_supervisor::{CallArgs, CallError, HubEvent};
@@ -283,19 +284,22 @@ impl Proxy {
         if let Some(uris) = &uris {
             accepted.insert("resourceSubscriptions".into(), json!(uris));
         }
-        let subscription: Value = serde_json::from_str(id.get()).unwrap_or(Value::Null);
+        let subscription = id.to_owned();
+        // The server's params as they came, with the subscription id added to their `_meta`.
         let tagged = |params: Option<&RawValue>| -> Option<Box<RawValue>> {
-            let mut value = params
-                .and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-                .filter(Value::is_object)
-                .unwrap_or_else(|| json!({}));
-            let meta = value
-                .as_object_mut()?
-                .entry("_meta")
-                .or_insert_with(|| json!({}));
-            meta.as_object_mut()?
-                .insert(META_SUBSCRIPTION.into(), subscription.clone());
-            serde_json::value::to_raw_value(&value).ok()
+            let empty = mcp_supervisor::link::empty_object();
+            let params = params
+                .filter(|p| serde_json::from_str::<members::Members<'_>>(p.get()).is_ok())
+                .unwrap_or(&empty);
+            match members::member(params, "_meta") {
+                Some(_) => {
+                    members::with_member_at(params, &["_meta", META_SUBSCRIPTION], &subscription)
+                }
+                None => {
+                    let meta = members::with_member(&empty, META_SUBSCRIPTION, &subscription)?;
+                    members::with_member(params, "_meta", &meta)
+                }
+            }
         };
         let ack = to_raw(&json!({ "notifications": accepted }))?;
         // Subscribed before the acknowledgment: nothing after it is missed.
@@ -329,7 +333,38 @@ impl Proxy {
                     }
                     (n.method.clone(), n.params.clone())
                 }
-                Ok(_) | Err(tokio::sync::broadcast::error::RecvError::Lagged(_)) => continue,
+                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
+                    // Missed events are gone: the listener is told to list again (and to read
+                    // again each resource it watches) rather than left stale without a word.
+                    tracing::warn!(
+                        "a listening client missed {missed} server events; telling it to list again"
+                    );
+                    let mut resync: Vec<(&str, Option<Box<RawValue>>)> = Vec::new();
+                    for (wanted, method) in [tools, prompts, resources]
+                        .into_iter()
+                        .zip(crate::proxy::RESYNC)
+                    {
+                        if wanted {
+                            resync.push((method, None));
+                        }
+                    }
+                    for uri in uris.iter().flatten() {
+                        if let Ok(params) = to_raw(&json!({ "uri": uri })) {
+                            resync.push(("notifications/resources/updated", Some(params)));
+                        }
+                    }
+                    let delivered = resync.iter().all(|(method, params)| {
+                        scope.deliver(notification_text(
+                            method,
+                            tagged(params.as_deref()).as_deref(),
+                        ))
+                    });
+                    if !delivered {
+                        break;
+                    }
+                    continue;
+                }
+                Ok(_) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             };
             if !scope.deliver(notification_text(
