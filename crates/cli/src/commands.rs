@@ -50,7 +50,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             crate::serve::run(
                 loaded,
                 Some(config),
-                crate::proxy::Mode::Aggregate,
+                mcp_supervisor_front::Mode::Aggregate,
                 faces_of(faces)?,
                 state_dir(catalog),
             )
@@ -89,7 +89,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             crate::serve::run(
                 config,
                 None,
-                crate::proxy::Mode::Transparent,
+                mcp_supervisor_front::Mode::Transparent,
                 faces_of(faces)?,
                 state_dir(catalog),
             )

@@ -18,7 +18,7 @@ use axum::routing::{get, post};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use crate::proxy::Proxy;
+use mcp_supervisor_front::proxy::Proxy;
 
 /// Who may talk to the HTTP face.
 #[derive(Clone, Debug, Default)]
@@ -167,7 +167,9 @@ async fn healthz(State(proxy): State<Arc<Proxy>>) -> Response {
 }
 
 async fn metrics(State(proxy): State<Arc<Proxy>>) -> Response {
-    let body = proxy.metrics().render(&proxy.hub().status());
+    let body = proxy
+        .metrics()
+        .render(&proxy.hub().status(), crate::telemetry::dropped());
     ([(header::CONTENT_TYPE, "text/plain; version=0.0.4")], body).into_response()
 }
 

@@ -8,17 +8,11 @@ mod approve;
 mod cli;
 mod commands;
 mod control;
-mod exposure;
 mod http;
 mod logging;
 mod login;
 mod mcp_http;
-mod metrics;
-mod proxy;
-mod rounds;
 mod serve;
-mod stateless;
-mod stdio;
 mod telemetry;
 
 use std::process::ExitCode;

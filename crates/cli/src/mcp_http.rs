@@ -1,7 +1,7 @@
 //! The MCP face over streamable HTTP (transport revisions 2025-03-26 to 2025-11-25) at `/mcp`:
 //! its sessions and its routes.
 //!
-//! - `POST` carries one JSON-RPC message, read whole, to the message face ([`crate::proxy`]) as
+//! - `POST` carries one JSON-RPC message, read whole, to the message face ([`mcp_supervisor_front::proxy`]) as
 //!   text. An `initialize` without a session opens one (`Mcp-Session-Id`). A request is answered
 //!   as one `application/json` body while nothing related to it comes first; when something
 //!   does (progress, a server's request the call caused), the answer becomes an event stream:
@@ -47,8 +47,10 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use crate::proxy::{Client, Kind, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text, kind};
-use crate::stdio::is_sessionless;
+use mcp_supervisor_front::proxy::{
+    Client, Kind, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text, kind,
+};
+use mcp_supervisor_front::stdio::is_sessionless;
 
 /// A session with no request, no call under way and no open stream for this long is ended.
 pub const SESSION_IDLE: Duration = Duration::from_secs(300);
@@ -376,7 +378,7 @@ impl McpHttp {
         }
         let (out, _unrelated) = mpsc::unbounded_channel();
         let client = self.proxy.connect(out);
-        client.stateless.store(true, Ordering::SeqCst);
+        client.set_stateless();
         let (related_tx, related) = mpsc::unbounded_channel();
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
@@ -1177,9 +1179,9 @@ fn lock<T>(mutex: &Mutex<T>) -> MutexGuard<'_, T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::Mode;
     use mcp_supervisor::Hub;
     use mcp_supervisor::core::config::Config;
+    use mcp_supervisor_front::proxy::Mode;
 
     fn sessions() -> (Arc<Sessions>, CancellationToken) {
         let hub = Arc::new(Hub::start(Config::default()));

@@ -14,15 +14,14 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_supervisor::HubOptions;
 use mcp_supervisor::core::config::{Config, parse_config};
-use mcp_supervisor::hub::default_handshake;
-use mcp_supervisor::{Hub, HubOptions};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
 use crate::http::{self, Guard};
-use crate::proxy::{Mode, Proxy, Unrelated, routed_capabilities};
+use mcp_supervisor_front::{Mode, Proxy};
 
 /// How long a stop may take before we exit anyway.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
@@ -47,27 +46,13 @@ pub async fn run(
     if let Some(dir) = &state_dir {
         tracing::debug!("saved catalogs in {}", dir.display());
     }
-    // Servers' requests that no client's call caused go to the only client.
-    let unrelated = Unrelated::new();
     let options = HubOptions {
-        client: unrelated.clone(),
-        // wrap: the server is spawned now; its handshake waits for the client's own.
-        handshake: match mode {
-            Mode::Transparent => None,
-            // serve: the handshake era by default (a server's `protocolVersion` may ask for
-            // 2026-07-28): its clients' resource subscriptions are carried on the servers'
-            // sessions, which the stateless era does not have, and a stateless stdio server
-            // holding a subscriptions/listen open is slow to end at its stdin's close.
-            Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
-        },
         state_dir,
         trace: crate::telemetry::context(),
+        ..HubOptions::default()
     };
-    let exposure = config.tool_exposure;
-    let hub = Arc::new(Hub::start_with_options(config, options));
-    let proxy = Proxy::new(hub.clone(), mode);
-    proxy.set_exposure(exposure);
-    unrelated.attach(&proxy);
+    let proxy = mcp_supervisor_front::start(config, mode, options);
+    let hub = proxy.hub().clone();
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
 
@@ -101,7 +86,7 @@ pub async fn run(
     if faces.stdio {
         let (proxy, shutdown) = (proxy.clone(), shutdown.clone());
         tasks.push(tokio::spawn(async move {
-            crate::stdio::run(proxy).await;
+            mcp_supervisor_front::stdio::run(proxy).await;
             tracing::info!("stdin closed: shutting down");
             shutdown.cancel();
         }));

@@ -992,6 +992,12 @@ pub struct Client {
 }
 
 impl Client {
+    /// Mark the client as one of protocol 2026-07-28 before its first message (a transport that
+    /// knows it already, such as an HTTP POST with no session).
+    pub fn set_stateless(&self) {
+        self.stateless.store(true, Ordering::SeqCst);
+    }
+
     /// Send a message that belongs to no request.
     pub fn send(&self, text: String) -> bool {
         self.out.send(text).is_ok()

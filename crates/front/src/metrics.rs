@@ -66,8 +66,9 @@ impl Metrics {
             .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of the counters and of `servers`.
-    pub fn render(&self, servers: &[ServerStatus]) -> String {
+    /// The Prometheus text exposition of the counters, of `servers`, and of the trace spans the
+    /// host could not export (`spans_dropped`; 0 when it exports none).
+    pub fn render(&self, servers: &[ServerStatus], spans_dropped: u64) -> String {
         let mut out = String::new();
         let per_server = |out: &mut String,
                           name: &str,
@@ -165,7 +166,7 @@ impl Metrics {
         let _ = writeln!(
             out,
             "mcp_supervisor_trace_spans_dropped_total {}",
-            crate::telemetry::dropped()
+            spans_dropped
         );
         let _ = writeln!(
             out,

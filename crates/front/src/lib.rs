@@ -1,0 +1,58 @@
+//! The front: the client-facing half of mcp-supervisor, as a library. It serves a supervised
+//! [`mcp_supervisor::Hub`] to MCP clients of both protocol eras (the `initialize` handshake, and
+//! 2026-07-28 with the client's identity in each request's `_meta`), one JSON-RPC message in and
+//! its answer out, whatever carries it.
+//!
+//! It owns:
+//! - client sessions and the dispatch of their requests ([`proxy`]); the 2026-07-28 era's own
+//!   methods and input rounds ([`stateless`], [`rounds`]);
+//! - naming on the way out (`serve`'s prefixes for tools, prompts and task ids; none in `wrap`),
+//!   aggregation of lists, and routing of what servers send back to the client that caused it;
+//! - the `search` tool exposure ([`exposure`]) and the call counters ([`metrics`]);
+//! - one framing, stdio lines ([`stdio`]), so that a host serves its hub in a few lines
+//!   (`examples/stdio_host.rs`).
+//!
+//! It never supervises: servers, generations, retries and the registry are the hub's. It never
+//! opens a socket: HTTP routes, sessions on the wire and event streams are the binary's. A host
+//! that only calls tools does not depend on this crate.
+
+pub mod exposure;
+pub mod metrics;
+pub mod proxy;
+pub mod rounds;
+pub mod stateless;
+pub mod stdio;
+
+pub use proxy::{Client, Mode, Proxy};
+
+use std::sync::Arc;
+
+use mcp_supervisor::core::config::Config;
+use mcp_supervisor::hub::default_handshake;
+use mcp_supervisor::{Hub, HubOptions};
+
+/// Start a hub on `config` and its front, as `serve` ([`Mode::Aggregate`]) or `wrap`
+/// ([`Mode::Transparent`]) does. `options` gives the catalogs' folder and the trace context; its
+/// `client` and `handshake` are the front's to set: a server's request that no client's call
+/// caused goes to the only client, and the servers are opened in the handshake era in `serve`
+/// (its clients' resource subscriptions live on the servers' sessions) or in the client's own
+/// era in `wrap` (their handshakes wait for the client's `initialize`). The tool exposure is the
+/// config's. Serve it with [`stdio::run`] or a transport of the host's own over
+/// [`Proxy::handle`]; stop it with `proxy.hub().stop()`.
+pub fn start(config: Config, mode: Mode, options: HubOptions) -> Arc<Proxy> {
+    let unrelated = proxy::Unrelated::new();
+    let options = HubOptions {
+        client: unrelated.clone(),
+        handshake: match mode {
+            Mode::Transparent => None,
+            Mode::Aggregate => Some(default_handshake(&proxy::routed_capabilities())),
+        },
+        ..options
+    };
+    let exposure = config.tool_exposure;
+    let hub = Arc::new(Hub::start_with_options(config, options));
+    let proxy = Proxy::new(hub, mode);
+    proxy.set_exposure(exposure);
+    unrelated.attach(&proxy);
+    proxy
+}
