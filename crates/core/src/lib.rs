@@ -14,6 +14,7 @@ pub mod pin;
 pub mod policy;
 pub mod result_cap;
 pub mod tool_search;
+pub mod versions;
 
 pub use classify::{
     AfterProbe, Failure, Recovery, ToolSafety, Verdict, after_probe, classify, recovery,

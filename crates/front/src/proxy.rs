@@ -41,9 +41,9 @@ const FAN_OUT_WAIT: Duration = Duration::from_secs(2);
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
 
 /// The protocol version of the stateless era.
-pub const STATELESS_VERSION: &str = "2026-07-28";
+pub const STATELESS_VERSION: &str = mcp_supervisor::core::versions::STATELESS;
 /// The protocol versions this face speaks with an `initialize` (the 2025 era), newest first.
-pub const SESSION_VERSIONS: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+pub const SESSION_VERSIONS: [&str; 4] = mcp_supervisor::core::versions::HANDSHAKE;
 
 /// Whether the proxy fronts many servers (`serve`) or stands in for one (`wrap`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -627,49 +627,45 @@ impl Proxy {
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
+        let (name, params) = match self.named_call(params).await? {
+            Named::Call { name, params } => (name, params),
+            Named::Answer(answer) => return answer,
+        };
+        let record = self.metrics.start();
+        let outcome = call_through(&self.hub, self.mode, &name, &params, args).await;
+        self.call_answer(&name, outcome, record)
+    }
+
+    /// What a client's `tools/call` names: the tool's public name and the params to send it, or
+    /// in search mode `search_tools`' answer (`call_tool` names the call). Both eras.
+    pub(crate) async fn named_call(&self, params: Option<&RawValue>) -> Result<Named, RpcError> {
         let params = params.ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?;
         let name = member_str(params, "name")
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
         if !self.searching() {
-            return self.call_named(&name, params, args).await;
+            return Ok(Named::Call {
+                name,
+                params: params.to_owned(),
+            });
         }
-        match self.exposed(&name, params).await {
-            crate::exposure::Exposed::Answer(answer) => answer,
-            crate::exposure::Exposed::Call { name, params } => {
-                self.call_named(&name, &params, args).await
-            }
-        }
+        Ok(match self.exposed(&name, params).await {
+            crate::exposure::Exposed::Answer(answer) => Named::Answer(answer),
+            crate::exposure::Exposed::Call { name, params } => Named::Call { name, params },
+        })
     }
 
-    /// A call of the tool with public name `name`, through the hub.
-    async fn call_named(
+    /// A call's outcome as the client's answer (both eras): counted in the metrics, a failure
+    /// as the error or result the client is owed, a task id namespaced in `serve`.
+    pub(crate) fn call_answer(
         &self,
         name: &str,
-        params: &RawValue,
-        args: CallArgs,
+        outcome: Result<Box<RawValue>, CallError>,
+        record: crate::metrics::CallRecord<'_>,
     ) -> Result<Box<RawValue>, RpcError> {
-        let record = self.metrics.start();
-        let outcome = match self.hub.call_json(name, params, args.clone()).await {
-            Err(CallError::UnknownTool { name }) => {
-                match (self.mode, self.hub.servers().as_slice()) {
-                    // Transparent: the server's own answer to a name we do not hold.
-                    (Mode::Transparent, [server]) => {
-                        self.hub
-                            .send(server, "tools/call", Some(params), args)
-                            .await
-                    }
-                    _ => Err(CallError::UnknownTool { name }),
-                }
-            }
-            other => other,
-        };
         record.finish(crate::metrics::outcome(
             outcome.as_ref().map(|r| is_error(r)),
         ));
-        let result = match outcome {
-            Ok(result) => result,
-            Err(error) => return call_error(error),
-        };
+        let result = outcome.or_else(call_error)?;
         if self.mode == Mode::Aggregate
             && let Some(route) = self.hub.registry().route(name)
         {
@@ -1462,6 +1458,34 @@ pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
             "content": [{ "type": "text", "text": other.to_string() }],
             "isError": true,
         })),
+    }
+}
+
+/// A client's `tools/call`, resolved ([`Proxy::named_call`]).
+pub(crate) enum Named {
+    /// Call the tool of this public name with these params.
+    Call { name: String, params: Box<RawValue> },
+    /// Answered here (search mode's `search_tools`, or a `call_tool` that names nothing).
+    Answer(Result<Box<RawValue>, RpcError>),
+}
+
+/// The one call of a tool through the hub, both eras: by its public name; in `wrap`, a name the
+/// registry does not hold goes to the server as it came, and its own answer comes back.
+pub(crate) async fn call_through(
+    hub: &Hub,
+    mode: Mode,
+    name: &str,
+    params: &RawValue,
+    args: CallArgs,
+) -> Result<Box<RawValue>, CallError> {
+    match hub.call_json(name, params, args.clone()).await {
+        Err(CallError::UnknownTool { name }) => match (mode, hub.servers().as_slice()) {
+            (Mode::Transparent, [server]) => {
+                hub.send(server, "tools/call", Some(params), args).await
+            }
+            _ => Err(CallError::UnknownTool { name }),
+        },
+        other => other,
     }
 }
 

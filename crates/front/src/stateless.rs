@@ -18,15 +18,15 @@ use std::sync::atomic::Ordering;
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
 use mcp_supervisor::upstream::notification_text;
-use mcp_supervisor::{CallArgs, CallError, HubEvent};
+use mcp_supervisor::{CallArgs, HubEvent};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::proxy::{
-    Client, Mode, Proxy, STATELESS_VERSION, Scope, call_error, is_error, member_str,
-    namespace_task, raw_json, to_raw,
+    Client, Mode, Named, Proxy, STATELESS_VERSION, Scope, call_through, member_str, raw_json,
+    to_raw,
 };
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -401,20 +401,9 @@ impl Proxy {
         params: Option<&RawValue>,
         cancel: CancellationToken,
     ) -> Result<Box<RawValue>, RpcError> {
-        let params = params
-            .ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?
-            .to_owned();
-        let name = member_str(&params, "name")
-            .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
-        // Search mode: `search_tools` is answered here, `call_tool` is the call it names.
-        let (name, params) = match self.searching() {
-            false => (name, params),
-            true => match self.exposed(&name, &params).await {
-                crate::exposure::Exposed::Answer(answer) => {
-                    return answer.map(|r| complete("tools/call", r));
-                }
-                crate::exposure::Exposed::Call { name, params } => (name, params),
-            },
+        let (name, params) = match self.named_call(params).await? {
+            Named::Call { name, params } => (name, params),
+            Named::Answer(answer) => return answer.map(|r| complete("tools/call", r)),
         };
         #[derive(Deserialize)]
         struct Retry {
@@ -463,19 +452,7 @@ impl Proxy {
                             relays_input: true,
                             ..CallArgs::default()
                         };
-                        match hub.call_json(&tool, &params, args.clone()).await {
-                            Err(CallError::UnknownTool { name }) => {
-                                match (mode, hub.servers().as_slice()) {
-                                    // Transparent: the server's own answer to a name we do not
-                                    // know.
-                                    (Mode::Transparent, [server]) => {
-                                        hub.send(server, "tools/call", Some(&params), args).await
-                                    }
-                                    _ => Err(CallError::UnknownTool { name }),
-                                }
-                            }
-                            other => other,
-                        }
+                        call_through(&hub, mode, &tool, &params, args).await
                     })
                 },
                 Some(progress),
@@ -515,18 +492,8 @@ impl Proxy {
             }
             Step::Done(outcome) => outcome,
         };
-        record.finish(crate::metrics::outcome(
-            outcome.as_ref().map(|r| is_error(r)),
-        ));
-        let result = match outcome {
-            Ok(result) => result,
-            Err(error) => return call_error(error).map(|r| complete("tools/call", r)),
-        };
-        let result = match (self.mode, self.hub.registry().route(tool)) {
-            (Mode::Aggregate, Some(route)) => namespace_task(&route.server, result),
-            _ => result,
-        };
-        Ok(complete("tools/call", result))
+        self.call_answer(tool, outcome, record)
+            .map(|r| complete("tools/call", r))
     }
 }
 

@@ -50,13 +50,7 @@ const SERVER_KEYS: &[&str] = &[
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
-pub const PROTOCOL_VERSIONS: &[&str] = &[
-    "2026-07-28",
-    "2025-11-25",
-    "2025-06-18",
-    "2025-03-26",
-    "2024-11-05",
-];
+pub const PROTOCOL_VERSIONS: &[&str] = &crate::versions::ALL;
 const RECONNECT_KEYS: &[&str] = &[
     "enabled",
     "initialDelayMs",

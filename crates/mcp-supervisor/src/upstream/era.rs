@@ -17,11 +17,11 @@ use serde_json::value::RawValue;
 use super::rpc::members::{self, Members};
 
 /// The stateless protocol version.
-pub const STATELESS: &str = "2026-07-28";
+pub const STATELESS: &str = mcp_supervisor_core::versions::STATELESS;
 /// The version asked for when a server does not speak the stateless era.
 pub const FALLBACK: &str = "2025-11-25";
 /// The versions of the handshake era this client speaks, newest first.
-const STATEFUL: [&str; 4] = ["2025-11-25", "2025-06-18", "2025-03-26", "2024-11-05"];
+const STATEFUL: [&str; 4] = mcp_supervisor_core::versions::HANDSHAKE;
 /// The error code of a request whose protocol version the server does not support.
 pub const UNSUPPORTED_VERSION: i32 = -32022;
 
