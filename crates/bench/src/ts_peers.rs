@@ -1,0 +1,650 @@
+//! `ts-peers`: the targets of issue 17 measured from outside with the TypeScript SDK's client
+//! (`@modelcontextprotocol/sdk`, pinned in `tools/package.json`, the client of Electron hosts):
+//! `echo` of a 1 KiB message to `@modelcontextprotocol/server-everything` (stdio), through
+//!
+//! | id | what | the client connects with |
+//! |---|---|---|
+//! | `direct` | server-everything, spawned by the client itself (no hop) | `StdioClientTransport` |
+//! | `ours-stdio` | `mcp-supervisor wrap -- server-everything` | `StdioClientTransport` |
+//! | `pipe-relay` | `mcp-supervisor-bench pipe-relay -- server-everything` (bytes copied both ways) | `StdioClientTransport` |
+//! | `ours-http` | `mcp-supervisor wrap --http 127.0.0.1:PORT -- server-everything` | `StreamableHTTPClientTransport` |
+//! | `relay-http` | `mcp-supervisor-bench relay --listen 127.0.0.1:PORT -- server-everything` | `StreamableHTTPClientTransport` |
+//!
+//! Each target has its own long-lived client process (`crates/bench/ts/ts-client.mjs` under the
+//! pinned node), connected once; the bench asks each in turn for a block of calls (`{"calls":N,
+//! "concurrency":C}` on its stdin) and reads back every call's latency and the block's wall time,
+//! in rounds A B C D E A B C D E ... Throughput is the successful calls over the summed wall time
+//! of the blocks.
+//!
+//! The verdicts: the stdio face's median at concurrency 1 at most 1.15x the pipe relay's, its
+//! throughput at 64 at least 0.9x; the HTTP face's added median (its median minus `direct`'s) at
+//! concurrency 1 at most 1.1x the relay's added median, its throughput at 64 at least 0.9x the
+//! relay's. Each verdict also gives the range of the same ratio over the rounds.
+//!
+//! Every process of the run carries the run's directory in its command line (`--marker` of the
+//! client, `--diagnostic-dir` of each server-everything's node), so none is left behind: each
+//! client is closed (which stops its stdio target), then stopped by pid with its process group,
+//! each HTTP front likewise, then whatever still carries the marker is killed.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use anyhow::{Context, Result, anyhow, bail};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
+use tokio::process::{ChildStdin, ChildStdout};
+use tokio::time::Instant;
+
+use crate::procs::{self, RunDir, Spawned};
+use crate::util::{self, Stats};
+
+/// Every target, in the order of the rounds and tables.
+pub const ALL: [&str; 5] = [
+    "direct",
+    "ours-stdio",
+    "pipe-relay",
+    "ours-http",
+    "relay-http",
+];
+/// Bound of a target's start (front listening, client connected, first call answered).
+const START_LIMIT: Duration = Duration::from_secs(60);
+/// Bound of one call inside the client (`--call-ms`).
+const CALL_LIMIT_MS: u64 = 30_000;
+/// Bound of one block of calls, whatever its size.
+const BLOCK_LIMIT: Duration = Duration::from_secs(600);
+
+pub struct Options {
+    pub calls: u32,
+    pub concurrency: Vec<u32>,
+    pub rounds: u32,
+    pub warmup: u32,
+    pub targets: Vec<String>,
+    pub node: PathBuf,
+    pub script: PathBuf,
+    pub modules: PathBuf,
+    pub everything: PathBuf,
+}
+
+/// What the client answers for one block.
+struct Block {
+    latencies_ms: Vec<f64>,
+    wall_ms: f64,
+    errors: u32,
+    first_error: Option<String>,
+}
+
+/// One target: its client process (and the HTTP front, if any).
+struct Target {
+    id: &'static str,
+    label: String,
+    ready: Value,
+    client: Spawned,
+    stdin: Option<ChildStdin>,
+    lines: Lines<BufReader<ChildStdout>>,
+    front: Option<Spawned>,
+}
+
+impl Target {
+    /// `calls` calls with `concurrency` in flight, bounded by [`BLOCK_LIMIT`].
+    async fn block(&mut self, calls: u32, concurrency: u32) -> Result<Block> {
+        let stdin = self
+            .stdin
+            .as_mut()
+            .context("the client's stdin is closed")?;
+        let ask = format!(
+            "{}\n",
+            json!({ "calls": calls, "concurrency": concurrency })
+        );
+        stdin
+            .write_all(ask.as_bytes())
+            .await
+            .with_context(|| format!("{}: cannot write to the client", self.id))?;
+        stdin.flush().await?;
+        let line = tokio::time::timeout(BLOCK_LIMIT, self.lines.next_line())
+            .await
+            .map_err(|_| anyhow!("{}: no answer within {BLOCK_LIMIT:?}", self.id))?
+            .with_context(|| format!("{}: cannot read the client", self.id))?
+            .with_context(|| format!("{}: the client ended{}", self.id, self.client.log_tail()))?;
+        let value: Value = serde_json::from_str(&line)
+            .with_context(|| format!("{}: not JSON: {line:.200}", self.id))?;
+        let latencies_ms = value["latencies_ms"]
+            .as_array()
+            .with_context(|| format!("{}: no latencies_ms in {line:.200}", self.id))?
+            .iter()
+            .map(|v| v.as_f64().context("a latency is not a number"))
+            .collect::<Result<Vec<f64>>>()?;
+        Ok(Block {
+            latencies_ms,
+            wall_ms: value["wall_ms"]
+                .as_f64()
+                .with_context(|| format!("{}: no wall_ms in {line:.200}", self.id))?,
+            errors: value["errors"]
+                .as_u64()
+                .and_then(|e| u32::try_from(e).ok())
+                .unwrap_or(0),
+            first_error: value["first_error"].as_str().map(String::from),
+        })
+    }
+
+    /// Close the client (it closes its transport, which stops a stdio target), then stop it and
+    /// the front by pid, with their process groups.
+    async fn shut_down(mut self) {
+        drop(self.stdin.take());
+        let _ = self.client.wait_exit(Duration::from_secs(8)).await;
+        self.client.stop(Duration::from_secs(5)).await;
+        if let Some(front) = &mut self.front {
+            front.stop(Duration::from_secs(5)).await;
+        }
+    }
+}
+
+/// Per target: every latency, summed wall time, errors, and each round's (median, calls/s).
+#[derive(Default)]
+struct Measured {
+    latencies_ms: Vec<f64>,
+    wall_ms: f64,
+    errors: u32,
+    first_error: Option<String>,
+    rounds: Vec<(f64, f64)>,
+}
+
+impl Measured {
+    fn add(&mut self, block: Block) -> Result<()> {
+        let ok = block.latencies_ms.len() as f64;
+        if !block.latencies_ms.is_empty() {
+            let median = Stats::of_ms(block.latencies_ms.clone())?.median;
+            self.rounds
+                .push((median, ok * 1000.0 / block.wall_ms.max(f64::MIN_POSITIVE)));
+        }
+        self.latencies_ms.extend(block.latencies_ms);
+        self.wall_ms += block.wall_ms;
+        self.errors += block.errors;
+        if self.first_error.is_none() {
+            self.first_error = block.first_error;
+        }
+        Ok(())
+    }
+
+    fn per_sec(&self) -> f64 {
+        self.latencies_ms.len() as f64 * 1000.0 / self.wall_ms.max(f64::MIN_POSITIVE)
+    }
+}
+
+type Results = BTreeMap<u32, BTreeMap<&'static str, Measured>>;
+
+pub async fn run(opts: Options) -> Result<Value> {
+    for (what, path) in [
+        ("--node", &opts.node),
+        ("--script", &opts.script),
+        ("--everything", &opts.everything),
+    ] {
+        if !path.is_file() {
+            bail!(
+                "{what} {} is missing (scripts/install-test-deps.sh installs tools/node_modules)",
+                path.display()
+            );
+        }
+    }
+    if let Some(bad) = opts.concurrency.iter().find(|&&c| !(1..=4096).contains(&c)) {
+        bail!("--concurrency {bad}: each level must be in 1..=4096");
+    }
+    let run = RunDir::new("ts-peers")?;
+    let mut targets = Vec::new();
+    let mut failed = None;
+    for id in ALL {
+        if !opts.targets.iter().any(|t| t == id) {
+            continue;
+        }
+        match start(&opts, &run, id).await {
+            Ok(target) => {
+                eprintln!("started {id}: {}", target.label);
+                targets.push(target);
+            }
+            Err(e) => {
+                failed = Some(e.context(format!("cannot start {id}")));
+                break;
+            }
+        }
+    }
+    let outcome = match failed {
+        Some(e) => Err(e),
+        None => tokio::select! {
+            outcome = measure(&opts, &mut targets) => outcome,
+            _ = tokio::signal::ctrl_c() => Err(anyhow!("interrupted")),
+        },
+    };
+    let labels: Vec<(&'static str, String)> =
+        targets.iter().map(|t| (t.id, t.label.clone())).collect();
+    let ready = targets.first().map(|t| t.ready.clone()).unwrap_or_default();
+    for target in targets.drain(..) {
+        target.shut_down().await;
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let swept = procs::sweep(&run.marker());
+    let (results, loads) = outcome?;
+    report(&opts, &results, &labels, &ready, &loads, swept)
+}
+
+/// Start one target: its front (HTTP) and its client, which connects and makes a first call.
+async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target> {
+    let marker = run.marker();
+    let log = run.file(&format!("{id}.log"));
+    let here = std::env::current_exe().context("cannot tell where this binary is")?;
+    let supervisor = util::supervisor_beside()?;
+    let node = opts.node.display().to_string();
+    // server-everything over stdio; the marker rides in node's (unused) diagnostic directory.
+    let everything: Vec<String> = vec![
+        node.clone(),
+        format!("--diagnostic-dir={marker}"),
+        opts.everything.display().to_string(),
+        "stdio".into(),
+    ];
+    let with = |head: &[&str], tail: &[String]| -> Vec<String> {
+        let mut all: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        all.extend(tail.iter().cloned());
+        all
+    };
+    let supervisor_s = supervisor.display().to_string();
+    let here_s = here.display().to_string();
+    type Http = Option<(PathBuf, Vec<String>, u16)>;
+    let (stdio, http, label): (Option<Vec<String>>, Http, &str) = match id {
+        "direct" => (
+            Some(everything.clone()),
+            None,
+            "server-everything spawned by the client (no hop)",
+        ),
+        "ours-stdio" => (
+            Some(with(
+                &[&supervisor_s, "wrap", "--log-level", "warn", "--"],
+                &everything,
+            )),
+            None,
+            "mcp-supervisor wrap (the stdio face, this build)",
+        ),
+        "pipe-relay" => (
+            Some(with(&[&here_s, "pipe-relay", "--"], &everything)),
+            None,
+            "bare pipe relay (mcp-supervisor-bench pipe-relay: bytes copied both ways)",
+        ),
+        "ours-http" | "relay-http" => {
+            let port = util::free_port()?;
+            let listen = format!("127.0.0.1:{port}");
+            let (program, args, label) = if id == "ours-http" {
+                (
+                    supervisor.clone(),
+                    with(
+                        &["wrap", "--log-level", "warn", "--http", &listen, "--"],
+                        &everything,
+                    ),
+                    "mcp-supervisor wrap --http (this build)",
+                )
+            } else {
+                (
+                    here.clone(),
+                    with(&["relay", "--listen", &listen, "--"], &everything),
+                    "bare HTTP->stdio relay (mcp-supervisor-bench relay)",
+                )
+            };
+            (None, Some((program, args, port)), label)
+        }
+        other => bail!("unknown target {other}"),
+    };
+    let mut front = None;
+    let mut client_tail = vec!["--stdio".to_string(), "--".to_string()];
+    if let Some(command) = stdio {
+        client_tail.extend(command);
+    }
+    if let Some((program, args, port)) = http {
+        let mut process = Spawned::start(id, &program, &args, Some(&log), false)?;
+        process.wait_listening(port, START_LIMIT).await?;
+        front = Some(process);
+        client_tail = vec!["--url".into(), format!("http://127.0.0.1:{port}/mcp")];
+    }
+    let client_args = with(
+        &[
+            &opts.script.display().to_string(),
+            "--modules",
+            &opts.modules.display().to_string(),
+            "--marker",
+            &marker,
+            "--call-ms",
+            &CALL_LIMIT_MS.to_string(),
+        ],
+        &client_tail,
+    );
+    // A front may listen before its server is ready: start the client again for a while.
+    let deadline = Instant::now() + START_LIMIT;
+    loop {
+        let attempt = start_client(opts, id, &client_args, &log).await;
+        match attempt {
+            Ok((client, stdin, lines, ready)) => {
+                let label = format!(
+                    "{label}; TypeScript SDK {} on node {}",
+                    ready["sdk"].as_str().unwrap_or("?"),
+                    ready["node"].as_str().unwrap_or("?")
+                );
+                return Ok(Target {
+                    id,
+                    label,
+                    ready,
+                    client,
+                    stdin: Some(stdin),
+                    lines,
+                    front,
+                });
+            }
+            Err(e) if Instant::now() >= deadline || front.is_none() => {
+                let tail = front.as_ref().map(Spawned::log_tail).unwrap_or_default();
+                if let Some(front) = &mut front {
+                    front.stop(Duration::from_secs(5)).await;
+                }
+                return Err(e.context(tail));
+            }
+            Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
+        }
+    }
+}
+
+type Client = (Spawned, ChildStdin, Lines<BufReader<ChildStdout>>, Value);
+
+/// The node client, connected (its `ready` line read).
+async fn start_client(opts: &Options, id: &str, args: &[String], log: &Path) -> Result<Client> {
+    let mut client = Spawned::start(&format!("{id} client"), &opts.node, args, Some(log), true)?;
+    let (stdout, stdin) = client.take_pipes().context("stdio not piped")?;
+    let mut lines = BufReader::new(stdout).lines();
+    let line = match tokio::time::timeout(START_LIMIT, lines.next_line()).await {
+        Ok(Ok(Some(line))) => line,
+        Ok(Ok(None)) => {
+            let tail = client.log_tail();
+            client.stop(Duration::from_secs(5)).await;
+            bail!("{id}: the client ended before it was ready{tail}");
+        }
+        Ok(Err(e)) => {
+            client.stop(Duration::from_secs(5)).await;
+            bail!("{id}: cannot read the client: {e}");
+        }
+        Err(_) => {
+            let tail = client.log_tail();
+            client.stop(Duration::from_secs(5)).await;
+            bail!("{id}: the client was not ready within {START_LIMIT:?}{tail}");
+        }
+    };
+    let ready: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+    if ready["ready"] != Value::Bool(true) {
+        client.stop(Duration::from_secs(5)).await;
+        bail!("{id}: unexpected first line from the client: {line:.200}");
+    }
+    Ok((client, stdin, lines, ready))
+}
+
+type Outcome = (Results, BTreeMap<u32, (f64, f64)>);
+
+async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
+    if targets.is_empty() {
+        bail!("no target selected (--targets)");
+    }
+    let mut results: Results = BTreeMap::new();
+    let mut loads = BTreeMap::new();
+    let rounds = opts.rounds.clamp(1, opts.calls);
+    for &concurrency in &opts.concurrency {
+        let load_start = procs::load_now();
+        eprintln!(
+            "concurrency {concurrency}: warm-up ({} calls per target)",
+            opts.warmup
+        );
+        for target in targets.iter_mut() {
+            if opts.warmup > 0 {
+                let warm = target.block(opts.warmup, concurrency).await?;
+                if warm.errors > 0 {
+                    eprintln!(
+                        "  warning: {} of {} warm-up calls to {} failed: {}",
+                        warm.errors,
+                        opts.warmup,
+                        target.id,
+                        warm.first_error.unwrap_or_default()
+                    );
+                }
+            }
+        }
+        let per = results.entry(concurrency).or_default();
+        for round in 0..rounds {
+            // This round's share of the calls: the remainder goes to the first rounds.
+            let n = opts.calls / rounds + u32::from(round < opts.calls % rounds);
+            for target in targets.iter_mut() {
+                let block = target.block(n, concurrency).await?;
+                per.entry(target.id).or_default().add(block)?;
+            }
+            eprintln!("  concurrency {concurrency}: round {}/{rounds}", round + 1);
+        }
+        loads.insert(concurrency, (load_start, procs::load_now()));
+    }
+    Ok((results, loads))
+}
+
+struct Row<'a> {
+    id: &'static str,
+    stats: Stats,
+    measured: &'a Measured,
+    added_median: f64,
+    added_p99: f64,
+}
+
+fn report(
+    opts: &Options,
+    results: &Results,
+    labels: &[(&'static str, String)],
+    ready: &Value,
+    loads: &BTreeMap<u32, (f64, f64)>,
+    swept: usize,
+) -> Result<Value> {
+    println!(
+        "ts-peers: echo of a 1 KiB message to server-everything {}, from the TypeScript SDK's client {} on node {}; {} calls per target per concurrency in {} alternating rounds, {} warm-up calls",
+        ready["server"]["version"].as_str().unwrap_or("?"),
+        ready["sdk"].as_str().unwrap_or("?"),
+        ready["node"].as_str().unwrap_or("?"),
+        opts.calls,
+        opts.rounds.clamp(1, opts.calls),
+        opts.warmup
+    );
+    for (id, label) in labels {
+        println!("  {id:<12} {label}");
+    }
+    let mut json_levels = serde_json::Map::new();
+    let mut verdicts = Vec::new();
+    for (&concurrency, per) in results {
+        let direct = per
+            .get("direct")
+            .filter(|m| !m.latencies_ms.is_empty())
+            .map(|m| Stats::of_ms(m.latencies_ms.clone()))
+            .transpose()?;
+        let mut rows = Vec::new();
+        for id in ALL {
+            let Some(measured) = per.get(id).filter(|m| !m.latencies_ms.is_empty()) else {
+                continue;
+            };
+            let stats = Stats::of_ms(measured.latencies_ms.clone())?;
+            let (added_median, added_p99) = direct.map_or((f64::NAN, f64::NAN), |d| {
+                (stats.median - d.median, stats.p99 - d.p99)
+            });
+            rows.push(Row {
+                id,
+                stats,
+                measured,
+                added_median,
+                added_p99,
+            });
+        }
+        let (load_start, load_end) = loads.get(&concurrency).copied().unwrap_or_default();
+        let table: Vec<Vec<String>> = rows
+            .iter()
+            .map(|r| {
+                vec![
+                    r.id.to_string(),
+                    r.stats.n.to_string(),
+                    format!("{:.3}", r.stats.median),
+                    format!("{:.3}", r.stats.p99),
+                    format!("{:+.3}", r.added_median),
+                    format!("{:+.3}", r.added_p99),
+                    format!("{:.0}", r.measured.per_sec()),
+                    r.measured.errors.to_string(),
+                ]
+            })
+            .collect();
+        util::print_table(
+            &format!(
+                "concurrency {concurrency} (load average {load_start:.2} at the start, {load_end:.2} at the end)"
+            ),
+            &[
+                "target",
+                "n",
+                "median ms",
+                "p99 ms",
+                "added median ms",
+                "added p99 ms",
+                "calls/s",
+                "errors",
+            ],
+            &table,
+        );
+        for r in &rows {
+            if let Some(error) = &r.measured.first_error {
+                println!("  {}: first error: {error}", r.id);
+            }
+        }
+        let mut level = serde_json::Map::new();
+        for r in &rows {
+            level.insert(
+                r.id.to_string(),
+                json!({
+                    "ms": r.stats.json(),
+                    "added_median_ms": util::round3(r.added_median),
+                    "added_p99_ms": util::round3(r.added_p99),
+                    "calls_per_sec": r.measured.per_sec().round(),
+                    "errors": r.measured.errors,
+                }),
+            );
+        }
+        level.insert(
+            "loadavg".into(),
+            json!({ "start": load_start, "end": load_end }),
+        );
+        json_levels.insert(concurrency.to_string(), Value::Object(level));
+        verdicts.extend(level_verdicts(concurrency, &rows));
+    }
+    println!("\ntargets (issue 17, TypeScript SDK client)");
+    for v in &verdicts {
+        println!(
+            "  {}: {} — {}",
+            v["target"].as_str().unwrap_or_default(),
+            v["verdict"].as_str().unwrap_or_default(),
+            v["figures"].as_str().unwrap_or_default()
+        );
+    }
+    if swept > 0 {
+        println!(
+            "\n  warning: {swept} process(es) of the run were still alive at the end and were killed"
+        );
+    }
+    Ok(json!({
+        "bench": "ts-peers",
+        "client": format!("@modelcontextprotocol/sdk {}", ready["sdk"].as_str().unwrap_or("?")),
+        "node": ready["node"],
+        "server": ready["server"],
+        "calls": opts.calls,
+        "rounds": opts.rounds.clamp(1, opts.calls),
+        "warmup": opts.warmup,
+        "message_bytes": 1024,
+        "levels": json_levels,
+        "verdicts": verdicts,
+        "leftover_processes_killed": swept,
+    }))
+}
+
+/// "min..max" of `f` over the rounds both targets measured.
+fn round_range(a: &Measured, b: &Measured, f: impl Fn(usize) -> Option<f64>) -> String {
+    let ratios: Vec<f64> = (0..a.rounds.len().min(b.rounds.len()))
+        .filter_map(f)
+        .collect();
+    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
+    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+    if ratios.is_empty() {
+        "no rounds".into()
+    } else {
+        format!("{min:.2}..{max:.2}x over {} rounds", ratios.len())
+    }
+}
+
+/// The four targets of the issue: latency at concurrency 1, throughput at 64 (levels that were
+/// not run have no verdict).
+fn level_verdicts(concurrency: u32, rows: &[Row]) -> Vec<Value> {
+    let get = |id: &str| rows.iter().find(|r| r.id == id);
+    let verdict = |ok: bool| if ok { "met" } else { "missed" };
+    let mut out = Vec::new();
+    if let (Some(ours), Some(pipe)) = (get("ours-stdio"), get("pipe-relay")) {
+        if concurrency == 1 {
+            let ratio = ours.stats.median / pipe.stats.median;
+            let range = round_range(ours.measured, pipe.measured, |i| {
+                Some(ours.measured.rounds[i].0 / pipe.measured.rounds[i].0)
+            });
+            out.push(json!({
+                "target": "stdio c=1: ours-stdio median <= 1.15x pipe-relay's",
+                "verdict": verdict(ratio <= 1.15),
+                "ratio": util::round3(ratio),
+                "figures": format!(
+                    "ours-stdio {:.3} ms, pipe-relay {:.3} ms (ratio {ratio:.2}x; per round {range}); p99 {:.3} vs {:.3} ms",
+                    ours.stats.median, pipe.stats.median, ours.stats.p99, pipe.stats.p99
+                ),
+            }));
+        }
+        if concurrency == 64 {
+            let ratio = ours.measured.per_sec() / pipe.measured.per_sec();
+            let range = round_range(ours.measured, pipe.measured, |i| {
+                Some(ours.measured.rounds[i].1 / pipe.measured.rounds[i].1)
+            });
+            out.push(json!({
+                "target": "stdio c=64: ours-stdio throughput >= 0.9x pipe-relay's",
+                "verdict": verdict(ratio >= 0.9),
+                "ratio": util::round3(ratio),
+                "figures": format!(
+                    "ours-stdio {:.0} calls/s, pipe-relay {:.0} calls/s (ratio {ratio:.2}x; per round {range})",
+                    ours.measured.per_sec(), pipe.measured.per_sec()
+                ),
+            }));
+        }
+    }
+    if let (Some(ours), Some(relay)) = (get("ours-http"), get("relay-http")) {
+        if let (1, Some(direct)) = (concurrency, get("direct")) {
+            let ratio = ours.added_median / relay.added_median;
+            let range = round_range(ours.measured, relay.measured, |i| {
+                let d = direct.measured.rounds.get(i)?.0;
+                Some((ours.measured.rounds[i].0 - d) / (relay.measured.rounds[i].0 - d))
+            });
+            out.push(json!({
+                "target": "HTTP c=1: ours-http added median <= 1.1x relay-http's",
+                "verdict": verdict(ratio <= 1.1),
+                "ratio": util::round3(ratio),
+                "figures": format!(
+                    "ours-http {:+.3} ms, relay-http {:+.3} ms over direct {:.3} ms (ratio {ratio:.2}x; per round {range}); added p99 {:+.3} vs {:+.3} ms",
+                    ours.added_median, relay.added_median, direct.stats.median, ours.added_p99, relay.added_p99
+                ),
+            }));
+        }
+        if concurrency == 64 {
+            let ratio = ours.measured.per_sec() / relay.measured.per_sec();
+            let range = round_range(ours.measured, relay.measured, |i| {
+                Some(ours.measured.rounds[i].1 / relay.measured.rounds[i].1)
+            });
+            out.push(json!({
+                "target": "HTTP c=64: ours-http throughput >= 0.9x relay-http's",
+                "verdict": verdict(ratio >= 0.9),
+                "ratio": util::round3(ratio),
+                "figures": format!(
+                    "ours-http {:.0} calls/s, relay-http {:.0} calls/s (ratio {ratio:.2}x; per round {range})",
+                    ours.measured.per_sec(), relay.measured.per_sec()
+                ),
+            }));
+        }
+    }
+    out
+}
