@@ -46,6 +46,15 @@ pub struct FaceArgs {
     /// Accept this browser Origin too (loopback origins are always accepted).
     #[arg(long, value_name = "ORIGIN")]
     pub allow_origin: Vec<String>,
+    /// Seal HTTP session ids with the key in FILE (32 bytes, base64), shared by every replica
+    /// so that any of them resumes a session. Default: $MCP_SUPERVISOR_SESSION_KEY, else a
+    /// random key of this process's own.
+    #[arg(long, value_name = "FILE")]
+    pub session_key_file: Option<PathBuf>,
+    /// The previous key (during a rotation), accepted for opening ids only. Default:
+    /// $MCP_SUPERVISOR_SESSION_KEY_PREVIOUS.
+    #[arg(long, value_name = "FILE")]
+    pub previous_session_key_file: Option<PathBuf>,
 }
 
 /// Where saved catalogs live (`serve`, `wrap`).

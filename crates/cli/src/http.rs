@@ -31,12 +31,12 @@ pub struct Guard {
     pub origins: Vec<String>,
 }
 
-/// Serve the MCP face (when `mcp`) and the admin endpoints on `listener` until `shutdown`.
+/// Serve the MCP face (when `mcp`, with its session ids sealed so) and the admin endpoints on `listener` until `shutdown`.
 pub async fn serve(
     proxy: Arc<Proxy>,
     listener: tokio::net::TcpListener,
     guard: Guard,
-    mcp: bool,
+    mcp: Option<Arc<crate::mcp_http::Sealing>>,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let mut router: Router = Router::new()
@@ -45,8 +45,12 @@ pub async fn serve(
         .route("/metrics", get(metrics))
         .route("/servers/{name}/reconnect", post(reconnect))
         .with_state(proxy.clone());
-    if mcp {
-        router = router.merge(crate::mcp_http::router(proxy, shutdown.child_token()));
+    if let Some(sealing) = mcp {
+        router = router.merge(crate::mcp_http::router(
+            proxy,
+            sealing,
+            shutdown.child_token(),
+        ));
     }
     let router = router.layer(middleware::from_fn_with_state(Arc::new(guard), check));
     // Answers are small SSE events: do not let Nagle hold one back behind the previous write.

@@ -12,6 +12,7 @@ mod http;
 mod logging;
 mod login;
 mod mcp_http;
+mod seal;
 mod serve;
 mod telemetry;
 

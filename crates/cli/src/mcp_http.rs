@@ -55,6 +55,12 @@ use mcp_supervisor_front::stdio::is_sessionless;
 /// A session with no request, no call under way and no open stream for this long is ended.
 pub const SESSION_IDLE: Duration = Duration::from_secs(300);
 
+/// How many ended sessions' ids are remembered, so that they answer 404 here.
+const ENDED_KEPT: usize = 65_536;
+
+/// The most sessions held at once; past it the longest idle are let go (their ids resume them).
+const MAX_HELD: usize = 4096;
+
 /// How many standalone-stream events a session keeps (for replay, and while no stream is open).
 const KEPT_EVENTS: usize = 256;
 
@@ -76,6 +82,13 @@ const PRIMING_RETRY: std::time::Duration = std::time::Duration::from_millis(1000
 const JSON: &str = "application/json";
 const EVENT_STREAM: &str = "text/event-stream";
 
+/// How session ids are sealed and for how long they open (SPEC §12).
+pub struct Sealing {
+    pub keys: crate::seal::Keys,
+    /// An id older than this opens no session (`sessionMaxAgeMs`).
+    pub max_age: Duration,
+}
+
 /// The `/mcp` routes' shared state.
 struct McpHttp {
     proxy: Arc<Proxy>,
@@ -87,8 +100,8 @@ struct McpHttp {
 }
 
 /// The `/mcp` routes. `shutdown` ends every session and stream.
-pub fn router(proxy: Arc<Proxy>, shutdown: CancellationToken) -> Router {
-    let sessions = Sessions::new(proxy.clone(), shutdown);
+pub fn router(proxy: Arc<Proxy>, sealing: Arc<Sealing>, shutdown: CancellationToken) -> Router {
+    let sessions = Sessions::new(proxy.clone(), sealing, shutdown);
     sessions.spawn_expiry(SESSION_IDLE);
     let face = Arc::new(McpHttp {
         proxy,
@@ -135,7 +148,7 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
     match session_id(&parts.headers) {
         SessionId::Unreadable => unreadable_session(),
         SessionId::Given(id) => {
-            let Some(session) = face.sessions.get(id) else {
+            let Some(session) = face.sessions.get_or_resume(id) else {
                 return session_not_found();
             };
             if let Some(response) = version_refused(&parts.headers) {
@@ -204,7 +217,7 @@ async fn open_stream(State(face): State<Arc<McpHttp>>, request: Request) -> Resp
             return (StatusCode::METHOD_NOT_ALLOWED, [(header::ALLOW, "POST")]).into_response();
         }
         SessionId::Missing => return session_required(),
-        SessionId::Given(id) => match face.sessions.get(id) {
+        SessionId::Given(id) => match face.sessions.get_or_resume(id) {
             Some(session) => session,
             None => return session_not_found(),
         },
@@ -247,7 +260,7 @@ async fn delete(State(face): State<Arc<McpHttp>>, headers: HeaderMap) -> Respons
             if let Some(response) = version_refused(&headers) {
                 return response;
             }
-            if face.sessions.close(id) {
+            if face.sessions.end(id) {
                 StatusCode::OK.into_response()
             } else {
                 session_not_found()
@@ -282,8 +295,8 @@ impl McpHttp {
                 .into_response();
         }
         opening.client = None;
-        let session = self.sessions.open(client, messages);
-        tracing::debug!(session = %session.id, "session opened");
+        let session = self.sessions.open_new(client, messages);
+        tracing::debug!(session = %short(&session.id), "session opened");
         (
             StatusCode::OK,
             [
@@ -552,7 +565,11 @@ async fn recv(receiver: &mut Option<mpsc::UnboundedReceiver<String>>) -> Option<
 /// Every open session, by id.
 struct Sessions {
     proxy: Arc<Proxy>,
+    sealing: Arc<Sealing>,
     map: Mutex<HashMap<String, Arc<Session>>>,
+    /// Sessions a client ended here (DELETE), so that their ids are not resumed: the last
+    /// [`ENDED_KEPT`] of them, by a keyed hash of the id.
+    ended: Mutex<Ended>,
     /// Ends every session (each one's `ended` is a child of it).
     shutdown: CancellationToken,
 }
@@ -560,6 +577,8 @@ struct Sessions {
 /// One client's session.
 struct Session {
     id: String,
+    /// When its id was sealed (ms since the epoch).
+    issued_ms: u64,
     client: Arc<Client>,
     /// Cancelled when the session ends (DELETE, expiry, shutdown): its streams end.
     ended: CancellationToken,
@@ -585,27 +604,105 @@ struct Activity {
 }
 
 impl Sessions {
-    fn new(proxy: Arc<Proxy>, shutdown: CancellationToken) -> Arc<Self> {
+    fn new(proxy: Arc<Proxy>, sealing: Arc<Sealing>, shutdown: CancellationToken) -> Arc<Self> {
         Arc::new(Self {
             proxy,
+            sealing,
             map: Mutex::new(HashMap::new()),
+            ended: Mutex::new(Ended::default()),
             shutdown,
         })
     }
 
-    fn get(&self, id: &str) -> Option<Arc<Session>> {
-        lock(&self.map).get(id).cloned()
+    /// The session of `id`: held here, or resumed from the id's seal (opened elsewhere, or
+    /// let go here). `None` for an id that is not ours or is past its maximum age (each
+    /// counted). An id whose session was ended (DELETE) is resumed if it comes again: ending
+    /// it on every replica would need a store they share, and the client chose to end it.
+    fn get_or_resume(&self, id: &str) -> Option<Arc<Session>> {
+        let now = crate::seal::now_ms();
+        if lock(&self.ended).contains(id) {
+            return None;
+        }
+        let held = lock(&self.map).get(id).cloned();
+        if let Some(session) = held {
+            let age = now.saturating_sub(session.issued_ms);
+            if u128::from(age) <= self.sealing.max_age.as_millis() {
+                return Some(session);
+            }
+            tracing::info!(session = %short(&session.id), "ending a session past its maximum age");
+            self.close(id);
+            self.metrics()
+                .sessions_expired
+                .fetch_add(1, Ordering::Relaxed);
+            return None;
+        }
+        match self.sealing.keys.open(id, now, self.sealing.max_age) {
+            Ok((sealed, issued_ms)) => {
+                let (out, messages) = mpsc::unbounded_channel();
+                let client = self.proxy.resume(out, sealed);
+                let session = self.open(id.to_string(), issued_ms, client, messages);
+                self.metrics()
+                    .sessions_resumed
+                    .fetch_add(1, Ordering::Relaxed);
+                tracing::info!(session = %short(id), "resumed a session from its sealed id");
+                Some(session)
+            }
+            Err(crate::seal::Refused::Expired) => {
+                self.metrics()
+                    .sessions_expired
+                    .fetch_add(1, Ordering::Relaxed);
+                None
+            }
+            Err(crate::seal::Refused::Forged) => {
+                self.metrics()
+                    .sessions_forged
+                    .fetch_add(1, Ordering::Relaxed);
+                None
+            }
+        }
     }
 
-    /// A session for `client`, whose messages for no request arrive on `messages`. Its id is a
-    /// random UUID (v4: 122 bits from the OS's generator), so ids cannot be guessed.
+    fn metrics(&self) -> &mcp_supervisor_front::metrics::Metrics {
+        self.proxy.metrics()
+    }
+
+    /// A new session for `client` (its `initialize` was just answered). Its id seals what that
+    /// `initialize` fixed, so any replica with the key resumes it; failing that (a client with
+    /// nothing fixed, or the crypto library failing), a random UUID only this process knows.
+    fn open_new(
+        &self,
+        client: Arc<Client>,
+        messages: mpsc::UnboundedReceiver<String>,
+    ) -> Arc<Session> {
+        let now = crate::seal::now_ms();
+        let sealed = client
+            .session()
+            .and_then(|fixed| self.sealing.keys.seal(&fixed, now));
+        let id = sealed.unwrap_or_else(|| {
+            tracing::warn!(
+                "could not seal a session id; this session cannot move to another replica"
+            );
+            uuid::Uuid::new_v4().to_string()
+        });
+        self.open(id, now, client, messages)
+    }
+
+    /// The session `id` for `client`, whose messages for no request arrive on `messages`; if a
+    /// request resumed the same id at the same moment, that one (and `client` is let go).
     fn open(
         &self,
+        id: String,
+        issued_ms: u64,
         client: Arc<Client>,
         mut messages: mpsc::UnboundedReceiver<String>,
     ) -> Arc<Session> {
+        if let Some(existing) = lock(&self.map).get(&id).cloned() {
+            self.proxy.disconnect(&client);
+            return existing;
+        }
         let session = Arc::new(Session {
-            id: uuid::Uuid::new_v4().to_string(),
+            id,
+            issued_ms,
             client,
             ended: self.shutdown.child_token(),
             events: Mutex::new(Events {
@@ -620,7 +717,16 @@ impl Sessions {
             }),
             next_stream: AtomicU64::new(1),
         });
-        lock(&self.map).insert(session.id.clone(), session.clone());
+        self.make_room();
+        {
+            let mut map = lock(&self.map);
+            if let Some(existing) = map.get(&session.id).cloned() {
+                drop(map);
+                self.proxy.disconnect(&session.client);
+                return existing;
+            }
+            map.insert(session.id.clone(), session.clone());
+        }
         let pump = session.clone();
         tokio::spawn(async move {
             loop {
@@ -636,16 +742,55 @@ impl Sessions {
         session
     }
 
+    /// A client ends session `id` (DELETE), held here or not: it is ended, and its id opens
+    /// nothing here any more. False when the id opens no session.
+    fn end(&self, id: &str) -> bool {
+        if self.get_or_resume(id).is_none() {
+            return false;
+        }
+        lock(&self.ended).insert(id);
+        self.close(id)
+    }
+
     /// End session `id`: its calls are cancelled, the servers' requests waiting for it get an
     /// error, its streams end. False when there is no such session.
     fn close(&self, id: &str) -> bool {
         let Some(session) = lock(&self.map).remove(id) else {
             return false;
         };
-        tracing::debug!(session = %session.id, "session ended; its calls are cancelled");
+        tracing::debug!(session = %short(&session.id), "session ended; its calls are cancelled");
         session.ended.cancel();
         self.proxy.disconnect(&session.client);
         true
+    }
+
+    /// With [`MAX_HELD`] sessions held, let go of the eighth of them idle the longest (no call
+    /// under way, no open stream): a sealed id resumes its session when it comes again, so the
+    /// map is a bounded cache and memory stays flat however many clients come.
+    fn make_room(&self) {
+        let now = Instant::now();
+        let oldest: Vec<String> = {
+            let map = lock(&self.map);
+            if map.len() < MAX_HELD {
+                return;
+            }
+            let mut idle: Vec<(Duration, &String)> = map
+                .iter()
+                .filter_map(|(id, s)| s.idle_since(now).map(|d| (d, id)))
+                .collect();
+            idle.sort_unstable_by_key(|(d, _)| std::cmp::Reverse(*d));
+            idle.into_iter()
+                .take(MAX_HELD / 8)
+                .map(|(_, id)| id.clone())
+                .collect()
+        };
+        tracing::debug!(
+            "letting go of {} idle sessions to keep at most {MAX_HELD}",
+            oldest.len()
+        );
+        for id in oldest {
+            self.close(&id);
+        }
     }
 
     /// End every session idle for `idle`. Returns how many were ended.
@@ -658,7 +803,7 @@ impl Sessions {
             .collect();
         let mut ended = 0;
         for id in idle_ones {
-            tracing::info!(session = %id, "ending a session idle for {} s", idle.as_secs());
+            tracing::info!(session = %short(&id), "ending a session idle for {} s", idle.as_secs());
             ended += usize::from(self.close(&id));
         }
         ended
@@ -755,6 +900,47 @@ impl Session {
     }
 }
 
+/// Ids of sessions ended by their client, as keyed hashes (8 bytes each, whatever the id's
+/// length), the oldest forgotten past [`ENDED_KEPT`].
+struct Ended {
+    hasher: std::collections::hash_map::RandomState,
+    set: std::collections::HashSet<u64>,
+    order: VecDeque<u64>,
+}
+
+impl Default for Ended {
+    fn default() -> Self {
+        Self {
+            hasher: std::collections::hash_map::RandomState::new(),
+            set: std::collections::HashSet::new(),
+            order: VecDeque::new(),
+        }
+    }
+}
+
+impl Ended {
+    fn key(&self, id: &str) -> u64 {
+        use std::hash::BuildHasher;
+        self.hasher.hash_one(id)
+    }
+
+    fn contains(&self, id: &str) -> bool {
+        self.set.contains(&self.key(id))
+    }
+
+    fn insert(&mut self, id: &str) {
+        let key = self.key(id);
+        if self.set.insert(key) {
+            self.order.push_back(key);
+        }
+        while self.order.len() > ENDED_KEPT {
+            if let Some(old) = self.order.pop_front() {
+                self.set.remove(&old);
+            }
+        }
+    }
+}
+
 /// Keeps a session from expiring; when dropped, its idle clock starts again.
 struct Hold(Arc<Session>);
 
@@ -767,6 +953,14 @@ impl Drop for Hold {
 }
 
 // === Small helpers ===
+
+/// The start of a session id, for logs (a sealed id is a few hundred characters).
+fn short(id: &str) -> String {
+    match id.char_indices().nth(16) {
+        Some((at, _)) => format!("{}…", &id[..at]),
+        None => id.to_string(),
+    }
+}
 
 /// The `Mcp-Session-Id` header.
 enum SessionId<'h> {
@@ -1183,17 +1377,122 @@ mod tests {
     use mcp_supervisor::core::config::Config;
     use mcp_supervisor_front::proxy::Mode;
 
-    fn sessions() -> (Arc<Sessions>, CancellationToken) {
+    fn sessions_aged(max_age: Duration) -> (Arc<Sessions>, CancellationToken) {
         let hub = Arc::new(Hub::start(Config::default()));
         let proxy = Proxy::new(hub, Mode::Aggregate);
         let shutdown = CancellationToken::new();
-        (Sessions::new(proxy, shutdown.clone()), shutdown)
+        let sealing = Arc::new(Sealing {
+            keys: crate::seal::Keys::random().unwrap(),
+            max_age,
+        });
+        (Sessions::new(proxy, sealing, shutdown.clone()), shutdown)
+    }
+
+    fn sessions() -> (Arc<Sessions>, CancellationToken) {
+        sessions_aged(Duration::from_secs(86_400))
     }
 
     fn open(sessions: &Sessions) -> (Arc<Session>, mpsc::UnboundedSender<String>) {
         let (out, messages) = mpsc::unbounded_channel();
         let client = sessions.proxy.connect(out.clone());
-        (sessions.open(client, messages), out)
+        let id = uuid::Uuid::new_v4().to_string();
+        (
+            sessions.open(id, crate::seal::now_ms(), client, messages),
+            out,
+        )
+    }
+
+    fn fixed() -> mcp_supervisor_front::Session {
+        mcp_supervisor_front::Session {
+            protocol_version: "2025-06-18".into(),
+            capabilities: RawValue::from_string(r#"{"roots":{}}"#.into()).ok(),
+            client_info: None,
+        }
+    }
+
+    fn count(counter: &AtomicU64) -> u64 {
+        counter.load(Ordering::Relaxed)
+    }
+
+    #[tokio::test]
+    async fn a_sealed_id_not_held_here_resumes_its_session_and_others_are_refused() {
+        let (sessions, _shutdown) = sessions();
+        let id = sessions
+            .sealing
+            .keys
+            .seal(&fixed(), crate::seal::now_ms())
+            .unwrap();
+        let resumed = sessions.get_or_resume(&id).expect("resumed from its seal");
+        assert_eq!(resumed.id, id);
+        let session = resumed.client.session().expect("its fixed part");
+        assert_eq!(session.protocol_version, "2025-06-18");
+        assert_eq!(count(&sessions.metrics().sessions_resumed), 1);
+        // Held now: the same session again, not a second resumption.
+        let again = sessions.get_or_resume(&id).unwrap();
+        assert!(Arc::ptr_eq(&again, &resumed));
+        assert_eq!(count(&sessions.metrics().sessions_resumed), 1);
+        // Another process's key, a made-up id, a plain UUID: 404, counted as forged.
+        let foreign = crate::seal::Keys::random()
+            .unwrap()
+            .seal(&fixed(), 0)
+            .unwrap();
+        for bad in [
+            foreign.as_str(),
+            "1.AAAA",
+            "0b7f6c9e-3c1e-4c8e-9b1a-2f4d5e6a7b8c",
+        ] {
+            assert!(sessions.get_or_resume(bad).is_none(), "{bad}");
+        }
+        assert_eq!(count(&sessions.metrics().sessions_forged), 3);
+        // Ended by its client: its id opens nothing here any more, held or not.
+        assert!(sessions.end(&id));
+        assert!(resumed.ended.is_cancelled());
+        assert!(sessions.get_or_resume(&id).is_none());
+        let elsewhere = sessions
+            .sealing
+            .keys
+            .seal(&fixed(), crate::seal::now_ms())
+            .unwrap();
+        assert!(
+            sessions.end(&elsewhere),
+            "a session opened on another replica ends here too"
+        );
+        assert!(sessions.get_or_resume(&elsewhere).is_none());
+        assert!(!sessions.end("1.AAAA"));
+    }
+
+    #[tokio::test]
+    async fn an_id_past_its_maximum_age_opens_nothing_held_or_not() {
+        let (sessions, _shutdown) = sessions_aged(Duration::from_secs(60));
+        let old = crate::seal::now_ms() - 61_000;
+        let id = sessions.sealing.keys.seal(&fixed(), old).unwrap();
+        assert!(sessions.get_or_resume(&id).is_none());
+        assert_eq!(count(&sessions.metrics().sessions_expired), 1);
+        // Held, but issued too long ago: ended, and refused.
+        let (out, messages) = mpsc::unbounded_channel();
+        let client = sessions.proxy.connect(out);
+        let held = sessions.open(id.clone(), old, client, messages);
+        assert!(sessions.get_or_resume(&id).is_none());
+        assert!(held.ended.is_cancelled());
+        assert_eq!(count(&sessions.metrics().sessions_expired), 2);
+    }
+
+    #[tokio::test]
+    async fn the_held_sessions_are_a_bounded_cache_of_the_idle_ones() {
+        let (sessions, _shutdown) = sessions();
+        let (busy, _) = open(&sessions);
+        let _call = busy.hold();
+        let mut kept = Vec::new();
+        for _ in 0..MAX_HELD + 100 {
+            kept.push(open(&sessions));
+        }
+        let held = lock(&sessions.map).len();
+        assert!(held <= MAX_HELD, "{held} held");
+        assert!(held >= MAX_HELD - MAX_HELD / 8, "{held} held");
+        assert!(
+            lock(&sessions.map).contains_key(&busy.id),
+            "a busy session is never let go"
+        );
     }
 
     #[tokio::test(start_paused = true)]
@@ -1202,7 +1501,7 @@ mod tests {
         let (idle, _) = open(&sessions);
         let (busy, _) = open(&sessions);
         let (streaming, _) = open(&sessions);
-        let live = |s: &Arc<Session>| sessions.get(&s.id).is_some();
+        let live = |s: &Arc<Session>| lock(&sessions.map).contains_key(&s.id);
         let limit = Duration::from_secs(300);
         assert_eq!(sessions.expire_idle(limit), 0);
         tokio::time::advance(Duration::from_secs(200)).await;

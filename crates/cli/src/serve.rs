@@ -29,6 +29,8 @@ const STOP_LIMIT: Duration = Duration::from_secs(5);
 const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Faces {
+    /// Seal the HTTP face's session ids.
+    pub keys: crate::seal::Keys,
     pub stdio: bool,
     pub http: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
@@ -46,6 +48,10 @@ pub async fn run(
     if let Some(dir) = &state_dir {
         tracing::debug!("saved catalogs in {}", dir.display());
     }
+    let sealing = Arc::new(crate::mcp_http::Sealing {
+        keys: faces.keys,
+        max_age: config.session_max_age,
+    });
     let options = HubOptions {
         state_dir,
         trace: crate::telemetry::context(),
@@ -56,7 +62,7 @@ pub async fn run(
     let shutdown = CancellationToken::new();
     let mut tasks = Vec::new();
 
-    for (addr, mcp) in [(faces.http, true), (faces.admin, false)] {
+    for (addr, mcp) in [(faces.http, Some(sealing)), (faces.admin, None)] {
         let Some(addr) = addr else { continue };
         let listener = match http::bind(addr).await {
             Ok(listener) => listener,
@@ -65,7 +71,7 @@ pub async fn run(
                 return Err(error);
             }
         };
-        let what = if mcp {
+        let what = if mcp.is_some() {
             "MCP over streamable HTTP at /mcp, and admin endpoints"
         } else {
             "admin endpoints"

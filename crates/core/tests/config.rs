@@ -482,7 +482,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
             "mcpServers.a.retryTools[1] must be a tool name (got a number)",
             "naming.mode must be \"prefixed\" or \"original\" (got \"short\")",
             "naming.separator must be one or more characters of A-Za-z0-9_.- (got \"::\")",
-            "extra is not a known key (known: mcpServers, defaults, naming, toolExposure)",
+            "extra is not a known key (known: mcpServers, defaults, naming, toolExposure, sessionMaxAgeMs)",
         ]
     );
 }
@@ -1500,5 +1500,28 @@ fn a_bad_start_in_defaults_names_the_defaults_path() {
             .iter()
             .any(|p| p.starts_with("defaults.start must be \"always\"")),
         "{problems:?}"
+    );
+}
+
+#[test]
+fn session_max_age_is_a_top_level_key_of_24_hours_by_default() {
+    use std::time::Duration;
+    assert_eq!(
+        ok(&one(r#"{ "command": "x" }"#)).session_max_age,
+        Duration::from_secs(86_400)
+    );
+    let short = ok(r#"{ "sessionMaxAgeMs": 60000, "mcpServers": {} }"#);
+    assert_eq!(short.session_max_age, Duration::from_secs(60));
+    assert_eq!(
+        problems(r#"{ "sessionMaxAgeMs": 0, "mcpServers": {} }"#),
+        [
+            "sessionMaxAgeMs must be a positive number of milliseconds no greater than 2147483647 (got 0)"
+        ]
+    );
+    assert_eq!(
+        problems(r#"{ "sessionMaxAgeMs": "1h", "mcpServers": {} }"#),
+        [
+            "sessionMaxAgeMs must be a positive number of milliseconds no greater than 2147483647 (got a string)"
+        ]
     );
 }

@@ -23,7 +23,7 @@ pub mod rounds;
 pub mod stateless;
 pub mod stdio;
 
-pub use proxy::{Client, Mode, Proxy};
+pub use proxy::{Client, Mode, Proxy, Session};
 
 use std::sync::Arc;
 

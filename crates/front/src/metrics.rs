@@ -34,6 +34,13 @@ pub struct Metrics {
     buckets: [AtomicU64; 12],
     count: AtomicU64,
     sum_micros: AtomicU64,
+    /// HTTP sessions opened here from a sealed id another process (or an earlier cache entry)
+    /// gave out.
+    pub sessions_resumed: AtomicU64,
+    /// Sealed session ids refused: not ours (malformed, altered, another key).
+    pub sessions_forged: AtomicU64,
+    /// Sealed session ids refused: older than `sessionMaxAgeMs`.
+    pub sessions_expired: AtomicU64,
 }
 
 impl Metrics {
@@ -155,41 +162,56 @@ impl Metrics {
             "Tool results larger than the server's maxResultBytes that reached their client cut.",
             &|s| s.results_cut,
         );
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_trace_spans_dropped_total Trace spans that could not be sent to the OTLP endpoint (dropped, never retried)."
+        family(
+            &mut out,
+            "mcp_supervisor_sessions_resumed_total",
+            "counter",
+            "HTTP sessions resumed from their sealed id by a process that did not hold them (another replica, or this one after it let them go).",
+            &[("", self.sessions_resumed.load(Ordering::Relaxed))],
         );
-        let _ = writeln!(
-            out,
-            "# TYPE mcp_supervisor_trace_spans_dropped_total counter"
+        family(
+            &mut out,
+            "mcp_supervisor_sessions_refused_total",
+            "counter",
+            "Session ids answered 404: forged (not sealed with our key) or expired (older than sessionMaxAgeMs).",
+            &[
+                (
+                    "reason=\"forged\"",
+                    self.sessions_forged.load(Ordering::Relaxed),
+                ),
+                (
+                    "reason=\"expired\"",
+                    self.sessions_expired.load(Ordering::Relaxed),
+                ),
+            ],
         );
-        let _ = writeln!(
-            out,
-            "mcp_supervisor_trace_spans_dropped_total {}",
-            spans_dropped
+        family(
+            &mut out,
+            "mcp_supervisor_trace_spans_dropped_total",
+            "counter",
+            "Trace spans that could not be sent to the OTLP endpoint (dropped, never retried).",
+            &[("", spans_dropped)],
         );
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_calls_in_flight Tool calls through the proxy under way now."
+        family(
+            &mut out,
+            "mcp_supervisor_calls_in_flight",
+            "gauge",
+            "Tool calls through the proxy under way now.",
+            &[("", self.in_flight.load(Ordering::Relaxed))],
         );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_calls_in_flight gauge");
-        let _ = writeln!(
-            out,
-            "mcp_supervisor_calls_in_flight {}",
-            self.in_flight.load(Ordering::Relaxed)
+        let outcomes: Vec<(String, u64)> = OUTCOMES
+            .iter()
+            .zip(&self.outcomes)
+            .map(|(o, c)| (format!("outcome=\"{o}\""), c.load(Ordering::Relaxed)))
+            .collect();
+        let outcomes: Vec<(&str, u64)> = outcomes.iter().map(|(l, v)| (l.as_str(), *v)).collect();
+        family(
+            &mut out,
+            "mcp_supervisor_calls_total",
+            "counter",
+            "Tool calls through the proxy, by outcome.",
+            &outcomes,
         );
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_calls_total Tool calls through the proxy, by outcome."
-        );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_calls_total counter");
-        for (outcome, count) in OUTCOMES.iter().zip(&self.outcomes) {
-            let _ = writeln!(
-                out,
-                "mcp_supervisor_calls_total{{outcome=\"{outcome}\"}} {}",
-                count.load(Ordering::Relaxed)
-            );
-        }
         let _ = writeln!(
             out,
             "# HELP mcp_supervisor_call_duration_seconds Tool call latency through the proxy."
@@ -261,5 +283,19 @@ pub fn outcome(result: Result<bool, &CallError>) -> &'static str {
             | CallError::Malformed { .. }
             | CallError::Withheld { .. },
         ) => "other",
+    }
+}
+
+/// One metric family in the Prometheus text format: its help, its type, and a sample per label
+/// set (`""`: no labels).
+fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, u64)]) {
+    let _ = writeln!(out, "# HELP {name} {help}");
+    let _ = writeln!(out, "# TYPE {name} {kind}");
+    for (labels, value) in samples {
+        if labels.is_empty() {
+            let _ = writeln!(out, "{name} {value}");
+        } else {
+            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+        }
     }
 }

@@ -259,6 +259,7 @@ impl Proxy {
             waiting: Mutex::new(Some(HashMap::new())),
             calls: Mutex::default(),
             capabilities: Mutex::new(None),
+            session: Mutex::new(None),
             initialized: std::sync::atomic::AtomicBool::new(false),
             handshaken: std::sync::atomic::AtomicBool::new(false),
             stateless: std::sync::atomic::AtomicBool::new(false),
@@ -271,6 +272,27 @@ impl Proxy {
 
     /// The client went away: its calls are cancelled, the servers' requests waiting for it get
     /// an error, and it gets no more notifications.
+    /// A client whose session began elsewhere (another process that sealed `session` into the
+    /// id the client holds): connected as if its `initialize` had been answered here and its
+    /// `notifications/initialized` received. Messages for no request go to `out`.
+    pub fn resume(
+        self: &Arc<Self>,
+        out: mpsc::UnboundedSender<String>,
+        session: Session,
+    ) -> Arc<Client> {
+        let client = self.connect(out);
+        let declared = session
+            .capabilities
+            .as_deref()
+            .map(|c| Capabilities::read(c.get()));
+        *lock(&client.capabilities) = declared;
+        *lock(&client.session) = Some(session);
+        client.handshaken.store(true, Ordering::SeqCst);
+        client.initialized.store(true, Ordering::SeqCst);
+        self.ensure_handshake();
+        client
+    }
+
     pub fn disconnect(&self, client: &Arc<Client>) {
         client.close();
         // Its own instances of isolated servers end with it (SPEC §11).
@@ -410,7 +432,11 @@ impl Proxy {
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
         match method {
-            "initialize" => self.initialize(&scope.client, params).await,
+            "initialize" => {
+                let answer = self.initialize(&scope.client, params).await?;
+                scope.client.fix_session(params, &answer);
+                Ok(answer)
+            }
             "ping" => Ok(raw_json("{}")),
             "tools/list" => self.list_tools().await,
             "tools/call" => self.call_tool(params, args).await,
@@ -980,6 +1006,8 @@ pub struct Client {
     /// The client's requests in flight, by their id as JSON text.
     calls: Mutex<HashMap<String, CancellationToken>>,
     capabilities: Mutex<Option<Capabilities>>,
+    /// What its `initialize` fixed (the handshake era), once answered.
+    session: Mutex<Option<Session>>,
     initialized: std::sync::atomic::AtomicBool,
     /// It sent `initialize` (the handshake era).
     pub(crate) handshaken: std::sync::atomic::AtomicBool,
@@ -988,6 +1016,31 @@ pub struct Client {
 }
 
 impl Client {
+    /// What this client's `initialize` fixed, once it was answered: what a transport seals so
+    /// that another process can [resume](Proxy::resume) the session. `None` before, and for a
+    /// client of protocol 2026-07-28 (it has no session).
+    pub fn session(&self) -> Option<Session> {
+        lock(&self.session).clone()
+    }
+
+    /// Keep what an answered `initialize` fixed: the version agreed (the answer's), and the
+    /// client's capabilities and info as it sent them.
+    fn fix_session(&self, params: Option<&RawValue>, answer: &RawValue) {
+        let Some(protocol_version) = member_str(answer, "protocolVersion") else {
+            return;
+        };
+        let part = |name: &str| {
+            params
+                .and_then(|p| members::member(p, name))
+                .map(ToOwned::to_owned)
+        };
+        *lock(&self.session) = Some(Session {
+            protocol_version,
+            capabilities: part("capabilities"),
+            client_info: part("clientInfo"),
+        });
+    }
+
     /// Mark the client as one of protocol 2026-07-28 before its first message (a transport that
     /// knows it already, such as an HTTP POST with no session).
     pub fn set_stateless(&self) {
@@ -1459,6 +1512,21 @@ pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
             "isError": true,
         })),
     }
+}
+
+/// What a handshake-era client's `initialize` fixed for the life of its session: the protocol
+/// version agreed, and the client's capabilities and info as it sent them (JSON text, whole).
+/// Serializable, so that a transport can carry it (sealed) in the session id it gives out and
+/// any process serving the same hub can [resume](Proxy::resume) the session. What changes later
+/// (its log level, its subscriptions) is not part of it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Session {
+    #[serde(rename = "v")]
+    pub protocol_version: String,
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Box<RawValue>>,
+    #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
+    pub client_info: Option<Box<RawValue>>,
 }
 
 /// A client's `tools/call`, resolved ([`Proxy::named_call`]).

@@ -9,8 +9,8 @@ use std::time::Duration;
 use super::expand::expand;
 use super::raw::{Given, Kind, RawConfig, RawServer, RawTuning, Text, child};
 use super::{
-    Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_INSTANCES, DEFAULT_TOOL_CALL_TIMEOUT, Isolation,
-    Problem, Secret, ServerConfig, Start, TransportConfig,
+    Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_INSTANCES, DEFAULT_SESSION_MAX_AGE,
+    DEFAULT_TOOL_CALL_TIMEOUT, Isolation, Problem, Secret, ServerConfig, Start, TransportConfig,
 };
 use crate::filter::ToolFilter;
 use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
@@ -44,10 +44,16 @@ pub(crate) fn build(raw: &RawConfig, env: Lookup<'_>, problems: &mut Vec<Problem
             .unwrap_or_else(|| DEFAULT_SEPARATOR.to_owned()),
     };
     let tool_exposure = raw.tool_exposure.value().copied().unwrap_or_default();
+    let session_max_age = raw
+        .session_max_age_ms
+        .value()
+        .map(|ms| Duration::from_millis(*ms))
+        .unwrap_or(DEFAULT_SESSION_MAX_AGE);
     Config {
         servers,
         naming,
         tool_exposure,
+        session_max_age,
     }
 }
 

@@ -32,13 +32,19 @@ pub const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_millis(30_000);
 
 /// A validated config: every server in config order, how their tools are named, and how the
 /// tools are shown to a client.
-#[derive(Clone, Debug, Default, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub struct Config {
     pub servers: Vec<ServerConfig>,
     pub naming: NamingConfig,
     /// Every tool in `tools/list`, or two tools that search and call them (`toolExposure`).
     pub tool_exposure: ToolExposure,
+    /// How long a sealed HTTP session id opens a session, on any replica, after it was issued
+    /// (`sessionMaxAgeMs`; SPEC §12).
+    pub session_max_age: Duration,
 }
+
+/// [`Config::session_max_age`] when the config does not say: 24 hours.
+pub const DEFAULT_SESSION_MAX_AGE: Duration = Duration::from_secs(24 * 60 * 60);
 
 /// How a proxy's client sees the aggregate tools (SPEC §13, `toolExposure`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -48,6 +54,17 @@ pub enum ToolExposure {
     All,
     /// Two tools, `search_tools` and `call_tool`, in their place.
     Search,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            servers: Vec::new(),
+            naming: NamingConfig::default(),
+            tool_exposure: ToolExposure::default(),
+            session_max_age: DEFAULT_SESSION_MAX_AGE,
+        }
+    }
 }
 
 impl Config {

@@ -11,7 +11,13 @@ use crate::pin::PinMode;
 /// The largest number of milliseconds (and count) a config may hold: `2^31 − 1`.
 pub const MAX_MS: u64 = 2_147_483_647;
 
-const TOP_KEYS: &[&str] = &["mcpServers", "defaults", "naming", "toolExposure"];
+const TOP_KEYS: &[&str] = &[
+    "mcpServers",
+    "defaults",
+    "naming",
+    "toolExposure",
+    "sessionMaxAgeMs",
+];
 const DEFAULTS_KEYS: &[&str] = &[
     "reconnect",
     "health",
@@ -185,6 +191,7 @@ pub(crate) struct RawConfig {
     pub(crate) defaults: RawTuning,
     pub(crate) naming: RawNaming,
     pub(crate) tool_exposure: Given<super::ToolExposure>,
+    pub(crate) session_max_age_ms: Given<u64>,
 }
 
 /// Walks the whole tree, recording every problem found.
@@ -288,6 +295,9 @@ impl Walker<'_> {
         }
         if let Some(v) = top.get("toolExposure") {
             raw.tool_exposure = self.tool_exposure(v);
+        }
+        if let Some(v) = top.get("sessionMaxAgeMs") {
+            raw.session_max_age_ms = self.millis("sessionMaxAgeMs", v, false);
         }
         raw
     }
