@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the pinned MCP peers that the interop tests run against, into git-ignored folders:
-#   .venv-test/          the official Python SDK (mcp) and prometheus_client
+#   .venv-test/          the official Python SDK (mcp), prometheus_client, and kubernetes-validate
+#                        (the Kubernetes schemas ship inside it, so deploy/ is validated offline)
 #   tools/node_modules/  @modelcontextprotocol/server-everything, inspector and conformance (0.1.16, and
 #                        0.2.0-alpha.12 as conformance-next), the TypeScript SDK (the client of
 #                        `mcp-supervisor-bench ts-peers`), from tools/package-lock.json
@@ -10,7 +11,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
-PY_PINS=("mcp==2.3.0" "prometheus_client==0.26.0")
+PY_PINS=("mcp==2.3.0" "prometheus_client==0.26.0" "kubernetes-validate==1.37.0")
 
 # === Python: .venv-test ===
 VENV="$ROOT/.venv-test"
@@ -25,6 +26,7 @@ else
     fi
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_PINS[@]}"
     "$VENV/bin/python" -c 'import mcp.server; mcp.server.MCPServer'
+    "$VENV/bin/python" -c 'import kubernetes_validate, yaml'
     printf '%s\n' "$PY_WANT" >"$PY_STAMP"
 fi
 
