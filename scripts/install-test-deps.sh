@@ -2,11 +2,13 @@
 # Installs the pinned MCP peers that the interop tests run against, into git-ignored folders:
 #   .venv-test/          the official Python SDK (mcp), prometheus_client, and kubernetes-validate
 #                        (the Kubernetes schemas ship inside it, so deploy/ is validated offline)
+#   haproxy              Debian's package, when absent (apt-get, as root): the replica tests' balancer
 #   tools/node_modules/  @modelcontextprotocol/server-everything, inspector and conformance (0.1.16, and
 #                        0.2.0-alpha.12 as conformance-next), the TypeScript SDK (the client of
 #                        `mcp-supervisor-bench ts-peers`), from tools/package-lock.json
 # Idempotent and fast when already installed: each folder keeps a stamp of what was installed.
-# Needs only python3 (with venv and pip) and npm; talks only to PyPI and the npm registry.
+# Needs only python3 (with venv and pip), npm and, for HAProxy, apt-get; talks only to PyPI, the
+# npm registry and Debian's archive.
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
@@ -49,4 +51,18 @@ else
         (cd "$TOOLS" && npm install --no-audit --no-fund --ignore-scripts)
     fi
     lock_state >"$NODE_STAMP"
+fi
+
+# === HAProxy (Debian's package): the load balancer of the replica tests ===
+# Installed with apt-get when absent (CI runs as root); a machine where it cannot be installed
+# fails here, saying so, rather than in the middle of the tests.
+if command -v haproxy >/dev/null 2>&1 || [[ -x /usr/sbin/haproxy ]]; then
+    echo "install-test-deps: haproxy is installed"
+elif [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
+    echo "install-test-deps: apt-get install haproxy"
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy >/dev/null ||
+        { apt-get update -q >/dev/null && DEBIAN_FRONTEND=noninteractive apt-get install -y -q haproxy >/dev/null; }
+else
+    echo "install-test-deps: haproxy is missing; install Debian's package (apt-get install haproxy, as root) and run this again" >&2
+    exit 1
 fi

@@ -1,0 +1,379 @@
+//! Replicas behind a real load balancer (SPEC §12, issue 19): three `serve --http` replicas
+//! sharing one session key, HAProxy (Debian's package) in front balancing round robin per
+//! request with no stickiness and health checks, and the official Python SDK client in a steady
+//! call loop through it:
+//! - one 2025-era session's calls spread over the replicas and all succeed (a replica that did
+//!   not open the session resumes it from its sealed id);
+//! - a `kill -9` of one replica mid-loop fails at most the one call in flight;
+//! - a 2026-07-28 client (no session) is served the same way;
+//! - no non-idempotent call runs twice (the fault server's ledger, shared by the replicas);
+//! - no process is left.
+
+mod support;
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use base64::Engine;
+use mcp_supervisor_testkit::{alive, fault_bin, free_port, gone_within, kill9, temp_dir};
+use serde_json::{Value, json};
+use support::{Running, path_str};
+use tokio::io::{AsyncBufReadExt, BufReader};
+
+/// The bound of every wait.
+const LIMIT: Duration = Duration::from_secs(30);
+/// How many replicas.
+const REPLICAS: usize = 3;
+
+fn haproxy() -> PathBuf {
+    for candidate in [
+        "/usr/sbin/haproxy",
+        "/usr/bin/haproxy",
+        "/usr/local/sbin/haproxy",
+    ] {
+        if Path::new(candidate).exists() {
+            return PathBuf::from(candidate);
+        }
+    }
+    panic!(
+        "haproxy is missing: run scripts/install-test-deps.sh (as root it installs Debian's package), or apt-get install haproxy"
+    );
+}
+
+fn driver() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/py/replica_driver.py")
+}
+
+/// One replica: `serve --http` on its own port, its fault server writing its pid to `pid_file`
+/// and every `count` to the shared ledger.
+struct Replica {
+    running: Running,
+    pid_file: PathBuf,
+}
+
+async fn start_replica(dir: &Path, n: usize, key: &str, ledger: &Path) -> Replica {
+    let pid_file = dir.join(format!("fault-{n}.pid"));
+    let config = dir.join(format!("replica-{n}.json"));
+    let servers = json!({ "mcpServers": { "fault": {
+        "command": fault_bin(),
+        "args": ["--ledger", ledger, "--pid-file", pid_file],
+    }}});
+    std::fs::write(&config, servers.to_string()).expect("write a replica's config");
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let state = dir.join(format!("state-{n}"));
+    let running = Running::start(
+        &[
+            "serve",
+            "--config",
+            &path_str(&config),
+            "--http",
+            &addr,
+            "--state-dir",
+            &path_str(&state),
+        ],
+        port,
+        &[("MCP_SUPERVISOR_SESSION_KEY", key), ("RUST_LOG", "warn")],
+    )
+    .await;
+    // Ready: its server is up (healthz is 200 only then).
+    let deadline = Instant::now() + LIMIT;
+    loop {
+        if let Ok(response) = reqwest::get(running.url("/healthz")).await
+            && response.status().is_success()
+        {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "replica {n} did not become healthy"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Replica { running, pid_file }
+}
+
+fn fault_pid(replica: &Replica) -> Option<u32> {
+    std::fs::read_to_string(&replica.pid_file)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// HAProxy in the foreground: round robin per request over `ports`, no stickiness, health
+/// checks every 100 ms, a refused connection retried on another replica.
+struct Balancer {
+    child: tokio::process::Child,
+    port: u16,
+}
+
+async fn start_haproxy(dir: &Path, ports: &[u16]) -> Balancer {
+    let port = free_port();
+    let mut config = format!(
+        "global\n    maxconn 1024\n\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 60s\n    timeout server 60s\n    retries 3\n    option redispatch 1\n    retry-on conn-failure\n\nfrontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\nbackend replicas\n    balance roundrobin\n    option httpchk GET /healthz\n    http-check expect status 200\n"
+    );
+    for (n, p) in ports.iter().enumerate() {
+        config.push_str(&format!(
+            "    server r{n} 127.0.0.1:{p} check inter 100 fall 1 rise 2\n"
+        ));
+    }
+    let file = dir.join("haproxy.cfg");
+    std::fs::write(&file, config).expect("write haproxy.cfg");
+    let check = std::process::Command::new(haproxy())
+        .args(["-c", "-q", "-f", &path_str(&file)])
+        .status();
+    assert!(
+        matches!(check, Ok(s) if s.success()),
+        "haproxy refused its config: {check:?}"
+    );
+    let child = tokio::process::Command::new(haproxy())
+        .args(["-db", "-f", &path_str(&file)])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn haproxy");
+    let deadline = Instant::now() + LIMIT;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "haproxy did not listen on {port}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    Balancer { child, port }
+}
+
+/// A replica's Prometheus sample `name` (with its labels as written), 0 when absent.
+async fn metric(replica: &Replica, name: &str) -> u64 {
+    let text = match reqwest::get(replica.running.url("/metrics")).await {
+        Ok(response) => response.text().await.unwrap_or_default(),
+        Err(_) => String::new(),
+    };
+    text.lines()
+        .find_map(|line| line.strip_prefix(name)?.trim().parse::<f64>().ok())
+        .map_or(0, |v| v as u64)
+}
+
+/// The driver's lines as they come; `on_line` sees each (and may act, e.g. kill a replica).
+async fn drive(args: &[&str], mut on_line: impl FnMut(&Value)) -> Vec<Value> {
+    let python = mcp_supervisor_testkit::python("import mcp");
+    let mut child = tokio::process::Command::new(python)
+        .arg(driver())
+        .args(args)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("spawn the driver");
+    let mut lines = BufReader::new(child.stdout.take().expect("stdout is piped")).lines();
+    let mut seen = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(120), async {
+        while let Ok(Some(line)) = lines.next_line().await {
+            let value: Value = serde_json::from_str(&line).unwrap_or(Value::Null);
+            on_line(&value);
+            let done = value["done"] == true;
+            seen.push(value);
+            if done {
+                break;
+            }
+        }
+    })
+    .await;
+    assert!(read.is_ok(), "the driver did not finish: {seen:?}");
+    let _ = tokio::time::timeout(LIMIT, child.wait()).await;
+    seen
+}
+
+/// How many times each id of `prefix` is in the ledger.
+fn ledger_counts(ledger: &Path, prefix: &str) -> std::collections::HashMap<String, usize> {
+    let mut counts = std::collections::HashMap::new();
+    for line in std::fs::read_to_string(ledger).unwrap_or_default().lines() {
+        if line.starts_with(&format!("{prefix}-")) {
+            *counts.entry(line.to_string()).or_insert(0) += 1;
+        }
+    }
+    counts
+}
+
+/// The calls' lines of a driver run, and its summary.
+fn calls(lines: &[Value]) -> (Vec<&Value>, &Value) {
+    let calls: Vec<&Value> = lines.iter().filter(|l| l.get("i").is_some()).collect();
+    let done = lines
+        .iter()
+        .find(|l| l["done"] == true)
+        .unwrap_or(&Value::Null);
+    (calls, done)
+}
+
+/// No id ran twice; every call that succeeded ran exactly once.
+fn assert_never_twice(ledger: &Path, prefix: &str, lines: &[Value]) {
+    let counts = ledger_counts(ledger, prefix);
+    let twice: Vec<_> = counts.iter().filter(|(_, n)| **n > 1).collect();
+    assert!(twice.is_empty(), "calls that ran twice: {twice:?}");
+    for call in calls(lines).0 {
+        if call["ok"] == true {
+            let id = format!("{prefix}-{}", call["i"]);
+            assert_eq!(
+                counts.get(&id),
+                Some(&1),
+                "{id} answered but not in the ledger once"
+            );
+        }
+    }
+}
+
+#[tokio::test]
+async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twice() {
+    let dir = temp_dir("replicas");
+    let ledger = dir.join("ledger.txt");
+    let key = base64::engine::general_purpose::STANDARD.encode(
+        (0u8..32)
+            .map(|b| b.wrapping_mul(7).wrapping_add(std::process::id() as u8))
+            .collect::<Vec<u8>>(),
+    );
+    let mut replicas = Vec::new();
+    for n in 0..REPLICAS {
+        replicas.push(start_replica(&dir, n, &key, &ledger).await);
+    }
+    let ports: Vec<u16> = replicas.iter().map(|r| r.running.port).collect();
+    let mut balancer = start_haproxy(&dir, &ports).await;
+    let url = format!("http://127.0.0.1:{}/mcp", balancer.port);
+
+    // The id a client holds is small: a 2025-era initialize as the Python SDK sends it.
+    let answer = reqwest::Client::new()
+        .post(&url)
+        .header("Accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-11-25",
+            "capabilities": {"sampling": {}, "elicitation": {"form": {}, "url": {}}, "roots": {"listChanged": true}},
+            "clientInfo": {"name": "mcp", "version": "2.3.0"},
+        }}))
+        .send()
+        .await
+        .expect("initialize through haproxy");
+    let id_len = answer
+        .headers()
+        .get("mcp-session-id")
+        .map_or(0, |v| v.len());
+    assert!(
+        (1..=400).contains(&id_len),
+        "the sealed session id is {id_len} bytes"
+    );
+
+    // 1. One session's calls, round robin per request: every call succeeds, on every replica.
+    let lines = drive(
+        &[
+            "--url",
+            &url,
+            "--prefix",
+            "spread",
+            "--calls",
+            "30",
+            "--tool-prefix",
+            "fault__",
+        ],
+        |_| {},
+    )
+    .await;
+    let (spread, done) = calls(&lines);
+    assert_eq!(spread.len(), 30, "{lines:?}");
+    assert_eq!(done["ok"], 30, "every call succeeds: {lines:?}");
+    let mut served = 0;
+    let mut resumed = 0;
+    for replica in &replicas {
+        let ok = metric(replica, "mcp_supervisor_calls_total{outcome=\"ok\"}").await;
+        served += usize::from(ok > 0);
+        resumed += metric(replica, "mcp_supervisor_sessions_resumed_total").await;
+    }
+    assert_eq!(served, REPLICAS, "round robin reaches every replica");
+    assert!(
+        resumed >= 2,
+        "replicas that did not open the session resumed it ({resumed})"
+    );
+    assert_never_twice(&ledger, "spread", &lines);
+
+    // 2. A replica killed with SIGKILL mid-loop: at most the one call in flight fails.
+    let victim_pid = replicas[2].running.child.id();
+    let victim_server = fault_pid(&replicas[2]);
+    let mut killed = false;
+    let lines = drive(
+        &[
+            "--url",
+            &url,
+            "--prefix",
+            "kill",
+            "--calls",
+            "40",
+            "--interval",
+            "50",
+            "--tool-prefix",
+            "fault__",
+        ],
+        |line| {
+            if !killed && line["i"] == 10 {
+                kill9(victim_pid);
+                killed = true;
+            }
+        },
+    )
+    .await;
+    assert!(killed, "the loop reached the kill: {lines:?}");
+    let (kill_calls, done) = calls(&lines);
+    assert_eq!(kill_calls.len(), 40, "{lines:?}");
+    let failed = done["failed"].as_array().map_or(usize::MAX, Vec::len);
+    assert!(
+        failed <= 1,
+        "more than the call in flight failed: {lines:?}"
+    );
+    assert_never_twice(&ledger, "kill", &lines);
+    if let Some(pid) = victim_server {
+        assert!(
+            gone_within(pid, LIMIT).await,
+            "the killed replica's server {pid} is left"
+        );
+    }
+
+    // 3. A 2026-07-28 client: no session at all, any replica answers.
+    let lines = drive(
+        &[
+            "--url",
+            &url,
+            "--prefix",
+            "modern",
+            "--calls",
+            "10",
+            "--mode",
+            "auto",
+            "--tool-prefix",
+            "fault__",
+        ],
+        |_| {},
+    )
+    .await;
+    assert_eq!(
+        lines.first().map(|l| l["protocol_version"].clone()),
+        Some(json!("2026-07-28"))
+    );
+    assert_eq!(calls(&lines).1["ok"], 10, "{lines:?}");
+    assert_never_twice(&ledger, "modern", &lines);
+
+    // Nothing is left: the balancer, the replicas and their servers.
+    let _ = balancer.child.kill().await;
+    let servers: Vec<u32> = replicas.iter().filter_map(fault_pid).collect();
+    drop(replicas);
+    for pid in servers {
+        assert!(
+            gone_within(pid, LIMIT).await || !alive(pid),
+            "server {pid} is left"
+        );
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+}
