@@ -15,7 +15,7 @@ use mcp_supervisor_testkit::rawhttp::RawHttp;
 use nix::sys::signal::Signal;
 use serde_json::{Value, json};
 
-use crate::procs::{self, RunDir, Spawned};
+use crate::procs::{self, RunDir};
 use crate::util::{self, STATS_HEADER, Stats};
 
 pub struct Options {
@@ -39,26 +39,7 @@ pub async fn run(fault: &Path, opts: Options) -> Result<Value> {
 async fn measure(fault: &Path, supervisor: &Path, run: &RunDir, opts: &Options) -> Result<Value> {
     let config = write_config(fault, run, opts.servers)?;
     let port = util::free_port()?;
-    let args: Vec<String> = [
-        "serve",
-        "--log-level",
-        "warn",
-        "--no-catalog",
-        "--config",
-        &config.display().to_string(),
-        "--http",
-        &format!("127.0.0.1:{port}"),
-    ]
-    .iter()
-    .map(|s| s.to_string())
-    .collect();
-    let mut proxy = Spawned::start(
-        "mcp-supervisor serve",
-        supervisor,
-        &args,
-        Some(&run.file("proxy.log")),
-        false,
-    )?;
+    let mut proxy = procs::serve_http(supervisor, &config, port, run)?;
     let outcome = async {
         proxy.wait_listening(port, Duration::from_secs(30)).await?;
         let url = format!("http://127.0.0.1:{port}");

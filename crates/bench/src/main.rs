@@ -17,6 +17,7 @@
 //! | `exposure` | the `tools/list` payload with every tool against `toolExposure: "search"`, and search latency over a large synthetic catalog |
 //! | `startup` | proxy start to a complete `tools/list` answer, N servers slow to start, with and without saved catalogs |
 //! | `lists` | every list through `serve --http` with N servers, all up and with one frozen (SIGSTOP) |
+//! | `sessions` | sealed session ids: seal and open per request and the id's size; the proxy's RSS after N `initialize` POSTs |
 //! | `ondemand` | processes and RSS at rest with N servers of which U are used, `always` vs `onDemand`; the first call to an idle server |
 //! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays, in front of server-everything |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
@@ -44,6 +45,7 @@ mod rawstdio;
 mod recovery;
 mod relay;
 mod scale;
+mod sessions;
 mod sse_heal;
 mod startup;
 mod ts_peers;
@@ -222,6 +224,19 @@ enum Bench {
         /// Rounds of each list, in each phase.
         #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=10_000))]
         rounds: u32,
+    },
+    /// Sealed session ids: seal and open per request (µs) and the id's size, in process; the
+    /// proxy's RSS after N `initialize` POSTs, and whether a long-evicted id still resumes.
+    Sessions {
+        /// Seal/open rounds per client.
+        #[arg(long, default_value_t = 20_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+        rounds: u32,
+        /// `initialize` POSTs to the proxy.
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(1..=10_000_000))]
+        sessions: u32,
+        /// POSTs at once.
+        #[arg(long, default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        concurrency: u32,
     },
     /// Servers on demand: processes and RSS at rest with N servers of which U are used,
     /// `always` vs `onDemand`; the latency of the first call to an idle server.
@@ -442,6 +457,18 @@ async fn main() -> ExitCode {
         } => exposure::run(&fault, &everything, catalog as usize, queries as usize).await,
         Bench::Lists { servers, rounds } => {
             lists::run(&fault, lists::Options { servers, rounds }).await
+        }
+        Bench::Sessions {
+            rounds,
+            sessions,
+            concurrency,
+        } => {
+            let opts = sessions::Options {
+                rounds,
+                sessions,
+                concurrency,
+            };
+            sessions::run(&fault, opts).await
         }
         Bench::Ondemand {
             servers,

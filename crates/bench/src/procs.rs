@@ -286,3 +286,28 @@ pub async fn measured(
 pub fn load_now() -> f64 {
     crate::util::loadavg().unwrap_or(f64::NAN)
 }
+
+/// `mcp-supervisor serve --config CONFIG --http 127.0.0.1:PORT` (no catalog, warnings only, its
+/// log in the run's `proxy.log`), as the benchmarks of one proxy start it.
+pub fn serve_http(supervisor: &Path, config: &Path, port: u16, run: &RunDir) -> Result<Spawned> {
+    let args: Vec<String> = [
+        "serve",
+        "--log-level",
+        "warn",
+        "--no-catalog",
+        "--config",
+        &config.display().to_string(),
+        "--http",
+        &format!("127.0.0.1:{port}"),
+    ]
+    .iter()
+    .map(|s| s.to_string())
+    .collect();
+    Spawned::start(
+        "mcp-supervisor serve",
+        supervisor,
+        &args,
+        Some(&run.file("proxy.log")),
+        false,
+    )
+}

@@ -371,14 +371,14 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
         },
         None => None,
     };
-    let keys = crate::seal::Keys::load(
+    let keys = mcp_supervisor_front::seal::Keys::load(
         args.session_key_file.as_deref(),
         args.previous_session_key_file.as_deref(),
     )?;
     if keys.random && args.http.is_some() {
         tracing::info!(
             "HTTP session ids are sealed with a key of this process's own: set {} (or --session-key-file) to the same key on every replica so that any of them resumes a session",
-            crate::seal::KEY_VAR
+            mcp_supervisor_front::seal::KEY_VAR
         );
     }
     Ok(crate::serve::Faces {

@@ -12,7 +12,6 @@ mod http;
 mod logging;
 mod login;
 mod mcp_http;
-mod seal;
 mod serve;
 mod telemetry;
 

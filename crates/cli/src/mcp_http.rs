@@ -50,6 +50,7 @@ use tokio_util::sync::CancellationToken;
 use mcp_supervisor_front::proxy::{
     Client, Kind, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text, kind,
 };
+use mcp_supervisor_front::seal;
 use mcp_supervisor_front::stdio::is_sessionless;
 
 /// A session with no request, no call under way and no open stream for this long is ended.
@@ -84,7 +85,7 @@ const EVENT_STREAM: &str = "text/event-stream";
 
 /// How session ids are sealed and for how long they open (SPEC §12).
 pub struct Sealing {
-    pub keys: crate::seal::Keys,
+    pub keys: seal::Keys,
     /// An id older than this opens no session (`sessionMaxAgeMs`).
     pub max_age: Duration,
 }
@@ -619,7 +620,7 @@ impl Sessions {
     /// counted). An id whose session was ended (DELETE) is resumed if it comes again: ending
     /// it on every replica would need a store they share, and the client chose to end it.
     fn get_or_resume(&self, id: &str) -> Option<Arc<Session>> {
-        let now = crate::seal::now_ms();
+        let now = seal::now_ms();
         if lock(&self.ended).contains(id) {
             return None;
         }
@@ -647,13 +648,13 @@ impl Sessions {
                 tracing::info!(session = %short(id), "resumed a session from its sealed id");
                 Some(session)
             }
-            Err(crate::seal::Refused::Expired) => {
+            Err(seal::Refused::Expired) => {
                 self.metrics()
                     .sessions_expired
                     .fetch_add(1, Ordering::Relaxed);
                 None
             }
-            Err(crate::seal::Refused::Forged) => {
+            Err(seal::Refused::Forged) => {
                 self.metrics()
                     .sessions_forged
                     .fetch_add(1, Ordering::Relaxed);
@@ -674,7 +675,7 @@ impl Sessions {
         client: Arc<Client>,
         messages: mpsc::UnboundedReceiver<String>,
     ) -> Arc<Session> {
-        let now = crate::seal::now_ms();
+        let now = seal::now_ms();
         let sealed = client
             .session()
             .and_then(|fixed| self.sealing.keys.seal(&fixed, now));
@@ -1382,7 +1383,7 @@ mod tests {
         let proxy = Proxy::new(hub, Mode::Aggregate);
         let shutdown = CancellationToken::new();
         let sealing = Arc::new(Sealing {
-            keys: crate::seal::Keys::random().unwrap(),
+            keys: seal::Keys::random().unwrap(),
             max_age,
         });
         (Sessions::new(proxy, sealing, shutdown.clone()), shutdown)
@@ -1396,10 +1397,7 @@ mod tests {
         let (out, messages) = mpsc::unbounded_channel();
         let client = sessions.proxy.connect(out.clone());
         let id = uuid::Uuid::new_v4().to_string();
-        (
-            sessions.open(id, crate::seal::now_ms(), client, messages),
-            out,
-        )
+        (sessions.open(id, seal::now_ms(), client, messages), out)
     }
 
     fn fixed() -> mcp_supervisor_front::Session {
@@ -1420,7 +1418,7 @@ mod tests {
         let id = sessions
             .sealing
             .keys
-            .seal(&fixed(), crate::seal::now_ms())
+            .seal(&fixed(), seal::now_ms())
             .unwrap();
         let resumed = sessions.get_or_resume(&id).expect("resumed from its seal");
         assert_eq!(resumed.id, id);
@@ -1432,10 +1430,7 @@ mod tests {
         assert!(Arc::ptr_eq(&again, &resumed));
         assert_eq!(count(&sessions.metrics().sessions_resumed), 1);
         // Another process's key, a made-up id, a plain UUID: 404, counted as forged.
-        let foreign = crate::seal::Keys::random()
-            .unwrap()
-            .seal(&fixed(), 0)
-            .unwrap();
+        let foreign = seal::Keys::random().unwrap().seal(&fixed(), 0).unwrap();
         for bad in [
             foreign.as_str(),
             "1.AAAA",
@@ -1451,7 +1446,7 @@ mod tests {
         let elsewhere = sessions
             .sealing
             .keys
-            .seal(&fixed(), crate::seal::now_ms())
+            .seal(&fixed(), seal::now_ms())
             .unwrap();
         assert!(
             sessions.end(&elsewhere),
@@ -1464,7 +1459,7 @@ mod tests {
     #[tokio::test]
     async fn an_id_past_its_maximum_age_opens_nothing_held_or_not() {
         let (sessions, _shutdown) = sessions_aged(Duration::from_secs(60));
-        let old = crate::seal::now_ms() - 61_000;
+        let old = seal::now_ms() - 61_000;
         let id = sessions.sealing.keys.seal(&fixed(), old).unwrap();
         assert!(sessions.get_or_resume(&id).is_none());
         assert_eq!(count(&sessions.metrics().sessions_expired), 1);

@@ -30,7 +30,7 @@ const WATCH_EVERY: Duration = Duration::from_secs(1);
 
 pub struct Faces {
     /// Seal the HTTP face's session ids.
-    pub keys: crate::seal::Keys,
+    pub keys: mcp_supervisor_front::seal::Keys,
     pub stdio: bool,
     pub http: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,

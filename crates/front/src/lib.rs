@@ -8,6 +8,8 @@
 //!   methods and input rounds ([`stateless`], [`rounds`]);
 //! - naming on the way out (`serve`'s prefixes for tools, prompts and task ids; none in `wrap`),
 //!   aggregation of lists, and routing of what servers send back to the client that caused it;
+//! - sealed session ids ([`seal`]): a client's [`Session`] sealed with a key replicas share, so
+//!   that any of them resumes it;
 //! - the `search` tool exposure ([`exposure`]) and the call counters ([`metrics`]);
 //! - one framing, stdio lines ([`stdio`]), so that a host serves its hub in a few lines
 //!   (`examples/stdio_host.rs`).
@@ -20,6 +22,7 @@ pub mod exposure;
 pub mod metrics;
 pub mod proxy;
 pub mod rounds;
+pub mod seal;
 pub mod stateless;
 pub mod stdio;
 

@@ -15,10 +15,10 @@
 use std::path::Path;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
+use crate::Session;
 use aws_lc_rs::aead::{AES_256_GCM, Aad, LessSafeKey, NONCE_LEN, Nonce, UnboundKey};
 use base64::Engine;
 use base64::engine::general_purpose::{STANDARD, URL_SAFE_NO_PAD};
-use mcp_supervisor_front::Session;
 use serde::{Deserialize, Serialize};
 
 /// The environment variable of the key (32 bytes, base64).
@@ -44,6 +44,15 @@ pub enum Refused {
     Expired,
 }
 
+/// A key that cannot be used: where it came from and what is wrong, with how to make one.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct KeyError(String);
+
+fn key_error(message: String) -> KeyError {
+    KeyError(message)
+}
+
 /// The key that seals and opens, and the previous one that only opens.
 pub struct Keys {
     current: LessSafeKey,
@@ -65,7 +74,7 @@ impl Keys {
     /// The keys from `--session-key-file` / `--previous-session-key-file` (a file wins over its
     /// environment variable), else [`KEY_VAR`] / [`PREVIOUS_KEY_VAR`], else a random key of this
     /// process's own. An error names the source and says how to make a key.
-    pub fn load(key_file: Option<&Path>, previous_file: Option<&Path>) -> anyhow::Result<Self> {
+    pub fn load(key_file: Option<&Path>, previous_file: Option<&Path>) -> Result<Self, KeyError> {
         let current = text_of(key_file, KEY_VAR)?;
         let previous = text_of(previous_file, PREVIOUS_KEY_VAR)?;
         match current {
@@ -80,18 +89,18 @@ impl Keys {
                     random: false,
                 })
             }
-            None if previous.is_some() => anyhow::bail!(
+            None if previous.is_some() => Err(key_error(format!(
                 "a previous session key was given without a current one: give the current key in {KEY_VAR} or --session-key-file"
-            ),
+            ))),
             None => Self::random(),
         }
     }
 
     /// A key of this process's own, from the OS's generator.
-    pub fn random() -> anyhow::Result<Self> {
+    pub fn random() -> Result<Self, KeyError> {
         let mut bytes = [0u8; 32];
         aws_lc_rs::rand::fill(&mut bytes)
-            .map_err(|_| anyhow::anyhow!("the OS's random generator failed"))?;
+            .map_err(|_| key_error("the OS's random generator failed".into()))?;
         Ok(Self {
             current: aes_key(&bytes)?,
             previous: None,
@@ -171,10 +180,13 @@ pub fn now_ms() -> u64 {
 }
 
 /// The key's text and where it came from: the file when given, else the variable when set.
-fn text_of(file: Option<&Path>, var: &str) -> anyhow::Result<Option<(String, String)>> {
+fn text_of(file: Option<&Path>, var: &str) -> Result<Option<(String, String)>, KeyError> {
     if let Some(path) = file {
         let text = std::fs::read_to_string(path).map_err(|e| {
-            anyhow::anyhow!("cannot read the session key file {}: {e}", path.display())
+            key_error(format!(
+                "cannot read the session key file {}: {e}",
+                path.display()
+            ))
         })?;
         return Ok(Some((text, format!("the file {}", path.display()))));
     }
@@ -184,22 +196,24 @@ fn text_of(file: Option<&Path>, var: &str) -> anyhow::Result<Option<(String, Str
         .map(|text| (text, var.to_string())))
 }
 
-fn key_from(text: &str, source: &str) -> anyhow::Result<LessSafeKey> {
-    let bytes = STANDARD
-        .decode(text.trim())
-        .map_err(|_| anyhow::anyhow!("the session key in {source} is not base64; {MAKE_ONE}"))?;
+fn key_from(text: &str, source: &str) -> Result<LessSafeKey, KeyError> {
+    let bytes = STANDARD.decode(text.trim()).map_err(|_| {
+        key_error(format!(
+            "the session key in {source} is not base64; {MAKE_ONE}"
+        ))
+    })?;
     if bytes.len() != 32 {
-        anyhow::bail!(
+        return Err(key_error(format!(
             "the session key in {source} is {} bytes; it must be 32; {MAKE_ONE}",
             bytes.len()
-        );
+        )));
     }
     aes_key(&bytes)
 }
 
-fn aes_key(bytes: &[u8]) -> anyhow::Result<LessSafeKey> {
+fn aes_key(bytes: &[u8]) -> Result<LessSafeKey, KeyError> {
     let key = UnboundKey::new(&AES_256_GCM, bytes)
-        .map_err(|_| anyhow::anyhow!("the session key was refused by AES-256-GCM"))?;
+        .map_err(|_| key_error("the session key was refused by AES-256-GCM".into()))?;
     Ok(LessSafeKey::new(key))
 }
 
