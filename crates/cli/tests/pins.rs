@@ -70,22 +70,6 @@ async fn listed(proxy: &mut Proxy, name: &str) -> Option<Value> {
         .cloned()
 }
 
-/// Wait (bounded) until the log holds every one of `needles`; returns it.
-async fn log_until(log: &Path, needles: &[&str]) -> String {
-    let deadline = Instant::now() + ANSWER_LIMIT;
-    loop {
-        let text = std::fs::read_to_string(log).unwrap_or_default();
-        if needles.iter().all(|n| text.contains(n)) {
-            return text;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the log never said {needles:?}; it says:\n{text}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 /// `mcp-supervisor approve ARGS`: its exit code and stdout.
 fn approve(list: &[String]) -> (i32, String) {
     let output = std::process::Command::new(supervisor_bin())

@@ -22,5 +22,5 @@ pub use classify::{
 pub use config::{
     Config, ConfigErrors, Problem, Secret, ServerConfig, TransportConfig, parse_config,
 };
-pub use naming::{NamingConfig, NamingMode, assign, prefixed_name};
+pub use naming::{NameKind, NamingConfig, NamingMode, assign, prefixed_name};
 pub use policy::{Budget, Decision, HealthPolicy, ReconnectPolicy};

@@ -1,6 +1,8 @@
-//! Public tool names (SPEC §4): upstream names to the names the registry publishes, stable byte for
-//! byte across runs and releases, with hash-shortening and collision breaking. It never consults
-//! anything but its arguments (no std `DefaultHasher`, no map iteration order).
+//! Public names (SPEC §4, §9): one policy for every kind of name a proxy publishes for many servers
+//! (tools, prompts): upstream names to public names, stable byte for byte across runs and
+//! releases, with hash-shortening and collision breaking, and a warning per name that could not
+//! have its natural one. It never consults anything but its arguments (no std `DefaultHasher`, no
+//! map iteration order).
 
 use std::collections::HashMap;
 
@@ -10,10 +12,27 @@ pub const MAX_NAME_LEN: usize = 64;
 /// The separator used when none is configured.
 pub const DEFAULT_SEPARATOR: &str = "__";
 
-/// How tools are named in the registry.
+/// What a public name names: the word its warnings use. The rule is the same for every kind.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum NameKind {
+    Tool,
+    Prompt,
+}
+
+impl NameKind {
+    /// The noun warnings use.
+    pub fn noun(self) -> &'static str {
+        match self {
+            Self::Tool => "tool",
+            Self::Prompt => "prompt",
+        }
+    }
+}
+
+/// How tools and prompts are named.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum NamingMode {
-    /// `<server><sep><tool>` for every tool.
+    /// `<server><sep><name>` for every tool and prompt.
     #[default]
     Prefixed,
     /// The upstream name as it is; where an earlier server holds it, the prefixed name.
@@ -53,11 +72,13 @@ pub fn prefixed_name(server: &str, tool: &str, sep: &str) -> String {
     }
 }
 
-/// Assigns public names to every server's tools, in config order.
+/// Assigns public names to every server's tools, or every server's prompts (`kind`), in config
+/// order. Tools and prompts are named apart (a prompt may share a tool's public name), each by
+/// this one rule.
 ///
-/// `servers` holds each server's name and its upstream tool names in upstream order. The result
-/// holds, for each server and each of its tools, the public name, plus one warning per tool that
-/// could not have its natural name. All public names are unique, and the same input always gives
+/// `servers` holds each server's name and its upstream names in upstream order. The result holds,
+/// for each server and each of its names, the public name, plus one warning per name that could
+/// not have its natural public name. All public names are unique, and the same input always gives
 /// the same output.
 ///
 /// - Prefixed mode: [`prefixed_name`].
@@ -66,6 +87,7 @@ pub fn prefixed_name(server: &str, tool: &str, sep: &str) -> String {
 /// - Any collision left (two names that sanitize alike, a tool listed twice) is broken with a hash
 ///   suffix of the pair and a counter, with a warning.
 pub fn assign(
+    kind: NameKind,
     config: &NamingConfig,
     servers: &[(&str, Vec<&str>)],
 ) -> (Vec<Vec<String>>, Vec<String>) {
@@ -84,6 +106,7 @@ pub fn assign(
                 Some(&(owner_server, owner_tool)) => {
                     let name = fallback_name(config, server, tool, &owners);
                     warnings.push(collision_warning(
+                        kind,
                         (server, tool),
                         (owner_server, owner_tool),
                         &natural,
@@ -124,22 +147,24 @@ fn fallback_name(
 }
 
 fn collision_warning(
+    kind: NameKind,
     (server, tool): (&str, &str),
     (owner_server, owner_tool): (&str, &str),
     natural: &str,
     published: &str,
 ) -> String {
+    let noun = kind.noun();
     if owner_tool == tool && owner_server == server {
         format!(
-            "server {server:?} lists tool {tool:?} more than once; the repeat is published as {published:?}"
+            "server {server:?} lists {noun} {tool:?} more than once; the repeat is published as {published:?}"
         )
     } else if owner_tool == tool {
         format!(
-            "tool {tool:?} of server {server:?} is also offered by server {owner_server:?}; it is published as {published:?}"
+            "{noun} {tool:?} of server {server:?} is also offered by server {owner_server:?}; it is published as {published:?}"
         )
     } else {
         format!(
-            "tool {tool:?} of server {server:?} would be published as {natural:?}, which tool {owner_tool:?} of server {owner_server:?} already holds; it is published as {published:?}"
+            "{noun} {tool:?} of server {server:?} would be published as {natural:?}, which {noun} {owner_tool:?} of server {owner_server:?} already holds; it is published as {published:?}"
         )
     }
 }

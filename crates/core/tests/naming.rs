@@ -1,9 +1,12 @@
-//! Public tool names (SPEC §4): the prefixed form, the 64-character limit with a stable hash
-//! suffix, original mode and its collisions. Expected strings are fixed (computed independently
+//! Public names (SPEC §4, §9): the prefixed form, the 64-character limit with a stable hash
+//! suffix, original mode and its collisions, and that prompts are named by the very rule tools
+//! are (only the noun in a warning differs). Expected strings are fixed (computed independently
 //! from the documented FNV-1a definition), so a change of hash or rule fails here.
 
 use mcp_supervisor_core::naming::{
-    MAX_NAME_LEN, NamingConfig, NamingMode, assign, pair_hash, prefixed_name,
+    MAX_NAME_LEN,
+    NameKind::{Prompt, Tool},
+    NamingConfig, NamingMode, assign, pair_hash, prefixed_name,
 };
 
 fn prefixed() -> NamingConfig {
@@ -140,6 +143,7 @@ fn every_prefixed_name_is_a_valid_public_name() {
 #[test]
 fn prefixed_mode_names_every_tool_in_order() {
     let (names, warnings) = assign(
+        Tool,
         &prefixed(),
         &[
             ("fs", vec!["read", "write"]),
@@ -162,13 +166,17 @@ fn prefixed_mode_uses_the_configured_separator() {
         mode: NamingMode::Prefixed,
         separator: ".".into(),
     };
-    let (names, _) = assign(&config, &[("fs", vec!["read"])]);
+    let (names, _) = assign(Tool, &config, &[("fs", vec!["read"])]);
     assert_eq!(names, [vec!["fs.read"]]);
 }
 
 #[test]
 fn names_that_collide_after_prefixing_are_broken_with_a_hash_suffix() {
-    let (names, warnings) = assign(&prefixed(), &[("a", vec!["b__c"]), ("a__b", vec!["c"])]);
+    let (names, warnings) = assign(
+        Tool,
+        &prefixed(),
+        &[("a", vec!["b__c"]), ("a__b", vec!["c"])],
+    );
     assert_eq!(names, [vec!["a__b__c"], vec!["a__b__c_9e870743"]]);
     assert_eq!(
         warnings,
@@ -177,14 +185,14 @@ fn names_that_collide_after_prefixing_are_broken_with_a_hash_suffix() {
         ]
     );
 
-    let (names, warnings) = assign(&prefixed(), &[("s", vec!["x_y", "x y"])]);
+    let (names, warnings) = assign(Tool, &prefixed(), &[("s", vec!["x_y", "x y"])]);
     assert_eq!(names, [vec!["s__x_y", "s__x_y_ada22ceb"]]);
     assert_eq!(warnings.len(), 1);
 }
 
 #[test]
 fn a_tool_listed_twice_by_one_server_still_gets_unique_names() {
-    let (names, warnings) = assign(&prefixed(), &[("a", vec!["dup", "dup", "dup"])]);
+    let (names, warnings) = assign(Tool, &prefixed(), &[("a", vec!["dup", "dup", "dup"])]);
     assert_eq!(
         names,
         [vec!["a__dup", "a__dup_151ec067", "a__dup_5b2e311c"]]
@@ -203,6 +211,7 @@ fn a_tool_listed_twice_by_one_server_still_gets_unique_names() {
 #[test]
 fn original_mode_keeps_upstream_names_unchanged() {
     let (names, warnings) = assign(
+        Tool,
         &original(),
         &[
             ("a", vec!["echo", "read file", "日本", &"x".repeat(80)]),
@@ -227,6 +236,7 @@ fn original_mode_keeps_upstream_names_unchanged() {
 #[test]
 fn in_original_mode_the_later_server_gets_the_prefixed_name_and_a_warning() {
     let (names, warnings) = assign(
+        Tool,
         &original(),
         &[
             ("a", vec!["echo", "add"]),
@@ -251,6 +261,7 @@ fn in_original_mode_the_later_server_gets_the_prefixed_name_and_a_warning() {
 fn in_original_mode_a_displaced_tool_takes_its_prefixed_name_or_else_the_hash() {
     // "c" offers tools literally named like the prefixed names given out before them.
     let (names, warnings) = assign(
+        Tool,
         &original(),
         &[
             ("a", vec!["echo"]),
@@ -277,6 +288,7 @@ fn in_original_mode_a_displaced_tool_takes_its_prefixed_name_or_else_the_hash() 
 
     // b's repeat of "echo" would take "b__echo", which a's own tool already holds.
     let (names, warnings) = assign(
+        Tool,
         &original(),
         &[("a", vec!["b__echo"]), ("b", vec!["echo", "echo"])],
     );
@@ -291,7 +303,7 @@ fn in_original_mode_a_displaced_tool_takes_its_prefixed_name_or_else_the_hash() 
 
 #[test]
 fn original_mode_duplicates_within_one_server_are_broken_too() {
-    let (names, warnings) = assign(&original(), &[("a", vec!["dup", "dup"])]);
+    let (names, warnings) = assign(Tool, &original(), &[("a", vec!["dup", "dup"])]);
     assert_eq!(names, [vec!["dup", "a__dup"]]);
     assert_eq!(
         warnings,
@@ -331,7 +343,7 @@ fn all_public_names_are_unique_and_the_same_input_gives_the_same_output() {
         .map(|(s, ts)| (s.as_str(), ts.iter().map(String::as_str).collect()))
         .collect();
     for config in [prefixed(), original()] {
-        let (names, warnings) = assign(&config, &borrowed);
+        let (names, warnings) = assign(Tool, &config, &borrowed);
         let mut all: Vec<&String> = names.iter().flatten().collect();
         let count = all.len();
         all.sort();
@@ -347,7 +359,7 @@ fn all_public_names_are_unique_and_the_same_input_gives_the_same_output() {
             borrowed.iter().map(|(_, t)| t.len()).collect::<Vec<_>>()
         );
         assert!(!warnings.is_empty());
-        assert_eq!(assign(&config, &borrowed), (names.clone(), warnings));
+        assert_eq!(assign(Tool, &config, &borrowed), (names.clone(), warnings));
         if config.mode == NamingMode::Prefixed {
             assert!(names.iter().flatten().all(|n| is_public_name(n)));
         }
@@ -356,8 +368,93 @@ fn all_public_names_are_unique_and_the_same_input_gives_the_same_output() {
 
 #[test]
 fn an_empty_input_gives_no_names() {
-    assert_eq!(assign(&prefixed(), &[]), (vec![], vec![]));
-    let (names, warnings) = assign(&original(), &[("a", vec![])]);
+    assert_eq!(assign(Tool, &prefixed(), &[]), (vec![], vec![]));
+    let (names, warnings) = assign(Tool, &original(), &[("a", vec![])]);
     assert_eq!(names, [Vec::<String>::new()]);
     assert!(warnings.is_empty());
+}
+
+// === One rule for every kind of name ===
+
+#[test]
+fn prompts_get_the_names_tools_would_get_and_the_same_warnings_but_for_the_noun() {
+    let input = tricky_input();
+    let borrowed: Vec<(&str, Vec<&str>)> = input
+        .iter()
+        .map(|(s, ts)| (s.as_str(), ts.iter().map(String::as_str).collect()))
+        .collect();
+    for mode in [NamingMode::Prefixed, NamingMode::Original] {
+        for separator in ["__", ".", "-x-"] {
+            let config = NamingConfig {
+                mode,
+                separator: separator.into(),
+            };
+            let (tool_names, tool_warnings) = assign(Tool, &config, &borrowed);
+            let (prompt_names, prompt_warnings) = assign(Prompt, &config, &borrowed);
+            assert_eq!(prompt_names, tool_names, "{mode:?} {separator:?}");
+            assert!(!tool_warnings.is_empty());
+            // No name in the input holds the word, so it appears only as the noun.
+            let as_prompts: Vec<String> = tool_warnings
+                .iter()
+                .map(|w| w.replace("tool ", "prompt "))
+                .collect();
+            assert_eq!(prompt_warnings, as_prompts, "{mode:?} {separator:?}");
+            assert!(prompt_warnings.iter().all(|w| !w.contains("tool")));
+        }
+    }
+}
+
+#[test]
+fn prompt_collisions_are_broken_and_warned_of_in_every_form() {
+    // Original mode (the e2e case): the later server's prompt takes its prefixed name.
+    let (names, warnings) = assign(
+        Prompt,
+        &original(),
+        &[("a", vec!["greet"]), ("b", vec!["greet"])],
+    );
+    assert_eq!(names, [vec!["greet"], vec!["b__greet"]]);
+    assert_eq!(
+        warnings,
+        [
+            "prompt \"greet\" of server \"b\" is also offered by server \"a\"; it is published as \"b__greet\""
+        ]
+    );
+    // Prefixed mode: two different pairs that prefix alike; the later one gets the hash suffix.
+    let (names, warnings) = assign(
+        Prompt,
+        &prefixed(),
+        &[("a", vec!["b__greet"]), ("a__b", vec!["greet"])],
+    );
+    assert_eq!(names, [vec!["a__b__greet"], vec!["a__b__greet_3863fb98"]]);
+    assert_eq!(
+        warnings,
+        [
+            "prompt \"greet\" of server \"a__b\" would be published as \"a__b__greet\", which prompt \"b__greet\" of server \"a\" already holds; it is published as \"a__b__greet_3863fb98\""
+        ]
+    );
+    // One server listing a prompt twice.
+    let (names, warnings) = assign(Prompt, &prefixed(), &[("a", vec!["dup", "dup"])]);
+    assert_eq!(names, [vec!["a__dup", "a__dup_151ec067"]]);
+    assert_eq!(
+        warnings,
+        [
+            "server \"a\" lists prompt \"dup\" more than once; the repeat is published as \"a__dup_151ec067\""
+        ]
+    );
+}
+
+#[test]
+fn a_long_prompt_name_is_shortened_with_the_hash_a_tool_would_get() {
+    let prompt = "p".repeat(70);
+    let (names, warnings) = assign(Prompt, &prefixed(), &[("srv", vec![&prompt])]);
+    assert_eq!(names, [vec![prefixed_name("srv", &prompt, "__")]]);
+    assert_eq!(names[0][0].len(), MAX_NAME_LEN);
+    assert_eq!(
+        names[0][0],
+        "srv__pppppppppppppppppppppppppppppppppppppppppppppppppp_36cff375"
+    );
+    assert!(warnings.is_empty(), "shortening is no collision");
+    // Original mode keeps it as it is, like a tool's.
+    let (names, _) = assign(Prompt, &original(), &[("srv", vec![&prompt])]);
+    assert_eq!(names, [vec![prompt]]);
 }

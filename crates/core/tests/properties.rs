@@ -12,7 +12,9 @@ use mcp_supervisor_core::classify::{
     classify, mentions_stale_session, recovery,
 };
 use mcp_supervisor_core::config::{Config, ConfigErrors, MAX_MS, TransportConfig, parse_config};
-use mcp_supervisor_core::naming::{NamingConfig, NamingMode, assign, prefixed_name};
+use mcp_supervisor_core::naming::{
+    NameKind::Tool, NamingConfig, NamingMode, assign, prefixed_name,
+};
 use mcp_supervisor_core::policy::{Budget, Decision, ReconnectPolicy};
 use proptest::prelude::*;
 use proptest::test_runner::Config as ProptestConfig;
@@ -977,8 +979,8 @@ proptest! {
             .iter()
             .map(|(s, tools)| (s.as_str(), tools.iter().map(String::as_str).collect()))
             .collect();
-        let (names, warnings) = assign(&config, &input);
-        prop_assert_eq!(&(names.clone(), warnings.clone()), &assign(&config, &input), "deterministic");
+        let (names, warnings) = assign(Tool, &config, &input);
+        prop_assert_eq!(&(names.clone(), warnings.clone()), &assign(Tool, &config, &input), "deterministic");
         prop_assert_eq!(names.len(), input.len());
         let mut unique = HashSet::new();
         let mut renamed = 0;

@@ -30,7 +30,7 @@
 //!
 //! An unknown tool gets a JSON-RPC error (-32602). Resources: `fault://status` (JSON status) and
 //! the template `fault://ledger/{name}` (how many ledger lines equal `name`). Prompt: `greet
-//! {name}`. Capabilities: tools (`listChanged: true`), resources, prompts.
+//! {name}` (answers `Hello, {name}!`). Capabilities: tools (`listChanged: true`), resources, prompts.
 //!
 //! ## Flags
 //!
@@ -46,6 +46,7 @@
 //! | `--no-ping` | answers `ping` with JSON-RPC error -32601 (method not found) |
 //! | `--stderr-lines N` | writes `fault-server stderr line k`, k = 1..N, to stderr at start |
 //! | `--pid-file PATH` | writes the process id to PATH at start |
+//! | `--greeting WORD` | `greet` answers `WORD, {name}!` instead of `Hello, {name}!` (tells servers apart) |
 //! | `--ignore-stdin-eof` | stdio mode: keeps running after stdin ends (the session is over, the process is not) until a signal ends it, like a server that never watches its stdin |
 //! | `--conformance` | also serves the fixtures of the official conformance suite's server scenarios (`test_*` tools, `test://` resources, `test_*` prompts, completion, logging, subscriptions, `input_required` rounds); unknown resources then get -32602 with the URI in `data` (SEP-2164) |
 //!
@@ -133,6 +134,9 @@ struct Cli {
     /// Stdio mode: keep running after stdin ends, until a signal ends the process.
     #[arg(long)]
     ignore_stdin_eof: bool,
+    /// The first word of the prompt greet's answer.
+    #[arg(long, value_name = "WORD", default_value = "Hello")]
+    greeting: String,
 }
 
 fn main() -> ExitCode {
@@ -228,6 +232,7 @@ async fn run(cli: Cli) -> ExitCode {
         no_ping: cli.no_ping,
         page_size: cli.page_size,
         conformance: cli.conformance,
+        greeting: cli.greeting,
     };
     match cli.http {
         Some(addr) => serve_http(addr, options, cli.exit_after_ms).await,

@@ -72,6 +72,8 @@ pub struct Options {
     pub page_size: usize,
     /// Serve the conformance suite's fixtures too (`--conformance`).
     pub conformance: bool,
+    /// The first word of `greet`'s answer (`--greeting`), telling servers apart.
+    pub greeting: String,
 }
 
 /// What a static tool does.
@@ -971,7 +973,7 @@ impl ServerHandler for FaultServer {
             .ok_or_else(|| McpError::invalid_params("greet needs the argument name", None))?;
         Ok(GetPromptResult::new(vec![PromptMessage::new_text(
             Role::User,
-            format!("Hello, {name}!"),
+            format!("{}, {name}!", self.shared.options.greeting),
         )])
         .with_description(format!("A greeting for {name}"))
         .into())

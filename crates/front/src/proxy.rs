@@ -5,7 +5,7 @@
 //! client whose call caused them.
 //!
 //! It owns only what SPEC §10 gives a proxy: request ids on the client's link, public names
-//! (tool and prompt prefixes in `serve`), which server a resource URI or task id belongs to
+//! (in `serve`, prompts named by the policy tools are, `core::naming`), which server a resource URI or task id belongs to
 //! (`serve` namespaces task ids), and the client's side of the handshake. Every other field of
 //! every message passes whole, as JSON text. In `wrap` (transparent) any request it does not
 //! own goes to the server as it came, and the server's own answer or error comes back.
@@ -21,7 +21,6 @@ use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use mcp_supervisor::core::members;
-use mcp_supervisor::core::naming::{NamingMode, prefixed_name};
 use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
 use mcp_supervisor::upstream::{Envelope, notification_text, request_text, response_text};
 use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent, Phase, ServerState};
@@ -734,15 +733,6 @@ impl Proxy {
         }
     }
 
-    /// The public name of a prompt of `server` in `serve`.
-    fn prompt_name(&self, server: &str, prompt: &str) -> String {
-        let naming = self.hub.registry().naming();
-        match naming.mode {
-            NamingMode::Original => prompt.to_string(),
-            NamingMode::Prefixed => prefixed_name(server, prompt, &naming.separator),
-        }
-    }
-
     /// Every server's held part of a list, all at once (each answers from what it holds; one
     /// still starting never holds up another's part), in config order.
     async fn held_parts(
@@ -750,7 +740,7 @@ impl Proxy {
         method: &str,
         field: &str,
         args: &CallArgs,
-    ) -> Vec<(String, Vec<Value>)> {
+    ) -> Vec<(String, Arc<[Box<RawValue>]>)> {
         let servers = self.hub.servers();
         let parts = futures::future::join_all(
             servers
@@ -807,32 +797,75 @@ impl Proxy {
     }
 
     async fn list_prompts(&self, args: CallArgs) -> Result<Box<RawValue>, RpcError> {
-        let mut prompts = Vec::new();
-        let mut owners = HashMap::new();
-        for (server, part) in self.held_parts("prompts/list", "prompts", &args).await {
-            for mut prompt in part {
-                if let Some(name) = prompt
-                    .get("name")
-                    .and_then(Value::as_str)
-                    .map(str::to_string)
-                {
-                    let public = self.prompt_name(&server, &name);
-                    prompt["name"] = Value::String(public.clone());
-                    owners.entry(public).or_insert((server.clone(), name));
-                }
-                prompts.push(prompt);
-            }
-        }
-        self.hub.routes().learn_prompts(owners);
-        to_raw(&json!({ "prompts": prompts }))
+        let prompts = self.named_prompts(&args).await?;
+        Ok(list_answer("prompts", prompts.iter().map(AsRef::as_ref)))
     }
 
-    /// The server and upstream name of a public prompt name.
-    fn resolve_prompt(&self, public: &str) -> Option<(String, String)> {
+    /// Every server's held prompts in config order, named by the policy tools are named by
+    /// (SPEC §9: same prefix, shortening, collision rule and warning), the routes learned. Each
+    /// prompt is the server's JSON text with only its `name` rewritten, in its place; one with
+    /// no string name passes as it came.
+    async fn named_prompts(&self, args: &CallArgs) -> Result<Vec<Box<RawValue>>, RpcError> {
+        let parts = self.held_parts("prompts/list", "prompts", args).await;
+        let upstream: Vec<Vec<Option<String>>> = parts
+            .iter()
+            .map(|(_, items)| {
+                items
+                    .iter()
+                    .map(|item| {
+                        members::member(item, "name")
+                            .and_then(|name| serde_json::from_str::<String>(name.get()).ok())
+                    })
+                    .collect()
+            })
+            .collect();
+        let listed: Vec<(&str, Vec<&str>)> = parts
+            .iter()
+            .zip(&upstream)
+            .map(|((server, _), names)| {
+                (
+                    server.as_str(),
+                    names.iter().flatten().map(String::as_str).collect(),
+                )
+            })
+            .collect();
         let naming = self.hub.registry().naming();
-        self.hub
-            .routes()
-            .prompt_owner(public, &naming, &self.hub.servers())
+        let (public, _) = self.hub.routes().name_prompts(&naming, &listed);
+        let mut prompts = Vec::new();
+        for (((_, items), names), public) in parts.iter().zip(&upstream).zip(public) {
+            let mut public = public.into_iter();
+            for (item, name) in items.iter().zip(names) {
+                // The naming holds a public name for each prompt with a name, in order.
+                let renamed = match name {
+                    Some(name) => public.next().filter(|public| public != name),
+                    None => None,
+                };
+                let renamed = match renamed {
+                    Some(public) => {
+                        members::with_member(item, "name", &to_raw(&Value::String(public))?)
+                    }
+                    None => None,
+                };
+                prompts.push(renamed.unwrap_or_else(|| item.clone()));
+            }
+        }
+        Ok(prompts)
+    }
+
+    /// The server and upstream name of a public prompt name: as last named, else as named now
+    /// from what the servers hold (a client may get a prompt it has not listed here), else by
+    /// its prefix.
+    async fn resolve_prompt(&self, public: &str, args: &CallArgs) -> Option<(String, String)> {
+        let routes = self.hub.routes();
+        if let Some(owner) = routes.named_prompt(public) {
+            return Some(owner);
+        }
+        // Naming reads only the lists held: nothing is listed by the way.
+        if let Err(error) = self.named_prompts(args).await {
+            tracing::debug!("prompts not named: {}", error.message);
+        }
+        let naming = self.hub.registry().naming();
+        routes.prompt_owner(public, &naming, &self.hub.servers())
     }
 
     /// `prompts/get` and `completion/complete`: to the server of the prompt (by its public
@@ -868,7 +901,7 @@ impl Proxy {
             let server = self.resource_owner(&key)?;
             return self.send(&server, method, Some(params), args).await;
         }
-        let Some((server, name)) = self.resolve_prompt(&key) else {
+        let Some((server, name)) = self.resolve_prompt(&key, &args).await else {
             return Err(RpcError::new(
                 -32602,
                 format!(
@@ -893,22 +926,24 @@ impl Proxy {
         } else {
             ("resourceTemplates", "uriTemplate")
         };
-        let mut items = Vec::new();
-        let mut owners = Vec::new();
-        for (server, part) in self.held_parts(method, field, &args).await {
-            for item in part {
-                if let Some(uri) = item.get(key).and_then(Value::as_str) {
-                    owners.push((uri.to_string(), server.clone()));
-                }
-                items.push(item);
-            }
-        }
+        let parts = self.held_parts(method, field, &args).await;
+        let owners = parts.iter().flat_map(|(server, part)| {
+            part.iter()
+                .filter_map(|item| member_str(item, key))
+                .map(|uri| (uri, server.clone()))
+        });
         if method == "resources/list" {
             self.hub.routes().learn_resources(owners);
         } else {
             self.hub.routes().learn_templates(owners);
         }
-        to_raw(&json!({ field: items }))
+        // Each item as the server sent it (SPEC §10).
+        Ok(list_answer(
+            field,
+            parts
+                .iter()
+                .flat_map(|(_, part)| part.iter().map(AsRef::as_ref)),
+        ))
     }
 
     /// The server that owns `uri`: the one that listed it, or whose template it matches, or
@@ -944,15 +979,7 @@ impl Proxy {
                 tasks.extend(page.tasks.into_iter().map(|t| namespace_task(&server, t)));
             }
         }
-        let mut text = String::from(r#"{"tasks":["#);
-        for (i, task) in tasks.iter().enumerate() {
-            if i > 0 {
-                text.push(',');
-            }
-            text.push_str(task.get());
-        }
-        text.push_str("]}");
-        Ok(raw_json(&text))
+        Ok(list_answer("tasks", tasks.iter().map(AsRef::as_ref)))
     }
 
     /// `tasks/get`, `tasks/result`, `tasks/cancel` in `serve`: to the task's server, with its
@@ -1419,6 +1446,19 @@ pub(crate) fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 pub(crate) fn raw_json(text: &str) -> Box<RawValue> {
     RawValue::from_string(text.to_string()).unwrap_or_else(|_| mcp_supervisor::link::empty_object())
+}
+
+/// `{"<field>":[items]}`, each item's text as it is.
+fn list_answer<'a>(field: &str, items: impl Iterator<Item = &'a RawValue>) -> Box<RawValue> {
+    let mut text = format!("{{{}:[", Value::String(field.to_string()));
+    for (i, item) in items.enumerate() {
+        if i > 0 {
+            text.push(',');
+        }
+        text.push_str(item.get());
+    }
+    text.push_str("]}");
+    raw_json(&text)
 }
 
 pub(crate) fn to_raw(value: &Value) -> Result<Box<RawValue>, RpcError> {

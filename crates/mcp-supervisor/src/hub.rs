@@ -1049,27 +1049,25 @@ impl Hub {
     }
 
     /// One server's part of a list (`prompts/list`, `resources/list`,
-    /// `resources/templates/list`): the items it holds, as JSON values (SPEC §9). Never a live
-    /// request: a busy or hung server answers with what it listed last. A server whose list is
-    /// not known yet is waited for while it may still come (its first attempt, or its listing
-    /// under way), at most [`LIST_WAIT`]; a server in an outage has no part.
+    /// `resources/templates/list`): the items it holds, each as the JSON text it sent (SPEC §9,
+    /// §10). Never a live request: a busy or hung server answers with what it listed last. A
+    /// server whose list is not known yet is waited for while it may still come (its first
+    /// attempt, or its listing under way), at most [`LIST_WAIT`]; a server in an outage has no
+    /// part.
     pub async fn list_all(
         &self,
         server: &str,
         method: &str,
         _field: &str,
         _args: &CallArgs,
-    ) -> Vec<serde_json::Value> {
+    ) -> Arc<[Box<RawValue>]> {
         let Some(handle) = self.handle(server) else {
-            return Vec::new();
+            return Arc::from([]);
         };
-        let Some(items) = handle.wait_held_list(method, LIST_WAIT).await else {
-            return Vec::new();
-        };
-        items
-            .iter()
-            .filter_map(|item| serde_json::from_str(item.get()).ok())
-            .collect()
+        handle
+            .wait_held_list(method, LIST_WAIT)
+            .await
+            .unwrap_or_else(|| Arc::from([]))
     }
 
     /// Send a notification to one server's current generation (`notifications/roots/list_changed`

@@ -353,7 +353,7 @@ impl Registry {
             .collect();
         // A withheld tool keeps the name it would have, so that no other tool's name moves when
         // it is approved, and a call to it is told why it is refused.
-        let (names, warnings) = naming::assign(&inner.naming, &input);
+        let (names, warnings) = naming::assign(naming::NameKind::Tool, &inner.naming, &input);
         let mut published = Vec::new();
         let mut withheld_by_name = HashMap::new();
         for ((server, tools), names) in kept.iter().zip(names) {

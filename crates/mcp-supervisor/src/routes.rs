@@ -2,6 +2,14 @@
 //! listed it, or whose URI template it falls under), a prompt's public name, a task id
 //! (namespaced `<server>:<id>` where many servers are fronted).
 //!
+//! Prompts are named by the policy tools are ([`naming::assign`], SPEC §4, §9): the same prefix,
+//! shortening and collision rule, and each collision's warning logged once while it lasts, as
+//! the registry does for tools. Resource URIs and templates keep their text (a template's `name`
+//! is a label no request names it by). Task ids are not named by that policy: they are not
+//! listed ahead but made by a call, so their public form must be computable from the id alone and
+//! reversible without a table: `<server>:<id>`, which never collides (server names hold no `:`,
+//! and a server's own ids are its own) and is never shortened (a task id has no length limit).
+//!
 //! It learns from the lists that pass through the hub's front (the proxy), and answers from
 //! what it learned and from the names alone. It never lists anything itself and never talks to
 //! a server: a `get` has no list as a side effect.
@@ -9,7 +17,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, MutexGuard};
 
-use mcp_supervisor_core::naming::{NamingConfig, NamingMode};
+use mcp_supervisor_core::naming::{self, NameKind, NamingConfig, NamingMode};
 
 /// The separator of a namespaced task id (server names never hold it).
 pub const TASK_SEPARATOR: char = ':';
@@ -32,6 +40,8 @@ struct Inner {
     templates: Vec<(String, String)>,
     /// A prompt's public name → (server, its name there).
     prompts: HashMap<String, (String, String)>,
+    /// The collision warnings of the prompts' naming last time: each is logged once while it lasts.
+    prompt_warnings: Vec<String>,
 }
 
 /// What the hub knows of non-tool names.
@@ -65,9 +75,34 @@ impl Routes {
             .collect();
     }
 
-    /// Prompts as listed: public name → (server, name there). They replace the ones known.
-    pub fn learn_prompts(&self, owners: HashMap<String, (String, String)>) {
-        self.lock().prompts = owners;
+    /// Names every server's prompts as listed (`listed`: each server and its prompts' names, in
+    /// config then upstream order) by the naming policy, learns them (replacing the ones known)
+    /// and logs each collision warning not logged last time. Returns the public names, as
+    /// `listed` is laid out, and the warnings it logged.
+    pub fn name_prompts(
+        &self,
+        config: &NamingConfig,
+        listed: &[(&str, Vec<&str>)],
+    ) -> (Vec<Vec<String>>, Vec<String>) {
+        let (names, warnings) = naming::assign(NameKind::Prompt, config, listed);
+        let mut owners = HashMap::new();
+        for ((server, prompts), names) in listed.iter().zip(&names) {
+            for (prompt, public) in prompts.iter().zip(names) {
+                owners.insert(public.clone(), (server.to_string(), prompt.to_string()));
+            }
+        }
+        let mut inner = self.lock();
+        let new: Vec<String> = warnings
+            .iter()
+            .filter(|w| !inner.prompt_warnings.contains(w))
+            .cloned()
+            .collect();
+        for warning in &new {
+            tracing::warn!("{warning}");
+        }
+        inner.prompts = owners;
+        inner.prompt_warnings = warnings;
+        (names, new)
     }
 
     /// The server of a resource URI: the one that listed it, else the one whose template has
@@ -87,6 +122,11 @@ impl Routes {
             [server] => Some(server.clone()),
             _ => None,
         })
+    }
+
+    /// The server and upstream name of a public prompt name as last named, if it was.
+    pub fn named_prompt(&self, public: &str) -> Option<(String, String)> {
+        self.lock().prompts.get(public).cloned()
     }
 
     /// The server and upstream name of a public prompt name: from the names last listed, else
@@ -179,13 +219,62 @@ mod tests {
             separator: "__".into(),
         };
         assert_eq!(routes.prompt_owner("greet", &original, &two), None);
-        routes.learn_prompts(HashMap::from([(
-            "greet".to_string(),
-            ("a".to_string(), "greet".to_string()),
-        )]));
+        routes.name_prompts(&original, &[("a", vec!["greet"])]);
         assert_eq!(
             routes.prompt_owner("greet", &original, &two),
             Some(("a".into(), "greet".into()))
+        );
+    }
+
+    #[test]
+    fn prompts_are_named_by_the_tools_policy_and_each_collision_is_warned_of_once() {
+        let routes = Routes::default();
+        let original = NamingConfig {
+            mode: NamingMode::Original,
+            separator: "__".into(),
+        };
+        let two = servers(&["a", "b"]);
+        let listed = [("a", vec!["greet", "add"]), ("b", vec!["greet"])];
+        let (names, logged) = routes.name_prompts(&original, &listed);
+        assert_eq!(names, [vec!["greet", "add"], vec!["b__greet"]]);
+        assert_eq!(
+            logged,
+            [
+                "prompt \"greet\" of server \"b\" is also offered by server \"a\"; it is published as \"b__greet\""
+            ]
+        );
+        assert_eq!(
+            routes.prompt_owner("greet", &original, &two),
+            Some(("a".into(), "greet".into()))
+        );
+        assert_eq!(
+            routes.prompt_owner("b__greet", &original, &two),
+            Some(("b".into(), "greet".into()))
+        );
+        // Listed again, the same collision is not logged again.
+        let (again, logged) = routes.name_prompts(&original, &listed);
+        assert_eq!(again, names);
+        assert!(logged.is_empty(), "{logged:?}");
+        // Gone, then back: logged again.
+        routes.name_prompts(&original, &[("a", vec!["greet"]), ("b", vec![])]);
+        assert_eq!(routes.prompt_owner("b__greet", &original, &two), None);
+        let (_, logged) = routes.name_prompts(&original, &listed);
+        assert_eq!(logged.len(), 1);
+        routes.forget("b");
+        assert_eq!(routes.prompt_owner("b__greet", &original, &two), None);
+    }
+
+    #[test]
+    fn a_shortened_prompt_name_routes_to_its_upstream_name() {
+        let routes = Routes::default();
+        let prefixed = NamingConfig::default();
+        let long = "p".repeat(70);
+        let (names, logged) = routes.name_prompts(&prefixed, &[("srv", vec![long.as_str()])]);
+        assert!(logged.is_empty());
+        assert_eq!(names[0][0].len(), naming::MAX_NAME_LEN);
+        assert_eq!(
+            routes.prompt_owner(&names[0][0], &prefixed, &servers(&["srv"])),
+            Some(("srv".into(), long))
         );
     }
 

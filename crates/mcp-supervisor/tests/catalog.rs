@@ -210,9 +210,11 @@ async fn saved_prompts_and_resources_answer_at_once_while_the_server_starts() {
     let prompts = hub
         .list_all("srv", "prompts/list", "prompts", &CallArgs::default())
         .await;
+    let texts: Vec<&str> = prompts.iter().map(|p| p.get()).collect();
     assert_eq!(
-        prompts,
-        [serde_json::json!({"name": "greet", "x-kept": true})]
+        texts,
+        [r#"{"name":"greet","x-kept":true}"#],
+        "as saved, text whole"
     );
     let resources = hub
         .list_all("srv", "resources/list", "resources", &CallArgs::default())

@@ -152,6 +152,22 @@ impl Proxy {
     }
 }
 
+/// Wait (bounded) until the log holds every one of `needles`; returns it.
+pub async fn log_until(log: &Path, needles: &[&str]) -> String {
+    let deadline = std::time::Instant::now() + ANSWER_LIMIT;
+    loop {
+        let text = std::fs::read_to_string(log).unwrap_or_default();
+        if needles.iter().all(|n| text.contains(n)) {
+            return text;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the log never said {needles:?}; it says:\n{text}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }
