@@ -161,6 +161,23 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
                     face.call(&session, text, stream_first(&parts.headers))
                         .await
                 }
+                // An answer to a server's request that this process did not send or no longer
+                // waits for (the session moved to this replica after the request was sent):
+                // refused, said so, never silently dropped.
+                Kind::Response
+                    if !request_id(text).is_some_and(|id| session.client.waits_for(&id)) =>
+                {
+                    (
+                        StatusCode::CONFLICT,
+                        [(header::CONTENT_TYPE, JSON)],
+                        error_text(
+                            None,
+                            -32600,
+                            "this answers a server request that this replica is not waiting for: it was sent by another replica of the service (the session moved), or it was already answered or timed out; the server's request fails there, so retry the call that caused it",
+                        ),
+                    )
+                        .into_response()
+                }
                 _ => {
                     // A notification, or the client's answer to a server's request.
                     let _ = face.proxy.handle(&session.client, text, None).await;

@@ -365,6 +365,75 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
     assert_eq!(calls(&lines).1["ok"], 10, "{lines:?}");
     assert_never_twice(&ledger, "modern", &lines);
 
+    // 4. Continuations only the holding replica can serve are refused with a clear error,
+    //    never hung or run again: an input round's retry whose state no replica here holds,
+    //    and an answer to a server's request that this replica did not send.
+    let http = reqwest::Client::new();
+    let retry = http
+        .post(&url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("MCP-Protocol-Version", "2026-07-28")
+        .header("Mcp-Method", "tools/call")
+        .header("Mcp-Name", "fault__count")
+        .json(
+            &json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {
+                "name": "fault__count",
+                "arguments": {"id": "retry-0"},
+                "inputResponses": {"r1": {"action": "accept"}},
+                "requestState": "msv-1-00000000000000000000000000000000",
+                "_meta": {
+                    "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                    "io.modelcontextprotocol/clientInfo": {"name": "replica-test", "version": "1"},
+                    "io.modelcontextprotocol/clientCapabilities": {},
+                },
+            }}),
+        )
+        .send()
+        .await
+        .expect("a retry through haproxy");
+    // As JSON, or as the last event of a stream.
+    let body = retry.text().await.unwrap_or_default();
+    let retry: Value = serde_json::from_str(&body)
+        .ok()
+        .or_else(|| {
+            body.lines()
+                .filter_map(|l| l.strip_prefix("data: "))
+                .filter_map(|d| serde_json::from_str(d).ok())
+                .next_back()
+        })
+        .unwrap_or(Value::Null);
+    let message = retry["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("not held by this replica"),
+        "a foreign round's retry is refused: {retry} (body: {body})"
+    );
+    assert!(
+        ledger_counts(&ledger, "retry").is_empty(),
+        "a foreign round's retry must not run the call again"
+    );
+    let session = answer
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or_default()
+        .to_string();
+    let stray = http
+        .post(&url)
+        .header("Accept", "application/json, text/event-stream")
+        .header("Mcp-Session-Id", &session)
+        .header("MCP-Protocol-Version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 424242, "result": {"roots": []}}))
+        .send()
+        .await
+        .expect("a stray answer through haproxy");
+    assert_eq!(
+        stray.status().as_u16(),
+        409,
+        "an answer nobody here waits for is refused"
+    );
+    let body = stray.text().await.unwrap_or_default();
+    assert!(body.contains("not waiting for"), "{body}");
+
     // Nothing is left: the balancer, the replicas and their servers.
     let _ = balancer.child.kill().await;
     let servers: Vec<u32> = replicas.iter().filter_map(fault_pid).collect();

@@ -1074,6 +1074,18 @@ impl Client {
         self.stateless.store(true, Ordering::SeqCst);
     }
 
+    /// Whether a server's request with this id (ours, sent to this client) still waits for the
+    /// client's answer. An answer to one that does not (another replica sent it, or it was
+    /// answered or gave up) reaches nobody.
+    pub fn waits_for(&self, id: &RawValue) -> bool {
+        let Ok(id) = id.get().parse::<u64>() else {
+            return false;
+        };
+        lock(&self.waiting)
+            .as_ref()
+            .is_some_and(|w| w.contains_key(&id))
+    }
+
     /// Send a message that belongs to no request.
     pub fn send(&self, text: String) -> bool {
         self.out.send(text).is_ok()

@@ -22,6 +22,9 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+/// How every `requestState` of ours begins.
+const STATE_PREFIX: &str = "msv-";
+
 /// A round whose client does not come back within this is dropped (its call cancelled).
 pub const ROUND_LIMIT: Duration = Duration::from_secs(600);
 
@@ -127,6 +130,12 @@ impl Rounds {
         self.drive(round).await
     }
 
+    /// Whether `state` has the form of the states this front makes (any process's): a retry
+    /// that carries one and is not held here belongs to another replica, or expired.
+    pub fn is_ours(state: &str) -> bool {
+        state.starts_with(STATE_PREFIX)
+    }
+
     /// A client's retry: its answers go to the server's requests of round `state`, and the
     /// call goes on. `None`: no such round (unknown, or dropped after [`ROUND_LIMIT`]).
     pub async fn resume(
@@ -203,7 +212,7 @@ impl Rounds {
         hasher.write_u64(n);
         let a = hasher.finish();
         let b = std::collections::hash_map::RandomState::new().hash_one(a);
-        format!("msv-{n:x}-{a:016x}{b:016x}")
+        format!("{STATE_PREFIX}{n:x}-{a:016x}{b:016x}")
     }
 
     /// Drop rounds whose client never came back: their calls are cancelled.

@@ -419,10 +419,22 @@ impl Proxy {
             .flatten();
         // Counted when it ends (cancelled if this request is dropped first).
         let record = self.metrics().start();
-        if let Some(retry) = retry
-            && let Some(step) = self.rounds.resume(&retry.state, retry.responses).await
-        {
-            return self.answer_step(step, &name, record);
+        if let Some(retry) = retry {
+            let state = retry.state.clone();
+            if let Some(step) = self.rounds.resume(&state, retry.responses).await {
+                return self.answer_step(step, &name, record);
+            }
+            if crate::rounds::Rounds::is_ours(&state) {
+                // Never started again in its place: the call may be under way elsewhere.
+                record.finish("other");
+                return Err(RpcError::new(
+                    -32602,
+                    format!(
+                        "Invalid params: requestState \"{state}\" is not held by this replica: the call is waiting on the replica that started it (the request reached another one), or its round expired after {} s; call the tool again to start over",
+                        crate::rounds::ROUND_LIMIT.as_secs()
+                    ),
+                ));
+            }
         }
         // The call outlives this request while it waits for input: it is cancelled with the
         // request (or when the request is dropped: a client that went away) only until then.
