@@ -48,6 +48,9 @@ async fn measure(fault: &Path, supervisor: &Path, run: &RunDir, opts: &Options) 
         &config.display().to_string(),
         "--http",
         &format!("127.0.0.1:{port}"),
+        // Stopped by SIGTERM: no drain window to wait for.
+        "--drain-ms",
+        "0",
     ]
     .iter()
     .map(|s| s.to_string())
