@@ -4,7 +4,8 @@
 //! new calls are served through the window; a call still running at its end is answered with
 //! the stopping error and cancelled upstream, event streams end with a `retry` hint, and the
 //! process exits soon after with no server left; a second SIGTERM or a SIGINT during the window
-//! stops at once; a stdio-only proxy stops at once. Every wait is bounded.
+//! stops at once; a stdio-only proxy stops at once; `wrap --http` drains like `serve`. Every wait
+//! is bounded.
 
 mod support;
 
@@ -337,8 +338,9 @@ async fn sigterm_turns_readyz_503_at_once_and_the_window_still_serves() {
     let dir = temp_dir("drain-window");
     let admin_port = free_port();
     let admin = format!("127.0.0.1:{admin_port}");
-    // A window long enough for the checks below; the stop after it is checked too.
-    let (mut proxy, server) = serve(&dir, 4000, &["--admin", &admin]).await;
+    // A window long enough for the checks below (on a loaded machine too); the stop after it is
+    // checked as well.
+    let (mut proxy, server) = serve(&dir, 6000, &["--admin", &admin]).await;
     let session = Session::open(&proxy).await;
     probe_until(proxy.port, "/readyz", 200, LIMIT).await;
 
@@ -375,10 +377,10 @@ async fn sigterm_turns_readyz_503_at_once_and_the_window_still_serves() {
     // /livez stays 200 until the process stops serving.
     assert_eq!(probe(proxy.port, "/livez").await.0, 200);
 
-    let code = proxy.wait_exit(Duration::from_secs(4) + STOP).await;
+    let code = proxy.wait_exit(Duration::from_secs(6) + STOP).await;
     assert_eq!(code, Some(0), "it exits after the window");
     assert!(
-        signalled.elapsed() >= Duration::from_millis(3900),
+        signalled.elapsed() >= Duration::from_millis(5900),
         "not before the window was over ({:?})",
         signalled.elapsed()
     );
@@ -503,4 +505,40 @@ async fn a_stdio_only_proxy_stops_at_once_on_sigterm() {
     assert_eq!(code, Some(0), "no drain without an MCP HTTP face");
     assert!(gone_within(server, Duration::from_secs(2)).await);
     let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn wrap_with_an_http_face_drains_too() {
+    let port = free_port();
+    let addr = format!("127.0.0.1:{port}");
+    let fault = fault_bin();
+    let mut proxy = Running::start(
+        &[
+            "wrap",
+            "--no-catalog",
+            "--drain-ms",
+            "1500",
+            "--http",
+            &addr,
+            "--",
+            fault.to_str().unwrap_or_default(),
+        ],
+        port,
+        &[],
+    )
+    .await;
+    assert_eq!(probe_until(port, "/readyz", 200, LIMIT).await, "ready\n");
+    proxy.signal("TERM");
+    let signalled = Instant::now();
+    assert_eq!(
+        probe_until(port, "/readyz", 503, Duration::from_secs(2)).await,
+        "draining\n"
+    );
+    let code = proxy.wait_exit(Duration::from_millis(1500) + STOP).await;
+    assert_eq!(code, Some(0));
+    assert!(
+        signalled.elapsed() >= Duration::from_millis(1400),
+        "wrap waited for its window ({:?})",
+        signalled.elapsed()
+    );
 }
