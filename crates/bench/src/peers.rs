@@ -431,9 +431,7 @@ async fn start_target(ctx: &Setup<'_>, id: &'static str) -> Result<Target> {
         }
         "ours" | "ours-raw" => {
             let supervisor = supervisor_path(dir)?;
-            let mut args: Vec<String> = ["wrap", "--log-level", "warn", "--http", &listen, "--"]
-                .map(String::from)
-                .to_vec();
+            let mut args = util::wrap_http_args(&listen);
             args.extend(fault_args.clone());
             (
                 supervisor,

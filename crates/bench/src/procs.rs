@@ -299,6 +299,9 @@ pub fn serve_http(supervisor: &Path, config: &Path, port: u16, run: &RunDir) -> 
         &config.display().to_string(),
         "--http",
         &format!("127.0.0.1:{port}"),
+        // Stopped by SIGTERM: no drain window to wait for.
+        "--drain-ms",
+        "0",
     ]
     .iter()
     .map(|s| s.to_string())

@@ -84,6 +84,9 @@ impl Proxy {
             config_path.display().to_string(),
             "--http".into(),
             format!("127.0.0.1:{port}"),
+            // Stopped by SIGTERM, its stop measured: no drain window in it.
+            "--drain-ms".into(),
+            "0".into(),
         ];
         let started = Instant::now();
         let mut process = Spawned::start(

@@ -273,10 +273,7 @@ async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target>
             let (program, args, label) = if id == "ours-http" {
                 (
                     supervisor.clone(),
-                    with(
-                        &["wrap", "--log-level", "warn", "--http", &listen, "--"],
-                        &everything,
-                    ),
+                    [util::wrap_http_args(&listen), everything.clone()].concat(),
                     "mcp-supervisor wrap --http (this build)",
                 )
             } else {

@@ -53,6 +53,14 @@ pub fn supervisor_beside() -> Result<PathBuf> {
     Ok(supervisor)
 }
 
+/// `mcp-supervisor wrap --http LISTEN --` as the benches start it, the server's command to
+/// follow: quiet, and with no drain window (it is stopped by SIGTERM).
+pub fn wrap_http_args(listen: &str) -> Vec<String> {
+    let head = ["wrap", "--log-level", "warn", "--http", listen];
+    let tail = ["--drain-ms", "0", "--"];
+    head.iter().chain(&tail).map(|s| s.to_string()).collect()
+}
+
 /// A validated config from an `mcpServers` object.
 pub fn hub_config(servers: Value) -> Result<Config> {
     let text = json!({ "mcpServers": servers }).to_string();

@@ -55,6 +55,10 @@ pub struct FaceArgs {
     /// $MCP_SUPERVISOR_SESSION_KEY_PREVIOUS.
     #[arg(long, value_name = "FILE")]
     pub previous_session_key_file: Option<PathBuf>,
+    /// With --http: on SIGTERM, keep serving for this long with /readyz answering 503, then
+    /// cancel the calls still running and stop (0 = stop at once).
+    #[arg(long, value_name = "MS", default_value_t = crate::drain::DEFAULT_DRAIN_MS)]
+    pub drain_ms: u64,
 }
 
 /// Where saved catalogs live (`serve`, `wrap`).
@@ -162,7 +166,7 @@ pub struct AdoptArgs {
 pub enum Command {
     /// Supervise every server of a config and serve their tools as one MCP server.
     #[command(
-        after_help = "Examples:\n  mcp-supervisor serve --config servers.json                  # MCP over stdio\n  mcp-supervisor serve --config servers.json --http 127.0.0.1:8080\n  mcp-supervisor serve --config servers.json --stdio --admin 127.0.0.1:9090\n\nThe config reloads on SIGHUP and when the file changes. SIGINT, SIGTERM or the end of stdin stop it."
+        after_help = "Examples:\n  mcp-supervisor serve --config servers.json                  # MCP over stdio\n  mcp-supervisor serve --config servers.json --http 127.0.0.1:8080\n  mcp-supervisor serve --config servers.json --stdio --admin 127.0.0.1:9090\n\nThe config reloads on SIGHUP and when the file changes. SIGINT, SIGTERM or the end of stdin stop it;\nwith --http, SIGTERM first drains for --drain-ms (/readyz 503, requests still served)."
     )]
     Serve {
         #[arg(long, short)]

@@ -391,6 +391,7 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
             hosts: args.allow_host,
             origins: args.allow_origin,
         },
+        drain: std::time::Duration::from_millis(args.drain_ms),
     })
 }
 

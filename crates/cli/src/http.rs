@@ -1,7 +1,8 @@
 //! The HTTP face's server: the admin endpoints (`/status`, `/healthz`, `/metrics`,
 //! `POST /servers/{name}/reconnect`), the MCP routes at `/mcp` ([`crate::mcp_http`]) when asked,
 //! and one guard in front of all of them that checks `Host`, `Origin` and, when set, a bearer
-//! token.
+//! token. The probes `/livez` and `/readyz` stand outside the guard (a kubelet sends no token, and
+//! its `Host` is the pod's address): they answer a status and one word, nothing else.
 //!
 //! It only reads status and asks the hub; it never touches a supervisor, and never reads an MCP
 //! message (that is `mcp_http`'s).
@@ -20,6 +21,8 @@ use tokio_util::sync::CancellationToken;
 
 use mcp_supervisor_front::proxy::Proxy;
 
+use crate::drain::Drain;
+
 /// Who may talk to the HTTP face.
 #[derive(Clone, Debug, Default)]
 pub struct Guard {
@@ -31,12 +34,14 @@ pub struct Guard {
     pub origins: Vec<String>,
 }
 
-/// Serve the MCP face (when `mcp`, with its session ids sealed so) and the admin endpoints on `listener` until `shutdown`.
+/// Serve the MCP face (when `mcp`, with its session ids sealed so), the admin endpoints and the
+/// probes on `listener` until `shutdown`.
 pub async fn serve(
     proxy: Arc<Proxy>,
     listener: tokio::net::TcpListener,
     guard: Guard,
     mcp: Option<Arc<crate::mcp_http::Sealing>>,
+    drain: Drain,
     shutdown: CancellationToken,
 ) -> std::io::Result<()> {
     let mut router: Router = Router::new()
@@ -50,9 +55,13 @@ pub async fn serve(
             proxy,
             sealing,
             shutdown.child_token(),
+            drain.clone(),
         ));
     }
-    let router = router.layer(middleware::from_fn_with_state(Arc::new(guard), check));
+    // Layered before the probes are merged: the guard does not stand in front of them.
+    let router = router
+        .layer(middleware::from_fn_with_state(Arc::new(guard), check))
+        .merge(probes(drain));
     // Answers are small SSE events: do not let Nagle hold one back behind the previous write.
     let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
         if let Err(error) = tcp.set_nodelay(true) {
@@ -69,6 +78,21 @@ pub async fn bind(addr: SocketAddr) -> anyhow::Result<tokio::net::TcpListener> {
     tokio::net::TcpListener::bind(addr).await.map_err(|e| {
         anyhow::anyhow!("cannot listen on {addr}: {e}; choose another address or port")
     })
+}
+
+/// `/livez` (the process serves: 200 until it exits) and `/readyz` (200 while ready for traffic,
+/// 503 while starting or draining).
+fn probes(drain: Drain) -> Router {
+    Router::new()
+        .route("/livez", get(|| async { (StatusCode::OK, "ok\n") }))
+        .route(
+            "/readyz",
+            get(|State(drain): State<Drain>| async move {
+                let (status, word) = drain.readiness();
+                (status, format!("{word}\n"))
+            }),
+        )
+        .with_state(drain)
 }
 
 fn host_allowed(host: &str, guard: &Guard) -> bool {

@@ -8,6 +8,7 @@ mod approve;
 mod cli;
 mod commands;
 mod control;
+mod drain;
 mod http;
 mod logging;
 mod login;

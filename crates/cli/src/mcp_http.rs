@@ -12,6 +12,9 @@
 //!   ids; the last [`KEPT_EVENTS`] are kept, for replay after `Last-Event-ID` and for delivery
 //!   once a stream opens. One at a time per session.
 //! - `DELETE` ends a session: its calls are cancelled and its streams end.
+//! - When the proxy stops (at the end of its drain window, [`crate::drain`]), a call still
+//!   running is answered with the stopping error (and so cancelled upstream), and every event
+//!   stream ends with a last event that carries only a `retry` hint.
 //!
 //! A session ends after [`SESSION_IDLE`] with no request, no call under way and no open stream.
 //! - A client of protocol 2026-07-28 has no session: each of its POSTs is checked as that era's
@@ -52,6 +55,8 @@ use mcp_supervisor_front::proxy::{
 };
 use mcp_supervisor_front::seal;
 use mcp_supervisor_front::stdio::is_sessionless;
+
+use crate::drain::{Drain, STOPPING_RETRY, stopping_error};
 
 /// A session with no request, no call under way and no open stream for this long is ended.
 pub const SESSION_IDLE: Duration = Duration::from_secs(300);
@@ -94,19 +99,28 @@ pub struct Sealing {
 struct McpHttp {
     proxy: Arc<Proxy>,
     sessions: Arc<Sessions>,
+    /// When the proxy stops: calls still running are answered as stopping, streams end.
+    drain: Drain,
     /// The largest POST body read.
     limit: usize,
     /// Numbers the event streams of sessionless requests.
     next_stream: AtomicU64,
 }
 
-/// The `/mcp` routes. `shutdown` ends every session and stream.
-pub fn router(proxy: Arc<Proxy>, sealing: Arc<Sealing>, shutdown: CancellationToken) -> Router {
+/// The `/mcp` routes. `shutdown` ends every session and stream; `drain` says when the proxy
+/// stops.
+pub fn router(
+    proxy: Arc<Proxy>,
+    sealing: Arc<Sealing>,
+    shutdown: CancellationToken,
+    drain: Drain,
+) -> Router {
     let sessions = Sessions::new(proxy.clone(), sealing, shutdown);
     sessions.spawn_expiry(SESSION_IDLE);
     let face = Arc::new(McpHttp {
         proxy,
         sessions,
+        drain,
         limit: MAX_BODY,
         next_stream: AtomicU64::new(1),
     });
@@ -264,7 +278,9 @@ async fn open_stream(State(face): State<Arc<McpHttp>>, request: Request) -> Resp
             let _held = &held;
             Ok::<_, Infallible>(message_event(id.to_string(), &text))
         })
-        .take_until(session.ended.clone().cancelled_owned());
+        .take_until(session.ended.clone().cancelled_owned())
+        .take_until(face.drain.stopping().clone().cancelled_owned())
+        .chain(stopping_hint(face.drain.clone()));
     Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
@@ -336,8 +352,10 @@ impl McpHttp {
         let task = tokio::spawn({
             let (proxy, client, text) =
                 (self.proxy.clone(), session.client.clone(), text.to_string());
+            let (stopping, id) = (self.drain.stopping().clone(), id.clone());
             async move {
-                let answer = proxy.handle(&client, &text, Some(related_tx)).await;
+                let handled = proxy.handle(&client, &text, Some(related_tx));
+                let answer = until_stopping(handled, &stopping, id.as_deref()).await;
                 let _ = answer_tx.send(answer);
             }
         });
@@ -392,7 +410,7 @@ impl McpHttp {
             }
         };
         let stream = session.next_stream.fetch_add(1, Ordering::Relaxed);
-        event_stream(stream, first, messages, true)
+        event_stream(stream, first, messages, true, &self.drain)
     }
 
     /// A request of protocol 2026-07-28 (no session): checked against its headers, then
@@ -414,8 +432,10 @@ impl McpHttp {
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
             let (proxy, text) = (self.proxy.clone(), text.to_string());
+            let (stopping, id) = (self.drain.stopping().clone(), id.clone());
             async move {
-                let answer = proxy.handle(&client, &text, Some(related_tx)).await;
+                let handled = proxy.handle(&client, &text, Some(related_tx));
+                let answer = until_stopping(handled, &stopping, id.as_deref()).await;
                 proxy.disconnect(&client);
                 let _ = answer_tx.send(answer);
             }
@@ -454,18 +474,20 @@ impl McpHttp {
             }
         };
         let stream = self.next_stream.fetch_add(1, Ordering::Relaxed);
-        event_stream(stream, Some(first), messages, false)
+        event_stream(stream, Some(first), messages, false, &self.drain)
     }
 }
 
 /// A request's messages as an event stream, each with id `STREAM/N`: `first` and the rest,
 /// after a priming event when `priming` (an id, the reconnection delay, no data: SEP-1699; a
-/// request of a session may be resumed, one of protocol 2026-07-28 is not).
+/// request of a session may be resumed, one of protocol 2026-07-28 is not). One cut short by the
+/// proxy's stop (its answer is then the stopping error) ends with the stopping hint.
 fn event_stream(
     stream: u64,
     first: Option<Message>,
     messages: CallMessages,
     priming: bool,
+    drain: &Drain,
 ) -> Response {
     let priming = priming.then(|| {
         Event::default()
@@ -485,9 +507,42 @@ fn event_stream(
             Some((Ok::<_, Infallible>(event), (None, messages, n + 1)))
         },
     );
-    Sse::new(futures::stream::iter(priming.map(Ok)).chain(events))
+    let events = futures::stream::iter(priming.map(Ok))
+        .chain(events)
+        .chain(stopping_hint(drain.clone()));
+    Sse::new(events)
         .keep_alive(KeepAlive::default())
         .into_response()
+}
+
+/// A request's handling, unless the proxy stops first: then it is dropped on the spot (which
+/// cancels it upstream, before the stop closes the servers) and the answer is the stopping error.
+/// The stop is looked at first: the sessions end right after it, and a call cut short by that
+/// must still say that the proxy stops.
+async fn until_stopping(
+    handled: impl std::future::Future<Output = Option<String>>,
+    stopping: &CancellationToken,
+    id: Option<&RawValue>,
+) -> Option<String> {
+    tokio::select! {
+        biased;
+        () = stopping.cancelled() => Some(stopping_error(id)),
+        answer = handled => answer,
+    }
+}
+
+/// The last event of a stream that ends because the proxy stops: no data, only the delay
+/// before the client reconnects (by then to another replica). Nothing for a stream that ended
+/// otherwise.
+fn stopping_hint(
+    drain: Drain,
+) -> impl futures::Stream<Item = Result<Event, Infallible>> + Send + 'static {
+    futures::stream::once(async move {
+        drain
+            .is_stopping()
+            .then(|| Ok(Event::default().comment("stopping").retry(STOPPING_RETRY)))
+    })
+    .filter_map(std::future::ready)
 }
 
 /// A client whose `initialize` is under way: disconnected if it opens no session (refused, or

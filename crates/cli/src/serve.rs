@@ -1,6 +1,11 @@
 //! Running the proxy: the stdio face, the HTTP face, the admin endpoints, config reload (SIGHUP
 //! and a file watch), and shutdown on SIGINT, SIGTERM or the end of stdin.
 //!
+//! SIGTERM to a proxy with an MCP HTTP face drains first ([`crate::drain`]): `/readyz` says 503
+//! at once, requests are served for the drain window, then what still runs is answered as
+//! stopping and the stop below follows. SIGINT, the end of stdin, a stdio-only proxy, and a
+//! second SIGTERM or a SIGINT during the window stop at once.
+//!
 //! Reload requests, from SIGHUP and from the file watch alike, go to one reloader: a request that
 //! arrives while a reload runs is kept (several as one), and once that reload has ended the file
 //! is read again as it then is.
@@ -20,6 +25,7 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio::sync::Notify;
 use tokio_util::sync::CancellationToken;
 
+use crate::drain::Drain;
 use crate::http::{self, Guard};
 use mcp_supervisor_front::{Mode, Proxy};
 
@@ -27,6 +33,9 @@ use mcp_supervisor_front::{Mode, Proxy};
 const STOP_LIMIT: Duration = Duration::from_secs(5);
 /// How often the config file is checked for changes.
 const WATCH_EVERY: Duration = Duration::from_secs(1);
+/// How long the HTTP faces may take, once the proxy stops, to send what they still owe (the
+/// stopping answers, the streams' last events) before the servers are stopped.
+const ANSWER_LIMIT: Duration = Duration::from_secs(1);
 
 pub struct Faces {
     /// Seal the HTTP face's session ids.
@@ -35,6 +44,16 @@ pub struct Faces {
     pub http: Option<SocketAddr>,
     pub admin: Option<SocketAddr>,
     pub guard: Guard,
+    /// SIGTERM's drain window, when an MCP HTTP face serves (`--drain-ms`).
+    pub drain: Duration,
+}
+
+/// How a stop was asked for.
+enum Stop {
+    /// SIGTERM: drain first when an MCP HTTP face serves.
+    Drain,
+    /// SIGINT, the end of stdin, a failed face.
+    Now,
 }
 
 /// Serve `config` until told to stop. `config_path` enables reload.
@@ -60,7 +79,9 @@ pub async fn run(
     let proxy = mcp_supervisor_front::start(config, mode, options);
     let hub = proxy.hub().clone();
     let shutdown = CancellationToken::new();
+    let drain = Drain::new();
     let mut tasks = Vec::new();
+    let mut http_tasks = Vec::new();
 
     for (addr, mcp) in [(faces.http, Some(sealing)), (faces.admin, None)] {
         let Some(addr) = addr else { continue };
@@ -81,13 +102,17 @@ pub async fn run(
             listener.local_addr().unwrap_or(addr)
         );
         let (proxy, guard, shutdown) = (proxy.clone(), faces.guard.clone(), shutdown.clone());
-        tasks.push(tokio::spawn(async move {
-            if let Err(error) = http::serve(proxy, listener, guard, mcp, shutdown.clone()).await {
+        let drain = drain.clone();
+        http_tasks.push(tokio::spawn(async move {
+            if let Err(error) =
+                http::serve(proxy, listener, guard, mcp, drain, shutdown.clone()).await
+            {
                 tracing::error!("HTTP face failed: {error}");
                 shutdown.cancel();
             }
         }));
     }
+    drain.set_ready();
 
     if faces.stdio {
         let (proxy, shutdown) = (proxy.clone(), shutdown.clone());
@@ -116,28 +141,68 @@ pub async fn run(
 
     let mut terminate = signal(SignalKind::terminate())?;
     let mut hangup = signal(SignalKind::hangup())?;
-    loop {
+    let stop = loop {
         tokio::select! {
-            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); break; }
-            _ = terminate.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
+            _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); break Stop::Now; }
+            _ = terminate.recv() => break Stop::Drain,
             _ = hangup.recv() => match &config_path {
                 Some(_) => reloads.notify_one(),
                 None => tracing::warn!("SIGHUP ignored: there is no config file to reload"),
             },
-            () = shutdown.cancelled() => break,
+            () = shutdown.cancelled() => break Stop::Now,
+        }
+    };
+    if let Stop::Drain = stop {
+        if faces.http.is_some() && !faces.drain.is_zero() {
+            drain_window(&drain, faces.drain, &mut terminate, &shutdown).await;
+        } else {
+            tracing::info!("SIGTERM: shutting down");
         }
     }
+    // What still runs is answered as stopping (which cancels it upstream), and streams end.
+    drain.stop();
     shutdown.cancel();
-    if tokio::time::timeout(STOP_LIMIT, hub.stop()).await.is_err() {
+    let stopped = tokio::time::timeout(STOP_LIMIT, async {
+        let answered = futures::future::join_all(http_tasks.iter_mut());
+        if tokio::time::timeout(ANSWER_LIMIT, answered).await.is_err() {
+            tracing::debug!("the HTTP faces had not closed their connections; stopping anyway");
+        }
+        hub.stop().await;
+    })
+    .await;
+    if stopped.is_err() {
         tracing::error!(
             "stopping took longer than {} s; exiting anyway",
             STOP_LIMIT.as_secs()
         );
     }
-    for task in tasks {
+    for task in tasks.into_iter().chain(http_tasks) {
         task.abort();
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// SIGTERM's drain: not ready from now on (`/readyz` 503), everything still served, until the
+/// window is over, a second SIGTERM or a SIGINT comes, or the proxy stops for another reason.
+async fn drain_window(
+    drain: &Drain,
+    window: Duration,
+    terminate: &mut tokio::signal::unix::Signal,
+    shutdown: &CancellationToken,
+) {
+    tracing::info!(
+        "SIGTERM: draining for {} ms (/readyz says 503; requests are still served); a second SIGTERM or SIGINT stops at once",
+        window.as_millis()
+    );
+    drain.begin();
+    tokio::select! {
+        () = tokio::time::sleep(window) => tracing::info!(
+            "drain window over: calls still running are cancelled; shutting down"
+        ),
+        _ = tokio::signal::ctrl_c() => tracing::info!("SIGINT during the drain: shutting down now"),
+        _ = terminate.recv() => tracing::info!("second SIGTERM during the drain: shutting down now"),
+        () = shutdown.cancelled() => tracing::info!("shutting down during the drain"),
+    }
 }
 
 /// Apply reload requests one at a time. Requests made while a reload runs coalesce into one,

@@ -1146,8 +1146,8 @@ async fn the_standalone_stream_gets_list_changed_one_at_a_time_and_replays_after
     let (_, message) = stream.next().await.expect("live again");
     assert_eq!(message["method"], "notifications/tools/list_changed");
 
-    // Shutdown ends the open stream.
-    proxy.signal("TERM");
+    // Shutdown ends the open stream (SIGINT: at once, with no drain window).
+    proxy.signal("INT");
     let ended = tokio::time::timeout(Duration::from_secs(10), async {
         while stream.next().await.is_some() {}
     })

@@ -101,6 +101,8 @@ fn start_serve(dir: &Path, config: &Path, otlp: &str) -> (Proc, u16) {
     cmd.args(["serve", "--config"])
         .arg(config)
         .args(["--http", &format!("127.0.0.1:{port}"), "--otlp", otlp])
+        // Stopped by SIGTERM: no drain window to wait for.
+        .args(["--drain-ms", "0"])
         // Export batches quickly, so the test does not wait the default 5 s.
         .env("OTEL_BSP_SCHEDULE_DELAY", "100");
     let mut proc = Proc::spawn("serve --otlp", cmd, dir);

@@ -85,6 +85,9 @@ impl Proxy {
             .args(["serve", "--config"])
             .arg(config)
             .args(["--http", &format!("127.0.0.1:{port}")])
+            // Its stop on SIGTERM is checked against STOP_LIMIT: no drain window in it (the
+            // drain has its own tests, crates/cli/tests/drain.rs).
+            .args(["--drain-ms", "0"])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())
             .stderr(append_log(log)?)

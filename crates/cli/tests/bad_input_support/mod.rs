@@ -49,6 +49,9 @@ impl Proxy {
                 config.to_str().unwrap_or_default(),
                 "--http",
                 &format!("127.0.0.1:{port}"),
+                // Stopped by SIGTERM on drop: no drain window to wait for.
+                "--drain-ms",
+                "0",
             ])
             .stdin(Stdio::piped())
             .stdout(Stdio::null())

@@ -40,7 +40,8 @@ pub fn start_http_proxy(dir: &Path, what: &str, args: &[String]) -> (Proc, u16) 
     let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_mcp-supervisor"));
     cmd.args(&args[..split])
-        .args(["--http", &format!("127.0.0.1:{port}")])
+        // Stopped by SIGTERM: no drain window to wait for.
+        .args(["--http", &format!("127.0.0.1:{port}"), "--drain-ms", "0"])
         .args(&args[split..]);
     let mut proxy = Proc::spawn(what, cmd, dir);
     proxy.wait_listening(port, LISTEN_LIMIT);

@@ -46,7 +46,8 @@ pub async fn serve_http_without_catalog(path: &Path) -> Running {
     .await
 }
 
-/// A running proxy; on drop it gets SIGTERM (so it stops its servers), then SIGKILL.
+/// A running proxy; on drop it gets SIGINT (so it stops its servers at once: SIGTERM would
+/// first drain an HTTP face for `--drain-ms`), then SIGKILL.
 pub struct Running {
     pub child: Child,
     pub port: u16,
@@ -101,7 +102,7 @@ impl Drop for Running {
     fn drop(&mut self) {
         if let Ok(None) = self.child.try_wait() {
             let _ = Command::new("kill")
-                .args(["-TERM", &self.child.id().to_string()])
+                .args(["-INT", &self.child.id().to_string()])
                 .status();
             for _ in 0..400 {
                 if let Ok(Some(_)) = self.child.try_wait() {

@@ -37,6 +37,9 @@ pub use rpc::{Envelope, notification_text, request_text, response_text};
 
 /// How long the handshake may take at most when the caller sets no tighter bound.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
+/// How long a graceful close of a stdio server waits for the notifications queued for it
+/// before it closes its stdin.
+const FLUSH_LIMIT: Duration = Duration::from_millis(200);
 
 /// Opens generations of one configured server.
 pub(crate) struct ServerConnector {
@@ -534,8 +537,14 @@ impl Link for WireLink {
         self.wire.close();
         if let Some(stop) = &self.stop {
             if let (CloseHow::Graceful, Some(stdio)) = (how, &self.stdio) {
-                let stdio = stdio.clone();
-                tokio::spawn(async move { stdio.close_stdin().await });
+                // What is queued for the server goes first (a cancellation of a call ended by
+                // the stop): its stdin closes after, however it ends (the close escalates on its
+                // own clock).
+                let (stdio, peer) = (stdio.clone(), self.peer.clone());
+                tokio::spawn(async move {
+                    let _ = tokio::time::timeout(FLUSH_LIMIT, peer.flushed()).await;
+                    stdio.close_stdin().await;
+                });
             }
             let _ = stop.send(match how {
                 CloseHow::Graceful => process::Stop::Graceful,

@@ -60,6 +60,10 @@ pub(crate) struct Peer {
     /// Notifications to send, in order: one task sends them one after another, so none
     /// overtakes an earlier one (an HTTP wire posts each; a task each would race).
     outbox: mpsc::Sender<Note>,
+    /// How many notifications went into the outbox, and how many the sending task is done with
+    /// ([`Peer::flushed`]).
+    queued: AtomicU64,
+    sent: watch::Receiver<u64>,
 }
 
 /// A notification waiting in the outbox: its text and its HTTP headers.
@@ -69,10 +73,16 @@ type Note = (String, Vec<(String, String)>);
 /// reading for that long; a notification is best effort, so a newer one is dropped (and said).
 const OUTBOX: usize = 1024;
 
-/// Send the outbox's notifications one after another until the peer is gone.
-async fn send_in_order(wire: Arc<dyn Wire>, mut outbox: mpsc::Receiver<Note>) {
+/// Send the outbox's notifications one after another until the peer is gone, counting those
+/// done with in `sent`.
+async fn send_in_order(
+    wire: Arc<dyn Wire>,
+    mut outbox: mpsc::Receiver<Note>,
+    sent: watch::Sender<u64>,
+) {
     while let Some((text, headers)) = outbox.recv().await {
         let _ = wire.send_with(text, None, headers).await;
+        sent.send_modify(|n| *n += 1);
     }
 }
 
@@ -89,7 +99,8 @@ impl Peer {
         client_timeout: Duration,
     ) -> Arc<Self> {
         let (outbox, notes) = mpsc::channel(OUTBOX);
-        tokio::spawn(send_in_order(wire.clone(), notes));
+        let (sent_tx, sent) = watch::channel(0);
+        tokio::spawn(send_in_order(wire.clone(), notes, sent_tx));
         let peer = Arc::new(Self {
             wire,
             next: AtomicU64::new(1),
@@ -103,6 +114,8 @@ impl Peer {
             client_timeout,
             shut: watch::channel(false).0,
             outbox,
+            queued: AtomicU64::new(0),
+            sent,
         });
         if let Some(incoming) = incoming {
             tokio::spawn(read(Arc::downgrade(&peer), incoming));
@@ -230,11 +243,24 @@ impl Peer {
         headers: Vec<(String, String)>,
     ) {
         let text = notification_text(method, params);
-        if let Err(mpsc::error::TrySendError::Full(_)) = self.outbox.try_send((text, headers)) {
-            tracing::warn!(
+        match self.outbox.try_send((text, headers)) {
+            Ok(()) => {
+                self.queued.fetch_add(1, Ordering::SeqCst);
+            }
+            Err(mpsc::error::TrySendError::Full(_)) => tracing::warn!(
                 "dropped a {method} notification: {OUTBOX} notifications to this server are still unsent"
-            );
+            ),
+            Err(mpsc::error::TrySendError::Closed(_)) => {}
         }
+    }
+
+    /// Resolves once every notification queued so far has been handed to the wire (or can no
+    /// longer be): a graceful close waits for it, so that a `notifications/cancelled` sent as
+    /// the proxy stops reaches the server before its stdin closes.
+    pub(crate) async fn flushed(&self) {
+        let queued = self.queued.load(Ordering::SeqCst);
+        let mut sent = self.sent.clone();
+        let _ = sent.wait_for(|n| *n >= queued).await;
     }
 
     /// No answer can come any more: every waiter fails, new requests are refused, and the
@@ -664,6 +690,52 @@ fn clip(text: &str) -> &str {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A wire that takes 50 ms to send each message and keeps what it sent.
+    struct SlowWire(Mutex<Vec<String>>);
+
+    impl Wire for SlowWire {
+        fn send(
+            &self,
+            text: String,
+            _request: Option<u64>,
+        ) -> crate::link::BoxFuture<'_, Result<(), Failure>> {
+            Box::pin(async move {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+                lock_sent(&self.0).push(text);
+                Ok(())
+            })
+        }
+    }
+
+    fn lock_sent(sent: &Mutex<Vec<String>>) -> std::sync::MutexGuard<'_, Vec<String>> {
+        sent.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn flushed_waits_for_every_notification_queued_before_it() {
+        let wire = Arc::new(SlowWire(Mutex::new(Vec::new())));
+        let (tx, _events) = mpsc::unbounded_channel();
+        let peer = Peer::start(
+            wire.clone(),
+            None,
+            Arc::new(crate::link::Refuse),
+            LinkEvents::new(1, tx),
+            Duration::from_secs(5),
+        );
+        peer.flushed().await; // nothing queued: at once
+        for n in 0..3 {
+            let params = raw(&format!(r#"{{"requestId":{n}}}"#));
+            peer.notify_with("notifications/cancelled", Some(&params), Vec::new());
+        }
+        let started = tokio::time::Instant::now();
+        peer.flushed().await;
+        assert_eq!(lock_sent(&wire.0).len(), 3, "all three went out first");
+        assert!(started.elapsed() >= Duration::from_millis(150));
+        peer.notify_with("notifications/cancelled", None, Vec::new());
+        peer.flushed().await;
+        assert_eq!(lock_sent(&wire.0).len(), 4, "and one queued later");
+    }
 
     fn raw(text: &str) -> Box<RawValue> {
         RawValue::from_string(text.to_string()).unwrap()
