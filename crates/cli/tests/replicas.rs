@@ -5,6 +5,8 @@
 //! - one 2025-era session's calls spread over the replicas and all succeed (a replica that did
 //!   not open the session resumes it from its sealed id);
 //! - a `kill -9` of one replica mid-loop fails at most the one call in flight;
+//! - a rolling restart (SIGTERM one replica, which drains; start it again; the next) under a
+//!   steady call loop fails no call;
 //! - a 2026-07-28 client (no session) is served the same way;
 //! - no non-idempotent call runs twice (the fault server's ledger, shared by the replicas);
 //! - no process is left.
@@ -52,7 +54,10 @@ struct Replica {
     pid_file: PathBuf,
 }
 
-async fn start_replica(dir: &Path, n: usize, key: &str, ledger: &Path) -> Replica {
+/// The drain window of every replica.
+const DRAIN_MS: &str = "1500";
+
+async fn start_replica(dir: &Path, n: usize, port: u16, key: &str, ledger: &Path) -> Replica {
     let pid_file = dir.join(format!("fault-{n}.pid"));
     let config = dir.join(format!("replica-{n}.json"));
     let servers = json!({ "mcpServers": { "fault": {
@@ -60,7 +65,6 @@ async fn start_replica(dir: &Path, n: usize, key: &str, ledger: &Path) -> Replic
         "args": ["--ledger", ledger, "--pid-file", pid_file],
     }}});
     std::fs::write(&config, servers.to_string()).expect("write a replica's config");
-    let port = free_port();
     let addr = format!("127.0.0.1:{port}");
     let state = dir.join(format!("state-{n}"));
     let running = Running::start(
@@ -72,15 +76,22 @@ async fn start_replica(dir: &Path, n: usize, key: &str, ledger: &Path) -> Replic
             &addr,
             "--state-dir",
             &path_str(&state),
+            "--drain-ms",
+            DRAIN_MS,
         ],
         port,
         &[("MCP_SUPERVISOR_SESSION_KEY", key), ("RUST_LOG", "warn")],
     )
     .await;
-    // Ready: its server is up (healthz is 200 only then).
+    // Ready: its server is up (healthz is 200 only then), and so is the replica.
     let deadline = Instant::now() + LIMIT;
     loop {
-        if let Ok(response) = reqwest::get(running.url("/healthz")).await
+        let ready = match reqwest::get(running.url("/readyz")).await {
+            Ok(response) => response.status().is_success(),
+            Err(_) => false,
+        };
+        if ready
+            && let Ok(response) = reqwest::get(running.url("/healthz")).await
             && response.status().is_success()
         {
             break;
@@ -102,8 +113,8 @@ fn fault_pid(replica: &Replica) -> Option<u32> {
         .ok()
 }
 
-/// HAProxy in the foreground: round robin per request over `ports`, no stickiness, health
-/// checks every 100 ms, a refused connection retried on another replica.
+/// HAProxy in the foreground: round robin per request over `ports`, no stickiness, readiness
+/// checks (`/readyz`) every 100 ms, a refused connection retried on another replica.
 struct Balancer {
     child: tokio::process::Child,
     port: u16,
@@ -112,7 +123,7 @@ struct Balancer {
 async fn start_haproxy(dir: &Path, ports: &[u16]) -> Balancer {
     let port = free_port();
     let mut config = format!(
-        "global\n    maxconn 1024\n\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 60s\n    timeout server 60s\n    retries 3\n    option redispatch 1\n    retry-on conn-failure\n\nfrontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\nbackend replicas\n    balance roundrobin\n    option httpchk GET /healthz\n    http-check expect status 200\n"
+        "global\n    maxconn 1024\n\ndefaults\n    mode http\n    timeout connect 1s\n    timeout client 60s\n    timeout server 60s\n    retries 3\n    option redispatch 1\n    retry-on conn-failure\n\nfrontend mcp\n    bind 127.0.0.1:{port}\n    default_backend replicas\n\nbackend replicas\n    balance roundrobin\n    option httpchk GET /readyz\n    http-check expect status 200\n"
     );
     for (n, p) in ports.iter().enumerate() {
         config.push_str(&format!(
@@ -162,11 +173,11 @@ async fn metric(replica: &Replica, name: &str) -> u64 {
 }
 
 /// The driver's lines as they come; `on_line` sees each (and may act, e.g. kill a replica).
-async fn drive(args: &[&str], mut on_line: impl FnMut(&Value)) -> Vec<Value> {
+async fn drive(args: Vec<String>, mut on_line: impl FnMut(&Value)) -> Vec<Value> {
     let python = mcp_supervisor_testkit::python("import mcp");
     let mut child = tokio::process::Command::new(python)
         .arg(driver())
-        .args(args)
+        .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
@@ -190,6 +201,10 @@ async fn drive(args: &[&str], mut on_line: impl FnMut(&Value)) -> Vec<Value> {
     assert!(read.is_ok(), "the driver did not finish: {seen:?}");
     let _ = tokio::time::timeout(LIMIT, child.wait()).await;
     seen
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
 }
 
 /// How many times each id of `prefix` is in the ledger.
@@ -239,11 +254,11 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
             .map(|b| b.wrapping_mul(7).wrapping_add(std::process::id() as u8))
             .collect::<Vec<u8>>(),
     );
+    let ports: Vec<u16> = (0..REPLICAS).map(|_| free_port()).collect();
     let mut replicas = Vec::new();
-    for n in 0..REPLICAS {
-        replicas.push(start_replica(&dir, n, &key, &ledger).await);
+    for (n, port) in ports.iter().enumerate() {
+        replicas.push(start_replica(&dir, n, *port, &key, &ledger).await);
     }
-    let ports: Vec<u16> = replicas.iter().map(|r| r.running.port).collect();
     let mut balancer = start_haproxy(&dir, &ports).await;
     let url = format!("http://127.0.0.1:{}/mcp", balancer.port);
 
@@ -270,7 +285,7 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
 
     // 1. One session's calls, round robin per request: every call succeeds, on every replica.
     let lines = drive(
-        &[
+        owned(&[
             "--url",
             &url,
             "--prefix",
@@ -279,7 +294,7 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
             "30",
             "--tool-prefix",
             "fault__",
-        ],
+        ]),
         |_| {},
     )
     .await;
@@ -305,7 +320,7 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
     let victim_server = fault_pid(&replicas[2]);
     let mut killed = false;
     let lines = drive(
-        &[
+        owned(&[
             "--url",
             &url,
             "--prefix",
@@ -316,7 +331,7 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
             "50",
             "--tool-prefix",
             "fault__",
-        ],
+        ]),
         |line| {
             if !killed && line["i"] == 10 {
                 kill9(victim_pid);
@@ -341,9 +356,67 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
         );
     }
 
-    // 3. A 2026-07-28 client: no session at all, any replica answers.
+    // The killed replica comes back on its port.
+    replicas[2] = start_replica(&dir, 2, ports[2], &key, &ledger).await;
+
+    // 3. A rolling restart under a steady call loop: each replica in turn gets SIGTERM, drains
+    //    (readyz 503, the balancer moves on, what it still gets is served), exits, and starts
+    //    again; the next one goes only once it is back. No call fails.
+    let loop_args = owned(&[
+        "--url",
+        &url,
+        "--prefix",
+        "rolling",
+        "--calls",
+        "400",
+        "--interval",
+        "20",
+        "--tool-prefix",
+        "fault__",
+    ]);
+    let (progress_tx, mut progress) = tokio::sync::watch::channel(0u64);
+    let looping = tokio::spawn(drive(loop_args, move |line| {
+        if let Some(i) = line["i"].as_u64() {
+            let _ = progress_tx.send(i);
+        }
+    }));
+    let _ = progress.wait_for(|i| *i >= 10).await;
+    let mut drained_exits = Vec::new();
+    for n in 0..REPLICAS {
+        let server = fault_pid(&replicas[n]);
+        replicas[n].running.signal("TERM");
+        drained_exits.push(replicas[n].running.wait_exit(LIMIT).await);
+        if let Some(pid) = server {
+            assert!(
+                gone_within(pid, LIMIT).await,
+                "replica {n}'s server {pid} is left"
+            );
+        }
+        replicas[n] = start_replica(&dir, n, ports[n], &key, &ledger).await;
+    }
+    let restarted_at = *progress.borrow();
+    let lines = looping.await.expect("the call loop");
+    assert_eq!(
+        drained_exits,
+        vec![Some(0); REPLICAS],
+        "each replica drained and exited cleanly"
+    );
+    assert!(
+        restarted_at < 399,
+        "the restarts happened under the loop (at call {restarted_at})"
+    );
+    let (rolling, done) = calls(&lines);
+    assert_eq!(rolling.len(), 400, "{lines:?}");
+    assert_eq!(
+        done["failed"],
+        json!([]),
+        "a rolling restart fails no call: {lines:?}"
+    );
+    assert_never_twice(&ledger, "rolling", &lines);
+
+    // 4. A 2026-07-28 client: no session at all, any replica answers.
     let lines = drive(
-        &[
+        owned(&[
             "--url",
             &url,
             "--prefix",
@@ -354,7 +427,7 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
             "auto",
             "--tool-prefix",
             "fault__",
-        ],
+        ]),
         |_| {},
     )
     .await;
@@ -365,7 +438,7 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
     assert_eq!(calls(&lines).1["ok"], 10, "{lines:?}");
     assert_never_twice(&ledger, "modern", &lines);
 
-    // 4. Continuations only the holding replica can serve are refused with a clear error,
+    // 5. Continuations only the holding replica can serve are refused with a clear error,
     //    never hung or run again: an input round's retry whose state no replica here holds,
     //    and an answer to a server's request that this replica did not send.
     let http = reqwest::Client::new();
