@@ -20,6 +20,7 @@
 //! | `sessions` | sealed session ids: seal and open per request and the id's size; the proxy's RSS after N `initialize` POSTs |
 //! | `ondemand` | processes and RSS at rest with N servers of which U are used, `always` vs `onDemand`; the first call to an idle server |
 //! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays, in front of server-everything |
+//! | `unread` | the RSS of `wrap` while its client sends many large calls and reads nothing for a while; every call answered once |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
 //!
@@ -49,6 +50,7 @@ mod sessions;
 mod sse_heal;
 mod startup;
 mod ts_peers;
+mod unread;
 mod util;
 
 use std::path::PathBuf;
@@ -288,6 +290,22 @@ enum Bench {
         )]
         everything: PathBuf,
     },
+    /// RSS of `wrap` (stdio face) while a raw client sends N echo calls of a large message and
+    /// reads nothing for a while; then it reads everything, each call answered exactly once.
+    Unread {
+        /// How many echo calls.
+        #[arg(long, default_value_t = 30_000, value_parser = clap::value_parser!(u32).range(1..=1_000_000))]
+        calls: u32,
+        /// Bytes of each call's message.
+        #[arg(long, default_value_t = 4096, value_parser = clap::value_parser!(u32).range(1..=16_000_000))]
+        message_bytes: u32,
+        /// How long the client reads nothing, seconds.
+        #[arg(long, default_value_t = 6, value_parser = clap::value_parser!(u64).range(0..=600))]
+        unread_secs: u64,
+        /// The mcp-supervisor binary (default: beside this binary), e.g. an older build to compare.
+        #[arg(long)]
+        supervisor: Option<PathBuf>,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -507,6 +525,20 @@ async fn main() -> ExitCode {
                 everything,
             };
             ts_peers::run(opts).await
+        }
+        Bench::Unread {
+            calls,
+            message_bytes,
+            unread_secs,
+            supervisor,
+        } => {
+            let opts = unread::Options {
+                calls,
+                message_bytes: message_bytes as usize,
+                unread_secs,
+                supervisor,
+            };
+            unread::run(&fault, opts).await
         }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };

@@ -372,13 +372,18 @@ pub async fn leftover_children() -> Vec<u32> {
 
 /// VmRSS and VmHWM of this process, in KiB.
 pub fn rss_kib() -> Result<(u64, u64)> {
-    let status =
-        std::fs::read_to_string("/proc/self/status").context("cannot read /proc/self/status")?;
+    rss_kib_of("self")
+}
+
+/// VmRSS and VmHWM of process `pid` (a number, or `self`), in KiB.
+pub fn rss_kib_of(pid: &str) -> Result<(u64, u64)> {
+    let path = format!("/proc/{pid}/status");
+    let status = std::fs::read_to_string(&path).with_context(|| format!("cannot read {path}"))?;
     let field = |key: &str| -> Result<u64> {
         let line = status
             .lines()
             .find(|l| l.starts_with(key))
-            .with_context(|| format!("/proc/self/status has no {key}"))?;
+            .with_context(|| format!("{path} has no {key}"))?;
         line[key.len()..]
             .trim()
             .trim_end_matches("kB")

@@ -28,6 +28,9 @@ const MAX_LINE: usize = 64 * 1024 * 1024;
 /// The most requests of the client in flight or answered but not written yet.
 pub const MAX_IN_FLIGHT: usize = 256;
 
+/// A batch buffer larger than this after a write is given back rather than kept.
+const KEEP_BATCH: usize = 1024 * 1024;
+
 /// Serve the client on our stdin and stdout until stdin ends.
 pub async fn run(proxy: Arc<Proxy>) {
     serve(proxy, our_stdin(), our_stdout()).await;
@@ -182,25 +185,125 @@ async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
                 None => answers_open = false,
             },
         }
-        while let Ok(message) = messages.try_recv() {
-            push_line(&mut batch, message);
-        }
-        while let Ok((answer, place)) = answers.try_recv() {
-            push_line(&mut batch, answer);
-            written.push(place);
-        }
+        drain(&mut batch, &mut written, &mut messages, &mut answers);
         if batch.is_empty() {
             continue;
         }
+        // The answers of calls that ended together are made by tasks of their own: let the
+        // tasks already running have their turn once, and take what they added. Nothing waits
+        // longer than that turn (a lone answer is written at once).
+        tokio::task::yield_now().await;
+        drain(&mut batch, &mut written, &mut messages, &mut answers);
         if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
             break;
         }
         written.clear(); // the places are free again
+        if batch.capacity() > KEEP_BATCH {
+            batch = String::new();
+        }
     }
     output
+}
+
+/// Take every message and answer waiting, without waiting for more.
+fn drain(
+    batch: &mut String,
+    written: &mut Vec<OwnedSemaphorePermit>,
+    messages: &mut mpsc::UnboundedReceiver<String>,
+    answers: &mut mpsc::Receiver<(String, OwnedSemaphorePermit)>,
+) {
+    while let Ok(message) = messages.try_recv() {
+        push_line(batch, message);
+    }
+    while let Ok((answer, place)) = answers.try_recv() {
+        push_line(batch, answer);
+        written.push(place);
+    }
 }
 
 fn push_line(batch: &mut String, message: String) {
     batch.push_str(&mcp_supervisor::upstream::stdio::one_line(message));
     batch.push('\n');
+}
+
+#[cfg(test)]
+mod tests {
+    use mcp_supervisor_testkit::writes::Writes;
+
+    use super::*;
+
+    /// Answers made together by tasks of their own (as calls that ended together are) go out
+    /// in one write, whole lines in the order they came, each place given back once written.
+    /// One worker, so the order of the tasks is the runtime's own (the woken writer runs next,
+    /// ahead of the tasks already waiting).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn answers_made_together_go_out_in_one_write() {
+        let output = Writes::default();
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+        let (answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
+        let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let writer = tokio::spawn(write_lines(output.clone(), out_rx, answer_rx));
+        // First a lone message, written once the writer runs: it then waits for the next.
+        out_tx.send("{}".into()).expect("send");
+        written(&output, 1).await;
+        let spawner = {
+            let places = places.clone();
+            tokio::spawn(async move {
+                for i in 0..10 {
+                    let place = places.clone().acquire_owned().await.expect("a place");
+                    let answers = answer_tx.clone();
+                    tokio::spawn(async move {
+                        let _ = answers.send((format!("{{\"id\":{i}}}"), place)).await;
+                    });
+                }
+            })
+        };
+        spawner.await.expect("the spawner");
+        drop(out_tx);
+        let output = tokio::time::timeout(std::time::Duration::from_secs(10), writer)
+            .await
+            .expect("the writer ends with its channels")
+            .expect("the writer");
+        let writes = output.taken();
+        assert_eq!(
+            writes.len(),
+            2,
+            "one write for the answers made together: {writes:?}"
+        );
+        let lines: Vec<&str> = writes[1].lines().collect();
+        assert_eq!(lines.len(), 10, "each answer is one whole line: {writes:?}");
+        assert!(writes[1].ends_with('\n'));
+        assert_eq!(
+            places.available_permits(),
+            MAX_IN_FLIGHT,
+            "every place given back"
+        );
+    }
+
+    /// A lone message goes out by itself, whole, without waiting for more.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn a_lone_message_is_written_at_once() {
+        let output = Writes::default();
+        let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+        let (_answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
+        let _writer = tokio::spawn(write_lines(output.clone(), out_rx, answer_rx));
+        out_tx
+            .send("{\n\"method\":\"notifications/x\"}".into())
+            .expect("send");
+        written(&output, 1).await;
+        let writes = output.taken();
+        assert_eq!(
+            writes,
+            vec!["{ \"method\":\"notifications/x\"}\n".to_string()]
+        );
+    }
+
+    /// Wait (bounded) until `output` has had `count` writes.
+    async fn written(output: &Writes, count: usize) {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while output.taken().len() < count {
+            assert!(std::time::Instant::now() < deadline, "never written");
+            tokio::task::yield_now().await;
+        }
+    }
 }

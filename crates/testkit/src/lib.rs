@@ -1,7 +1,8 @@
 //! What the end-to-end tests of every crate need alike: where the built binaries and the
 //! installed interop peers are, a free loopback port, a temporary directory, whether a
 //! process is still alive, a ledger of a server's live processes ([`ledger`]), and a plain MCP
-//! client over HTTP ([`rawhttp`], for the bench and the soak as well).
+//! client over HTTP ([`rawhttp`], for the bench and the soak as well), and an output that keeps
+//! each write apart ([`writes`]).
 //!
 //! Test support only: it never starts or stops anything on its own, and it talks only to
 //! loopback.
@@ -9,6 +10,7 @@
 
 pub mod ledger;
 pub mod rawhttp;
+pub mod writes;
 
 use std::path::PathBuf;
 use std::time::Duration;

@@ -4,13 +4,18 @@
 //! It frames lines (tokio-util's line codec, with a length limit) and nothing else: every line
 //! from the child goes to the peer as it came, every message to the child is written as one whole
 //! line. It never parses a message, and never writes a partial line.
+//!
+//! One task writes the child's stdin, in the order the lines were sent: what is waiting when it
+//! writes goes out in one write, so calls sent together wake the server once, while a line sent
+//! alone is written at once (it waits only for the tasks already running to have their turn).
 
 use std::sync::{Arc, Weak};
 
 use futures::StreamExt;
 use mcp_supervisor_core::classify::Failure;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::process::{ChildStdin, ChildStdout};
+use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
 use super::rpc::Peer;
@@ -20,17 +25,34 @@ use crate::link::BoxFuture;
 /// The longest line accepted from a server; a longer one is dropped whole.
 pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 
-/// The child's stdin, shared by every sender.
+/// A batch buffer larger than this after a write is given back rather than kept.
+const KEEP_BATCH: usize = 1024 * 1024;
+
+/// The child's stdin, shared by every sender: its writer task's queue.
 pub(crate) struct StdioWire {
-    stdin: tokio::sync::Mutex<Option<ChildStdin>>,
+    orders: mpsc::UnboundedSender<Order>,
+}
+
+/// What the writer task is asked to do, in order.
+enum Order {
+    /// Write this line (with its line break); say whether it went out.
+    Line(Vec<u8>, oneshot::Sender<bool>),
+    /// Close stdin once everything sent before is written; say when done.
+    Close(oneshot::Sender<()>),
 }
 
 impl StdioWire {
-    /// The wire over the child's stdin; [`StdioWire::read_into`] reads its stdout.
+    /// The wire over the child's stdin (its writer task starts here); [`StdioWire::read_into`]
+    /// reads its stdout.
     pub fn new(stdin: ChildStdin) -> Arc<Self> {
-        Arc::new(Self {
-            stdin: tokio::sync::Mutex::new(Some(stdin)),
-        })
+        Self::over(stdin)
+    }
+
+    /// The wire over any pipe (tests write to one of their own).
+    fn over<W: AsyncWrite + Unpin + Send + 'static>(stdin: W) -> Arc<Self> {
+        let (orders, queue) = mpsc::unbounded_channel();
+        tokio::spawn(write_lines(stdin, queue));
+        Arc::new(Self { orders })
     }
 
     /// Read `stdout` line by line straight into `peer` (no hop between), and end the peer when
@@ -39,9 +61,12 @@ impl StdioWire {
         tokio::spawn(read(stdout, peer));
     }
 
-    /// Close stdin: how a stdio server is asked to exit.
+    /// Close stdin (after the lines already sent): how a stdio server is asked to exit.
     pub async fn close_stdin(&self) {
-        self.stdin.lock().await.take();
+        let (done, closed) = oneshot::channel();
+        if self.orders.send(Order::Close(done)).is_ok() {
+            let _ = closed.await;
+        }
     }
 }
 
@@ -50,17 +75,69 @@ impl Wire for StdioWire {
         Box::pin(async move {
             let mut line = one_line(text).into_bytes();
             line.push(b'\n');
-            let mut stdin = self.stdin.lock().await;
-            let Some(pipe) = stdin.as_mut() else {
+            let (done, written) = oneshot::channel();
+            if self.orders.send(Order::Line(line, done)).is_err() {
                 return Err(Failure::TransportClosedBeforeSend);
-            };
-            if pipe.write_all(&line).await.is_ok() && pipe.flush().await.is_ok() {
-                return Ok(());
             }
-            // A broken pipe stays broken: close it so later senders fail at once.
-            *stdin = None;
-            Err(Failure::TransportClosedBeforeSend)
+            match written.await {
+                Ok(true) => Ok(()),
+                _ => Err(Failure::TransportClosedBeforeSend),
+            }
         })
+    }
+}
+
+/// Write the lines sent to the wire until every sender is gone (the wire is dropped): all that
+/// is waiting in one write. A broken pipe stays broken: it is closed, and every later line
+/// fails at once.
+async fn write_lines<W: AsyncWrite + Unpin>(stdin: W, mut orders: mpsc::UnboundedReceiver<Order>) {
+    let mut pipe = Some(stdin);
+    let mut batch = Vec::new();
+    let mut senders = Vec::new();
+    while let Some(first) = orders.recv().await {
+        let mut close = None;
+        let mut next = Some(first);
+        let mut yielded = false;
+        loop {
+            match next.take() {
+                Some(Order::Line(line, done)) => {
+                    batch.extend_from_slice(&line);
+                    senders.push(done);
+                }
+                Some(Order::Close(done)) => {
+                    close = Some(done);
+                    break;
+                }
+                // Nothing more waiting: let the tasks already running have their turn once
+                // (calls read together are sent from tasks of their own), then write.
+                None if !yielded => {
+                    yielded = true;
+                    tokio::task::yield_now().await;
+                }
+                None => break,
+            }
+            next = orders.try_recv().ok();
+        }
+        if !batch.is_empty() {
+            let written = match pipe.as_mut() {
+                Some(stdin) => stdin.write_all(&batch).await.is_ok() && stdin.flush().await.is_ok(),
+                None => false,
+            };
+            if !written {
+                pipe = None;
+            }
+            for done in senders.drain(..) {
+                let _ = done.send(written);
+            }
+            batch.clear();
+            if batch.capacity() > KEEP_BATCH {
+                batch = Vec::new();
+            }
+        }
+        if let Some(done) = close {
+            pipe = None;
+            let _ = done.send(());
+        }
     }
 }
 
@@ -111,7 +188,70 @@ async fn read(stdout: ChildStdout, peer: Weak<Peer>) {
 
 #[cfg(test)]
 mod tests {
+    use mcp_supervisor_testkit::writes::Writes;
+
     use super::*;
+
+    /// Lines sent together from tasks of their own (as calls read together are) go out in one
+    /// write, each whole, and every sender hears that its line went out. One worker, so the
+    /// order of the tasks is the runtime's own (the woken writer runs next, ahead of the tasks
+    /// already waiting).
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn lines_sent_together_go_out_in_one_write() {
+        let pipe = Writes::default();
+        let wire = StdioWire::over(pipe.clone());
+        // First a lone line: once it is written, the writer waits for the next.
+        assert!(wire.send("{}".into(), None).await.is_ok());
+        let sends = {
+            let wire = wire.clone();
+            tokio::spawn(async move {
+                let sends: Vec<_> = (0..10)
+                    .map(|i| {
+                        let wire = wire.clone();
+                        tokio::spawn(
+                            async move { wire.send(format!("{{\"id\":{i}}}"), None).await },
+                        )
+                    })
+                    .collect();
+                sends
+            })
+        }
+        .await
+        .expect("the spawner");
+        for send in sends {
+            assert!(send.await.expect("a sender").is_ok(), "every line went out");
+        }
+        let writes = pipe.taken();
+        assert_eq!(
+            writes.len(),
+            2,
+            "one write for the lines sent together: {writes:?}"
+        );
+        assert_eq!(writes[1].lines().count(), 10, "each line whole: {writes:?}");
+        assert!(writes[1].ends_with('\n'));
+    }
+
+    /// A broken pipe fails the send as not sent, and every later one at once; closing stdin
+    /// after a line writes the line first.
+    #[tokio::test]
+    async fn a_broken_pipe_fails_sends_and_close_comes_after_the_lines() {
+        let broken = StdioWire::over(Writes::broken());
+        for _ in 0..2 {
+            assert!(matches!(
+                broken.send("{}".into(), None).await,
+                Err(Failure::TransportClosedBeforeSend)
+            ));
+        }
+        let pipe = Writes::default();
+        let wire = StdioWire::over(pipe.clone());
+        assert!(wire.send("{\"a\":\n1}".into(), None).await.is_ok());
+        wire.close_stdin().await;
+        assert_eq!(pipe.taken(), vec!["{\"a\": 1}\n".to_string()]);
+        assert!(matches!(
+            wire.send("{}".into(), None).await,
+            Err(Failure::TransportClosedBeforeSend)
+        ));
+    }
 
     #[test]
     fn line_breaks_between_tokens_become_spaces() {
