@@ -568,11 +568,13 @@ async fn a_call_on_a_session_is_answered_as_json_with_its_own_id() {
         .post(&json!({ "jsonrpc": "2.0", "id": 13, "method": "ping" }))
         .await;
     assert_eq!(ping.response(&json!(13))["result"], json!({}));
-    // A response the server never asked for is accepted, and changes nothing.
+    // A response to nothing this proxy asked is refused with a JSON-RPC error (SPEC §12: an
+    // answer the holding replica did not send is never silently dropped), and changes nothing.
     let stray = session
         .post(&json!({ "jsonrpc": "2.0", "id": 999, "result": {} }))
         .await;
-    assert_eq!(stray.status, 202, "{stray:?}");
+    assert_eq!(stray.status, 409, "{stray:?}");
+    assert!(stray.body.contains("not waiting for"), "{stray:?}");
 
     // The session still works after all that.
     session.echoes(json!(11), "again").await;
