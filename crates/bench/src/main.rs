@@ -21,6 +21,7 @@
 //! | `ondemand` | processes and RSS at rest with N servers of which U are used, `always` vs `onDemand`; the first call to an idle server |
 //! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays, in front of server-everything |
 //! | `unread` | the RSS of `wrap` while its client sends many large calls and reads nothing for a while; every call answered once |
+//! | `replicas` | replicas sharing a session key behind HAProxy: calls/s, failed calls and the slowest call around a `kill -9` and a rolling restart; throughput of N replicas against one |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
 //!
@@ -45,6 +46,7 @@ mod procs;
 mod rawstdio;
 mod recovery;
 mod relay;
+mod replicas;
 mod scale;
 mod sessions;
 mod sse_heal;
@@ -306,6 +308,41 @@ enum Bench {
         #[arg(long)]
         supervisor: Option<PathBuf>,
     },
+    /// Replicas sharing a session key behind HAProxy: a steady loop around a kill -9 and a
+    /// rolling restart (calls/s, failed calls, the slowest call per window); throughput of N
+    /// replicas against one.
+    Replicas {
+        /// The mcp-supervisor binary (default: beside this binary).
+        #[arg(long)]
+        supervisor: Option<PathBuf>,
+        /// How many replicas.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(2..=16))]
+        replicas: u32,
+        /// Workers (one session each) of the failover and rolling loops.
+        #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..=256))]
+        workers: u32,
+        /// Length of the failover loop, seconds.
+        #[arg(long, default_value_t = 6.0)]
+        secs: f64,
+        /// When a replica is killed, ms from the start of the loop.
+        #[arg(long, default_value_t = 2000, value_parser = clap::value_parser!(u64).range(100..=60_000))]
+        kill_at_ms: u64,
+        /// How long the killed replica stays down before it is started again on its port, ms.
+        #[arg(long, default_value_t = 0, value_parser = clap::value_parser!(u64).range(0..=30_000))]
+        down_ms: u64,
+        /// Width of a window of the tables, ms.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u64).range(50..=10_000))]
+        window_ms: u64,
+        /// Workers (sessions) of the throughput runs.
+        #[arg(long, default_value_t = 64, value_parser = clap::value_parser!(u32).range(1..=1024))]
+        concurrency: u32,
+        /// Measured seconds of each throughput run (after 1 s of warm-up).
+        #[arg(long, default_value_t = 4.0)]
+        throughput_secs: f64,
+        /// Throughput runs of each kind, alternating.
+        #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
+        rounds: u32,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -539,6 +576,32 @@ async fn main() -> ExitCode {
                 supervisor,
             };
             unread::run(&fault, opts).await
+        }
+        Bench::Replicas {
+            supervisor,
+            replicas,
+            workers,
+            secs,
+            kill_at_ms,
+            down_ms,
+            window_ms,
+            concurrency,
+            throughput_secs,
+            rounds,
+        } => {
+            let opts = replicas::Options {
+                supervisor,
+                replicas: replicas as usize,
+                workers,
+                secs: secs.clamp(1.0, 60.0),
+                kill_at_ms,
+                down_ms,
+                window_ms,
+                concurrency,
+                throughput_secs: throughput_secs.clamp(0.5, 60.0),
+                rounds,
+            };
+            replicas::run(&fault, opts).await
         }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };

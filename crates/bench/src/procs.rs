@@ -31,8 +31,24 @@ impl Spawned {
         log: Option<&Path>,
         pipes: bool,
     ) -> Result<Self> {
+        Self::start_env(name, program, args, &[], log, pipes)
+    }
+
+    /// [`Spawned::start`] with `envs` added to the process's environment.
+    pub fn start_env(
+        name: &str,
+        program: &Path,
+        args: &[String],
+        envs: &[(&str, &str)],
+        log: Option<&Path>,
+        pipes: bool,
+    ) -> Result<Self> {
         let mut command = Command::new(program);
-        command.args(args).process_group(0).kill_on_drop(true);
+        command
+            .args(args)
+            .envs(envs.iter().copied())
+            .process_group(0)
+            .kill_on_drop(true);
         let sink = || -> Result<Stdio> {
             Ok(match log {
                 Some(path) => std::fs::OpenOptions::new()
@@ -287,10 +303,10 @@ pub fn load_now() -> f64 {
     crate::util::loadavg().unwrap_or(f64::NAN)
 }
 
-/// `mcp-supervisor serve --config CONFIG --http 127.0.0.1:PORT` (no catalog, warnings only, its
-/// log in the run's `proxy.log`), as the benchmarks of one proxy start it.
-pub fn serve_http(supervisor: &Path, config: &Path, port: u16, run: &RunDir) -> Result<Spawned> {
-    let args: Vec<String> = [
+/// The arguments of `mcp-supervisor serve --config CONFIG --http 127.0.0.1:PORT` (no catalog,
+/// warnings only) with a drain window of `drain_ms`.
+pub fn serve_http_args(config: &Path, port: u16, drain_ms: &str) -> Vec<String> {
+    [
         "serve",
         "--log-level",
         "warn",
@@ -299,13 +315,19 @@ pub fn serve_http(supervisor: &Path, config: &Path, port: u16, run: &RunDir) -> 
         &config.display().to_string(),
         "--http",
         &format!("127.0.0.1:{port}"),
-        // Stopped by SIGTERM: no drain window to wait for.
         "--drain-ms",
-        "0",
+        drain_ms,
     ]
     .iter()
     .map(|s| s.to_string())
-    .collect();
+    .collect()
+}
+
+/// `mcp-supervisor serve --config CONFIG --http 127.0.0.1:PORT` (no catalog, warnings only, its
+/// log in the run's `proxy.log`), as the benchmarks of one proxy start it.
+pub fn serve_http(supervisor: &Path, config: &Path, port: u16, run: &RunDir) -> Result<Spawned> {
+    // Stopped by SIGTERM: no drain window to wait for.
+    let args = serve_http_args(config, port, "0");
     Spawned::start(
         "mcp-supervisor serve",
         supervisor,
