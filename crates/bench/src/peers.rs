@@ -703,16 +703,7 @@ fn report(
             &format!(
                 "concurrency {concurrency} (load average {load_start:.2} at the start, {load_end:.2} at the end)"
             ),
-            &[
-                "target",
-                "n",
-                "median ms",
-                "p99 ms",
-                "added median ms",
-                "added p99 ms",
-                "calls/s",
-                "errors",
-            ],
+            &util::TARGETS_HEADER,
             &table,
         );
         for (id, m) in per {

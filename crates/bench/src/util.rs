@@ -521,6 +521,18 @@ pub fn stats_row(label: &str, s: &Stats) -> Vec<String> {
     ]
 }
 
+/// The header of a table of targets side by side at one concurrency (`peers`, `ts-peers`).
+pub const TARGETS_HEADER: [&str; 8] = [
+    "target",
+    "n",
+    "median ms",
+    "p99 ms",
+    "added median ms",
+    "added p99 ms",
+    "calls/s",
+    "errors",
+];
+
 pub const STATS_HEADER: [&str; 8] = [
     "",
     "n",

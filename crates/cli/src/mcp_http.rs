@@ -769,10 +769,6 @@ impl Sessions {
         client: Arc<Client>,
         mut messages: mpsc::UnboundedReceiver<String>,
     ) -> Arc<Session> {
-        if let Some(existing) = lock(&self.map).get(&id).cloned() {
-            self.proxy.disconnect(&client);
-            return existing;
-        }
         let session = Arc::new(Session {
             id,
             issued_ms,

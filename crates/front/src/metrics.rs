@@ -7,7 +7,7 @@ use std::fmt::Write;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
-use mcp_supervisor::{CallError, ServerStatus};
+use mcp_supervisor::{CallError, ServerState, ServerStatus};
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 12] = [
@@ -101,22 +101,13 @@ impl Metrics {
         );
         let _ = writeln!(out, "# TYPE mcp_supervisor_server_state gauge");
         for s in servers {
-            for state in [
-                "connecting",
-                "ready",
-                "retrying",
-                "reconnecting",
-                "gave_up",
-                "down",
-                "stopped",
-                "needs_auth",
-                "idle",
-            ] {
-                let v = u8::from(s.state.as_str() == state);
+            for state in ServerState::ALL {
+                let v = u8::from(s.state == state);
                 let _ = writeln!(
                     out,
-                    "mcp_supervisor_server_state{{server=\"{}\",state=\"{state}\"}} {v}",
-                    s.name
+                    "mcp_supervisor_server_state{{server=\"{}\",state=\"{}\"}} {v}",
+                    s.name,
+                    state.as_str()
                 );
             }
         }

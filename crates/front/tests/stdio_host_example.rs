@@ -3,49 +3,17 @@
 //! call is answered by a fresh process, and the end of stdin stops it with no server left. It
 //! runs the example's own binary, as a user would.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Stdio;
 use std::time::Duration;
 
-use mcp_supervisor_testkit::{alive, fault_bin, gone_within, kill9, temp_dir};
+use mcp_supervisor_testkit::{alive, example_bin, fault_bin, gone_within, kill9, temp_dir};
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 use tokio::process::{ChildStdin, ChildStdout};
 
 /// The bound of every wait.
 const LIMIT: Duration = Duration::from_secs(20);
-
-/// The example's binary, next to this test's (`target/<profile>/examples/stdio_host`); built
-/// here when only this test was.
-fn example_bin() -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let bin = profile_dir.join("examples").join("stdio_host");
-    if !bin.exists() {
-        let mut cargo = std::process::Command::new(env!("CARGO"));
-        cargo.args([
-            "build",
-            "-p",
-            "mcp-supervisor-front",
-            "--example",
-            "stdio_host",
-        ]);
-        if profile_dir.file_name().is_some_and(|p| p == "release") {
-            cargo.arg("--release");
-        }
-        let status = cargo.status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "building the example failed: {status:?}"
-        );
-    }
-    assert!(bin.exists(), "{} is missing", bin.display());
-    bin
-}
 
 struct Client {
     stdin: Option<ChildStdin>,
@@ -124,7 +92,7 @@ async fn the_stdio_host_example_serves_heals_and_stops_cleanly() {
     }}});
     std::fs::write(&config, servers.to_string()).expect("write the config");
 
-    let mut child = tokio::process::Command::new(example_bin())
+    let mut child = tokio::process::Command::new(example_bin("mcp-supervisor-front", "stdio_host"))
         .arg(&config)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

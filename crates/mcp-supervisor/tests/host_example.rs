@@ -2,38 +2,9 @@
 //! past its deadline, a `kill -9` of one server that the next call heals, and a stop that leaves
 //! no server process behind. It runs the example's own binary, as a user would.
 
-use std::path::PathBuf;
 use std::time::Duration;
 
-use mcp_supervisor_testkit::{alive, fault_bin};
-
-/// The example's binary, next to this test's (`target/<profile>/examples/host`). `cargo test`
-/// builds the examples with the tests; when only this test was built (`--test host_example`),
-/// it is built here.
-fn example_bin(name: &str) -> PathBuf {
-    let exe = std::env::current_exe().unwrap_or_default();
-    // target/<profile>/deps/<test> → target/<profile>
-    let profile_dir = exe
-        .parent()
-        .and_then(|d| d.parent())
-        .map(PathBuf::from)
-        .unwrap_or_default();
-    let bin = profile_dir.join("examples").join(name);
-    if !bin.exists() {
-        let mut cargo = std::process::Command::new(env!("CARGO"));
-        cargo.args(["build", "-p", "mcp-supervisor", "--example", name]);
-        if profile_dir.file_name().is_some_and(|p| p == "release") {
-            cargo.arg("--release");
-        }
-        let status = cargo.status();
-        assert!(
-            matches!(status, Ok(s) if s.success()),
-            "building the example `{name}` failed: {status:?}"
-        );
-    }
-    assert!(bin.exists(), "{} is missing", bin.display());
-    bin
-}
+use mcp_supervisor_testkit::{alive, example_bin, fault_bin};
 
 /// The numbers on the line of `marker`, after it.
 fn numbers_after(output: &str, marker: &str) -> Vec<u32> {
@@ -48,7 +19,7 @@ fn numbers_after(output: &str, marker: &str) -> Vec<u32> {
 
 #[tokio::test]
 async fn the_host_example_heals_a_killed_server_and_stops_cleanly() {
-    let mut command = tokio::process::Command::new(example_bin("host"));
+    let mut command = tokio::process::Command::new(example_bin("mcp-supervisor", "host"));
     command.arg(fault_bin()).kill_on_drop(true);
     let output = tokio::time::timeout(Duration::from_secs(120), command.output())
         .await

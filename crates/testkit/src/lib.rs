@@ -198,6 +198,35 @@ pub fn node_tool(name: &str) -> PathBuf {
 const INSTALL_HINT: &str =
     "run `scripts/install-test-deps.sh` (or `scripts/test.sh`, which runs it) first";
 
+/// The binary of example `name` of `package`, next to the running test's
+/// (`target/<profile>/examples/NAME`). `cargo test` builds the examples with the tests; when only
+/// one test was built, the example is built here (same profile).
+pub fn example_bin(package: &str, name: &str) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<test> → target/<profile>
+    let profile_dir = exe
+        .parent()
+        .and_then(|d| d.parent())
+        .map(PathBuf::from)
+        .unwrap_or_default();
+    let bin = profile_dir.join("examples").join(name);
+    if !bin.exists() {
+        let cargo = std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into());
+        let mut command = std::process::Command::new(cargo);
+        command.args(["build", "-p", package, "--example", name]);
+        if profile_dir.file_name().is_some_and(|p| p == "release") {
+            command.arg("--release");
+        }
+        let status = command.status();
+        assert!(
+            matches!(status, Ok(s) if s.success()),
+            "building the example `{name}` of {package} failed: {status:?}"
+        );
+    }
+    assert!(bin.exists(), "{} is missing", bin.display());
+    bin
+}
+
 #[cfg(test)]
 mod temp_dir_tests {
     use super::temp_dir_owner;

@@ -60,6 +60,19 @@ pub enum ServerState {
 }
 
 impl ServerState {
+    /// Every state, in the order people read them (metrics list one sample per state).
+    pub const ALL: [ServerState; 9] = [
+        ServerState::Connecting,
+        ServerState::Ready,
+        ServerState::Retrying,
+        ServerState::Reconnecting,
+        ServerState::GaveUp,
+        ServerState::Down,
+        ServerState::Stopped,
+        ServerState::NeedsAuth,
+        ServerState::Idle,
+    ];
+
     /// Whether the server stays in this state until told otherwise (no attempt is coming).
     pub fn is_final(self) -> bool {
         matches!(
