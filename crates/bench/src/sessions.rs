@@ -56,11 +56,33 @@ fn seal_costs(rounds: u32) -> Result<Value> {
     let keys = Keys::random().map_err(|e| anyhow::anyhow!("{e}"))?;
     let mut rows = Vec::new();
     let mut report = serde_json::Map::new();
-    for (client, capabilities, info) in CLIENTS {
+    // The first client again, with two isolated `url` servers' upstream sessions (ids as the
+    // Python and TypeScript SDK servers make them: 32 hex digits, a UUID).
+    let upstream = [
+        (
+            "notes".to_string(),
+            "0f4e9c1a7b2d4e6f8a9b0c1d2e3f4a5b".to_string(),
+        ),
+        (
+            "browser".to_string(),
+            "6f1d2c3b-4a59-4e6f-8a7b-9c0d1e2f3a4b".to_string(),
+        ),
+    ];
+    let cases = CLIENTS
+        .iter()
+        .map(|&(client, c, i)| (client.to_string(), c, i, Default::default()))
+        .chain(std::iter::once((
+            format!("{} + 2 upstream sessions", CLIENTS[0].0),
+            CLIENTS[0].1,
+            CLIENTS[0].2,
+            upstream.into_iter().collect(),
+        )));
+    for (client, capabilities, info, upstream) in cases {
         let session = Session {
             protocol_version: "2025-11-25".into(),
             capabilities: Some(RawValue::from_string(capabilities.into())?),
             client_info: Some(RawValue::from_string(info.into())?),
+            upstream,
         };
         let (mut seal, mut open) = (Vec::new(), Vec::new());
         let mut size = 0;
@@ -83,7 +105,7 @@ fn seal_costs(rounds: u32) -> Result<Value> {
         ));
         rows.push(util::stats_row(&format!("open, {client}"), &open));
         report.insert(
-            client.to_string(),
+            client.clone(),
             json!({ "id_bytes": size, "seal_ms": seal.json(), "open_ms": open.json() }),
         );
     }

@@ -50,6 +50,7 @@ use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
+use mcp_supervisor::hub::SessionEnd;
 use mcp_supervisor_front::proxy::{
     Client, Kind, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text, kind,
 };
@@ -703,7 +704,7 @@ impl Sessions {
                 return Some(session);
             }
             tracing::info!(session = %short(&session.id), "ending a session past its maximum age");
-            self.close(id);
+            self.close(id, SessionEnd::Ended);
             self.metrics()
                 .sessions_expired
                 .fetch_add(1, Ordering::Relaxed);
@@ -791,7 +792,8 @@ impl Sessions {
             let mut map = lock(&self.map);
             if let Some(existing) = map.get(&session.id).cloned() {
                 drop(map);
-                self.proxy.disconnect(&session.client);
+                // Resumed twice at once: the other one holds its upstream sessions.
+                self.proxy.let_go(&session.client);
                 return existing;
             }
             map.insert(session.id.clone(), session.clone());
@@ -818,18 +820,23 @@ impl Sessions {
             return false;
         }
         lock(&self.ended).insert(id);
-        self.close(id)
+        self.close(id, SessionEnd::Ended)
     }
 
-    /// End session `id`: its calls are cancelled, the servers' requests waiting for it get an
-    /// error, its streams end. False when there is no such session.
-    fn close(&self, id: &str) -> bool {
+    /// End session `id` here: its calls are cancelled, the servers' requests waiting for it
+    /// get an error, its streams end. Ended by its client, its upstream sessions end too; let
+    /// go of (evicted, idle, stopping), they stay for its sealed id to resume. False when there
+    /// is no such session.
+    fn close(&self, id: &str, how: SessionEnd) -> bool {
         let Some(session) = lock(&self.map).remove(id) else {
             return false;
         };
-        tracing::debug!(session = %short(&session.id), "session ended; its calls are cancelled");
+        tracing::debug!(session = %short(&session.id), ?how, "session closed here; its calls are cancelled");
         session.ended.cancel();
-        self.proxy.disconnect(&session.client);
+        match how {
+            SessionEnd::Ended => self.proxy.disconnect(&session.client),
+            SessionEnd::LetGo => self.proxy.let_go(&session.client),
+        }
         true
     }
 
@@ -858,7 +865,7 @@ impl Sessions {
             oldest.len()
         );
         for id in oldest {
-            self.close(&id);
+            self.close(&id, SessionEnd::LetGo);
         }
     }
 
@@ -873,7 +880,7 @@ impl Sessions {
         let mut ended = 0;
         for id in idle_ones {
             tracing::info!(session = %short(&id), "ending a session idle for {} s", idle.as_secs());
-            ended += usize::from(self.close(&id));
+            ended += usize::from(self.close(&id, SessionEnd::LetGo));
         }
         ended
     }
@@ -891,7 +898,7 @@ impl Sessions {
             }
             let ids: Vec<String> = lock(&sessions.map).keys().cloned().collect();
             for id in ids {
-                sessions.close(&id);
+                sessions.close(&id, SessionEnd::LetGo);
             }
         });
     }
@@ -1473,6 +1480,7 @@ mod tests {
             protocol_version: "2025-06-18".into(),
             capabilities: RawValue::from_string(r#"{"roots":{}}"#.into()).ok(),
             client_info: None,
+            upstream: Default::default(),
         }
     }
 

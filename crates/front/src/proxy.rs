@@ -15,12 +15,13 @@
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
 use mcp_supervisor::core::members;
+use mcp_supervisor::hub::SessionEnd;
 use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
 use mcp_supervisor::upstream::{Envelope, notification_text, request_text, response_text};
 use mcp_supervisor::{CallArgs, CallError, Hub, HubEvent, Phase, ServerState};
@@ -38,6 +39,9 @@ const FAN_OUT_WAIT: Duration = Duration::from_secs(2);
 
 /// How long `initialize` in `wrap` waits for the server's own answer.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
+/// How long a client's `initialize` waits for its own upstream sessions of isolated `url`
+/// servers to open (SPEC §11); one not open by then is not carried in its session id.
+const UPSTREAM_SESSION_WAIT: Duration = Duration::from_secs(10);
 
 /// The protocol version of the stateless era.
 pub const STATELESS_VERSION: &str = mcp_supervisor::core::versions::STATELESS;
@@ -285,17 +289,37 @@ impl Proxy {
             .as_deref()
             .map(|c| Capabilities::read(c.get()));
         *lock(&client.capabilities) = declared;
+        let upstream = session.upstream.clone();
         *lock(&client.session) = Some(session);
         client.handshaken.store(true, Ordering::SeqCst);
         client.initialized.store(true, Ordering::SeqCst);
         self.ensure_handshake();
+        // Its instances of isolated `url` servers go on with the upstream sessions it carries.
+        if !upstream.is_empty() {
+            let origin = Scope::of(&client).whole();
+            self.hub.resume_upstream_sessions(&origin, &upstream);
+        }
         client
     }
 
+    /// The client ended its session (the end of stdio, an HTTP DELETE): see
+    /// [`Proxy::let_go`]; its upstream sessions of isolated `url` servers end too.
     pub fn disconnect(&self, client: &Arc<Client>) {
+        self.forget(client, SessionEnd::Ended);
+    }
+
+    /// This process lets go of a client whose session may come back (evicted, idle, the
+    /// process stopping: its sealed id resumes it, here or elsewhere): its calls are cancelled,
+    /// the servers' requests waiting for it get an error, it gets no more notifications, and
+    /// its instances of isolated servers stop, leaving their upstream sessions open.
+    pub fn let_go(&self, client: &Arc<Client>) {
+        self.forget(client, SessionEnd::LetGo);
+    }
+
+    fn forget(&self, client: &Arc<Client>, how: SessionEnd) {
         client.close();
         // Its own instances of isolated servers end with it (SPEC §11).
-        self.hub.end_session(session_key(client));
+        self.hub.end_session(session_key(client), how);
         lock(&self.clients).retain(|c| c.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, client)));
     }
 
@@ -433,7 +457,14 @@ impl Proxy {
         match method {
             "initialize" => {
                 let answer = self.initialize(&scope.client, params).await?;
-                scope.client.fix_session(params, &answer);
+                // Its own upstream sessions of isolated `url` servers open now, so that the
+                // session id sealed from what `initialize` fixed carries them (SPEC §11, §12).
+                let origin = scope.whole();
+                let upstream = self
+                    .hub
+                    .open_upstream_sessions(&origin, UPSTREAM_SESSION_WAIT)
+                    .await;
+                scope.client.fix_session(params, &answer, upstream);
                 Ok(answer)
             }
             "ping" => Ok(raw_json("{}")),
@@ -1052,7 +1083,12 @@ impl Client {
 
     /// Keep what an answered `initialize` fixed: the version agreed (the answer's), and the
     /// client's capabilities and info as it sent them.
-    fn fix_session(&self, params: Option<&RawValue>, answer: &RawValue) {
+    fn fix_session(
+        &self,
+        params: Option<&RawValue>,
+        answer: &RawValue,
+        upstream: BTreeMap<String, String>,
+    ) {
         let Some(protocol_version) = member_str(answer, "protocolVersion") else {
             return;
         };
@@ -1065,6 +1101,7 @@ impl Client {
             protocol_version,
             capabilities: part("capabilities"),
             client_info: part("clientInfo"),
+            upstream,
         });
     }
 
@@ -1161,6 +1198,19 @@ pub struct Scope {
 }
 
 impl Scope {
+    /// The client as a whole: what belongs to none of its requests.
+    fn of(client: &Arc<Client>) -> Self {
+        Self {
+            client: client.clone(),
+            related: None,
+        }
+    }
+
+    /// This scope's client as a whole, as the hub's downstream.
+    fn whole(&self) -> Arc<dyn Downstream> {
+        Arc::new(Self::of(&self.client))
+    }
+
     pub(crate) fn deliver(&self, text: String) -> bool {
         if let Some(related) = &self.related
             && related.send(text.clone()).is_ok()
@@ -1216,11 +1266,7 @@ impl Downstream for Scope {
     }
 
     fn client(&self) -> Option<(usize, Arc<dyn Downstream>)> {
-        let whole = Scope {
-            client: self.client.clone(),
-            related: None,
-        };
-        Some((session_key(&self.client), Arc::new(whole)))
+        Some((session_key(&self.client), self.whole()))
     }
 
     /// A client of the handshake era is a session (a stdio connection, an HTTP session); one of
@@ -1579,6 +1625,11 @@ pub struct Session {
     pub capabilities: Option<Box<RawValue>>,
     #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
     pub client_info: Option<Box<RawValue>>,
+    /// The upstream session ids of its own instances of isolated `url` servers (SPEC §11),
+    /// opened at its `initialize`, by server: a process that resumes the session goes on
+    /// with them.
+    #[serde(rename = "u", default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstream: BTreeMap<String, String>,
 }
 
 /// A client's `tools/call`, resolved ([`Proxy::named_call`]).

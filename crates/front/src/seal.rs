@@ -229,6 +229,7 @@ mod tests {
             protocol_version: "2025-06-18".into(),
             capabilities: RawValue::from_string(r#"{"roots":{"listChanged":true}}"#.into()).ok(),
             client_info: RawValue::from_string(r#"{"name":"c","version":"1"}"#.into()).ok(),
+            upstream: [("notes".to_string(), "9f1c0b6e2d7a4c35".to_string())].into(),
         }
     }
 
@@ -257,6 +258,7 @@ mod tests {
             opened.client_info.unwrap().get(),
             r#"{"name":"c","version":"1"}"#
         );
+        assert_eq!(opened.upstream["notes"], "9f1c0b6e2d7a4c35");
         // Two seals of the same session differ (a fresh nonce each).
         assert_ne!(keys.seal(&session(), 1_000).unwrap(), id);
     }

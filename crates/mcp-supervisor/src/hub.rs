@@ -4,12 +4,13 @@
 //!
 //! It never touches a generation or a server's state itself: it asks the supervisor.
 
-use std::collections::HashMap;
 use std::collections::hash_map::Entry;
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
 
-use mcp_supervisor_core::config::{Config, Isolation, ServerConfig, Start};
+use mcp_supervisor_core::config::{Config, Isolation, ServerConfig, Start, TransportConfig};
 use mcp_supervisor_core::pin::PinMode;
 use rmcp::model::{CallToolResult, JsonObject, ProgressNotificationParam};
 use serde_json::value::RawValue;
@@ -25,15 +26,30 @@ use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
 use crate::registry::{PublishedTool, Registry, Route};
 use crate::routes::Routes;
 use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle, ToolList};
-use crate::upstream::ServerConnector;
+use crate::upstream::{InstanceUpstream, ResumeUpstream, ServerConnector};
 
 /// Builds the connector for a server; tests swap in a fake.
 pub type ConnectorFactory = Arc<dyn Fn(&ServerConfig) -> Arc<dyn Connector> + Send + Sync>;
 
 /// Makes the connector of one client session's own instance of an isolated server (SPEC §11):
-/// the server's requests that no call caused go to that session's client.
-pub type InstanceFactory =
-    Arc<dyn Fn(&ServerConfig, Arc<dyn Downstream>) -> Arc<dyn Connector> + Send + Sync>;
+/// the server's requests that no call caused go to that session's client; a `url` server's
+/// upstream session begins and ends as its [`InstanceUpstream`] says.
+pub type InstanceFactory = Arc<
+    dyn Fn(&ServerConfig, Arc<dyn Downstream>, InstanceUpstream) -> Arc<dyn Connector>
+        + Send
+        + Sync,
+>;
+
+/// How a client session ends, for its instances of isolated servers (SPEC §11, §12).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum SessionEnd {
+    /// The client ended it (DELETE, the end of stdio): its upstream sessions are ended too.
+    Ended,
+    /// This process only lets go of it (evicted from a full cache, idle, stopping): its sealed
+    /// id may resume it here or on another replica, so its upstream sessions are left open for
+    /// that (the upstream server's own expiry ends them if nobody does).
+    LetGo,
+}
 
 /// What a caller passes with a tool call.
 #[derive(Clone, Default)]
@@ -258,6 +274,8 @@ struct Running {
     handle: SupervisorHandle,
     join: JoinHandle<()>,
     forwarder: JoinHandle<()>,
+    /// A client session's instance: set to end its upstream session when it closes.
+    ends_upstream: Option<Arc<AtomicBool>>,
 }
 
 impl Running {
@@ -355,8 +373,12 @@ impl Hub {
             .state_dir
             .map(|dir| Arc::new(CatalogStore::new(dir)));
         let mut hub = Self::build(config, factory, options.handshake, options.trace, catalog);
-        hub.instance_factory = Some(Arc::new(|server: &ServerConfig, client| {
-            Arc::new(ServerConnector::new(server.clone(), client)) as Arc<dyn Connector>
+        hub.instance_factory = Some(Arc::new(|server: &ServerConfig, client, upstream| {
+            Arc::new(ServerConnector::for_instance(
+                server.clone(),
+                client,
+                upstream,
+            )) as Arc<dyn Connector>
         }));
         hub
     }
@@ -554,6 +576,7 @@ impl Hub {
             handle,
             join,
             forwarder,
+            ends_upstream: None,
         }
     }
 
@@ -616,6 +639,21 @@ impl Hub {
         let Some((session, client)) = origin.and_then(|o| o.session()) else {
             return Ok(shared);
         };
+        Ok(self
+            .instance(server, session, client, None)?
+            .unwrap_or(shared))
+    }
+
+    /// Client session `session`'s own instance of `server`, started now if it has none
+    /// (resuming the upstream session `resume` when given); `None` when `server` is not
+    /// isolated, or nothing starts any more. Past `maxInstances`, the error that names it.
+    fn instance(
+        &self,
+        server: &str,
+        session: usize,
+        client: Arc<dyn Downstream>,
+        resume: Option<ResumeUpstream>,
+    ) -> Result<Option<SupervisorHandle>, CallError> {
         let mut inner = self.lock();
         let Some(config) = inner
             .order
@@ -623,15 +661,15 @@ impl Hub {
             .find(|s| s.name == server && s.isolation == Isolation::Session)
             .cloned()
         else {
-            return Ok(shared);
+            return Ok(None);
         };
         let key = (server.to_string(), session);
         if let Some(instance) = inner.instances.get(&key) {
-            return Ok(instance.handle.clone());
+            return Ok(Some(instance.handle.clone()));
         }
         if inner.stopped {
             // Nothing starts after the hub's stop: the shared one answers that it stopped.
-            return Ok(shared);
+            return Ok(None);
         }
         let live = inner.instances.keys().filter(|(s, _)| s == server).count();
         if live >= config.max_instances as usize {
@@ -640,8 +678,14 @@ impl Hub {
                 max: config.max_instances,
             });
         }
+        let resuming = resume.is_some();
+        let upstream = InstanceUpstream {
+            resume: Mutex::new(resume),
+            ends_session: Arc::new(AtomicBool::new(false)),
+        };
+        let ends_upstream = upstream.ends_session.clone();
         let connector = match &self.instance_factory {
-            Some(factory) => factory(&config, client.clone()),
+            Some(factory) => factory(&config, client.clone(), upstream),
             None => (self.factory)(&config),
         };
         // Its own registry: the shared instance publishes the server's tools; an instance
@@ -681,6 +725,7 @@ impl Hub {
         tracing::info!(
             server,
             instances = live + 1,
+            resuming,
             "started an instance for a client session"
         );
         inner.instances.insert(
@@ -689,14 +734,104 @@ impl Hub {
                 handle: handle.clone(),
                 join,
                 forwarder,
+                ends_upstream: Some(ends_upstream),
             },
         );
-        Ok(handle)
+        Ok(Some(handle))
     }
 
-    /// A client session ended (SPEC §11: DELETE, expiry, end of stdio): its instances of
-    /// isolated servers are stopped, in the background; [`Hub::stop`] waits for them.
-    pub fn end_session(&self, session: usize) {
+    /// At a client's `initialize` (SPEC §11): client session `origin`'s own upstream sessions
+    /// of its isolated `url` servers, opened now and awaited within `wait`, by server. An
+    /// instance not ready in time (or over `maxInstances`) is left out and goes on starting;
+    /// a server of the stateless era has no session to give.
+    pub async fn open_upstream_sessions(
+        &self,
+        origin: &Arc<dyn Downstream>,
+        wait: Duration,
+    ) -> BTreeMap<String, String> {
+        let mut opened = BTreeMap::new();
+        let Some((session, client)) = origin.session() else {
+            return opened;
+        };
+        let servers: Vec<String> = self
+            .lock()
+            .order
+            .iter()
+            .filter(|s| {
+                s.enabled
+                    && s.isolation == Isolation::Session
+                    && matches!(s.transport, TransportConfig::Http { .. })
+            })
+            .map(|s| s.name.clone())
+            .collect();
+        let mut waiting = Vec::new();
+        for server in servers {
+            // A server whose shared instance is not serving would only make the client wait.
+            let serving = self
+                .handle(&server)
+                .is_some_and(|h| h.snapshot().state == ServerState::Ready);
+            if !serving {
+                continue;
+            }
+            match self.instance(&server, session, client.clone(), None) {
+                Ok(Some(handle)) => waiting.push((server, handle.watch())),
+                Ok(None) => {}
+                Err(e) => tracing::warn!(%server, "no upstream session at initialize: {e}"),
+            }
+        }
+        let deadline = Instant::now() + wait;
+        for (server, mut watch) in waiting {
+            let ready = tokio::time::timeout_at(
+                deadline,
+                watch.wait_for(|s| s.upstream_session().is_some() || s.state.is_final()),
+            )
+            .await;
+            match ready {
+                Ok(Ok(snapshot)) => {
+                    if let Some(id) = snapshot.upstream_session() {
+                        opened.insert(server, id);
+                    }
+                }
+                _ => tracing::info!(
+                    %server,
+                    "its upstream session was not open within {} ms of initialize; it is not carried in the session id",
+                    wait.as_millis()
+                ),
+            }
+        }
+        opened
+    }
+
+    /// A client session that began in another process (SPEC §12): its instances of isolated
+    /// `url` servers go on with the upstream sessions it carried, by server. One that cannot
+    /// (the server is not isolated here, or its answer to `initialize` is not known here yet)
+    /// is opened afresh on its session's first need.
+    pub fn resume_upstream_sessions(
+        &self,
+        origin: &Arc<dyn Downstream>,
+        sessions: &BTreeMap<String, String>,
+    ) {
+        let Some((session, client)) = origin.session() else {
+            return;
+        };
+        for (server, session_id) in sessions {
+            let Some(answer) = self.handle(server).and_then(|h| h.server_info()) else {
+                continue;
+            };
+            let resume = ResumeUpstream {
+                session_id: session_id.clone(),
+                answer,
+            };
+            if let Err(e) = self.instance(server, session, client.clone(), Some(resume)) {
+                tracing::warn!(%server, "its upstream session is not resumed: {e}");
+            }
+        }
+    }
+
+    /// A client session ended (SPEC §11: DELETE, expiry, end of stdio), or this process lets
+    /// go of it (§12): its instances of isolated servers are stopped, in the background;
+    /// [`Hub::stop`] waits for them. `how` says whether their upstream sessions end too.
+    pub fn end_session(&self, session: usize, how: SessionEnd) {
         let mut inner = self.lock();
         let keys: Vec<(String, usize)> = inner
             .instances
@@ -711,6 +846,13 @@ impl Hub {
             .iter()
             .filter_map(|k| inner.instances.remove(k))
             .collect();
+        if how == SessionEnd::Ended {
+            for running in &ending {
+                if let Some(flag) = &running.ends_upstream {
+                    flag.store(true, Ordering::SeqCst);
+                }
+            }
+        }
         inner.ending.retain(|t| !t.is_finished());
         inner.ending.push(tokio::spawn(finish_all(ending)));
     }

@@ -69,6 +69,10 @@ pub trait Link: Send + Sync + 'static {
     fn stderr_tail(&self) -> Vec<String>;
     /// The process id of a stdio server.
     fn pid(&self) -> Option<u32>;
+    /// The upstream session id of a streamable-HTTP generation, once the server gave one.
+    fn session_id(&self) -> Option<String> {
+        None
+    }
 }
 
 /// Whether a result is an input-required one (SEP-2322: `resultType` is `input_required`): the

@@ -126,6 +126,23 @@ impl RawHttp {
 }
 
 impl RawHttp {
+    /// The session id the server gave, if any.
+    pub fn session(&self) -> Option<&str> {
+        self.session.as_deref()
+    }
+
+    /// The same session, its requests sent to `url` instead (another replica of the service).
+    pub fn moved_to(&self, url: &str) -> Self {
+        Self {
+            http: self.http.clone(),
+            url: url.to_string(),
+            session: self.session.clone(),
+            protocol: self.protocol.clone(),
+            next_id: AtomicU64::new(self.next_id.load(Ordering::Relaxed)),
+            json_answers: AtomicU64::new(0),
+        }
+    }
+
     /// How many answers to [`RawHttp::answer`] and [`RawHttp::request`] came as one
     /// `application/json` body rather than an event stream.
     pub fn json_answers(&self) -> u64 {

@@ -218,6 +218,11 @@ impl Snapshot {
         }
     }
 
+    /// The upstream session id of the ready generation (streamable HTTP), once it has one.
+    pub fn upstream_session(&self) -> Option<String> {
+        self.link().and_then(|l| l.session_id())
+    }
+
     fn link(&self) -> Option<&Arc<dyn Link>> {
         match &self.phase {
             Phase::Ready { link, .. } => Some(link),

@@ -86,8 +86,12 @@ struct Inner {
     client: reqwest::Client,
     /// The configured extra headers.
     headers: HeaderMap,
-    /// `Mcp-Session-Id`, once a response carried one.
+    /// `Mcp-Session-Id`, once a response carried one (or from the start, when the wire resumes
+    /// a session another process opened).
     session: Mutex<Option<HeaderValue>>,
+    /// Whether [`Wire::close`] ends the session with DELETE: always, except for a session that
+    /// another process may resume (a client session's own instance that was only let go of).
+    ends_session: Arc<AtomicBool>,
     /// `MCP-Protocol-Version`, once the handshake agreed on one.
     protocol: Mutex<Option<HeaderValue>>,
     /// Taken by `close`: once the tasks holding clones are gone, the peer sees no more messages.
@@ -134,6 +138,7 @@ impl HttpWire {
                 client,
                 headers: map,
                 session: Mutex::new(None),
+                ends_session: Arc::new(AtomicBool::new(true)),
                 protocol: Mutex::new(None),
                 incoming: Mutex::new(Some(incoming)),
                 listening: AtomicBool::new(false),
@@ -146,7 +151,35 @@ impl HttpWire {
     }
 }
 
+impl HttpWire {
+    /// The wire of a client session's own instance (SPEC §11, §12): it starts on the upstream
+    /// session `resume` when given (opened by another process; no handshake is sent again), and
+    /// its close ends the session with DELETE only once `ends_session` is true (the client ended
+    /// its session), so that a session this process only lets go of stays for another to resume.
+    pub fn for_session(
+        mut self,
+        resume: Option<&str>,
+        ends_session: Arc<AtomicBool>,
+    ) -> Result<Self, String> {
+        let inner = Arc::get_mut(&mut self.inner)
+            .ok_or_else(|| "the HTTP wire is already in use".to_string())?;
+        if let Some(id) = resume {
+            let value = HeaderValue::from_str(id)
+                .map_err(|_| "the upstream session id is not a valid header value".to_string())?;
+            *lock(&inner.session) = Some(value);
+        }
+        inner.ends_session = ends_session;
+        Ok(self)
+    }
+}
+
 impl Wire for HttpWire {
+    fn session_id(&self) -> Option<String> {
+        self.inner
+            .session()
+            .and_then(|v| v.to_str().ok().map(str::to_string))
+    }
+
     fn send(&self, text: String, request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>> {
         self.send_with(text, request, Vec::new())
     }
@@ -222,6 +255,10 @@ impl Wire for HttpWire {
         inner.ct.cancel();
         lock(&inner.incoming).take();
         if inner.session().is_none() {
+            return;
+        }
+        if !inner.ends_session.load(Ordering::SeqCst) {
+            tracing::debug!("the upstream session is let go of, not ended: another may resume it");
             return;
         }
         let Ok(runtime) = tokio::runtime::Handle::try_current() else {

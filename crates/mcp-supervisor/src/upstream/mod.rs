@@ -16,6 +16,7 @@ pub mod stdio;
 pub mod wire;
 
 use std::collections::VecDeque;
+use std::sync::atomic::AtomicBool;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -41,9 +42,34 @@ const HANDSHAKE_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);
 /// before it closes its stdin.
 const FLUSH_LIMIT: Duration = Duration::from_millis(200);
 
+/// How a client session's own instance of an isolated `url` server (SPEC §11) begins and ends
+/// upstream. The first generation resumes `resume` when given; every generation's close ends
+/// the upstream session (DELETE) only once `ended` is set.
+#[derive(Default)]
+pub struct InstanceUpstream {
+    /// Taken by the first generation.
+    pub resume: Mutex<Option<ResumeUpstream>>,
+    /// Set when the client ended its session: end the upstream one too. Unset while this
+    /// process only lets go of the session (evicted, expired, stopping), which another may
+    /// resume (§12).
+    pub ends_session: Arc<AtomicBool>,
+}
+
+/// An upstream session opened by another process, to go on with here.
+#[derive(Clone)]
+pub struct ResumeUpstream {
+    /// Its `Mcp-Session-Id`.
+    pub session_id: String,
+    /// The server's answer to `initialize`, as this process's own instance of the server got
+    /// it: the generation takes it instead of a handshake, which the session had already.
+    pub answer: Arc<RawValue>,
+}
+
 /// Opens generations of one configured server.
 pub(crate) struct ServerConnector {
     server: ServerConfig,
+    /// A client session's own instance: how its upstream session begins and ends.
+    instance: Option<InstanceUpstream>,
     /// Where a server's requests go when no client's call caused them.
     fallback: Arc<dyn Downstream>,
     /// The server's tokens, when it has an `oauth` block; shared by all its generations.
@@ -73,8 +99,21 @@ impl ServerConnector {
         };
         Self {
             server,
+            instance: None,
             fallback,
             auth,
+        }
+    }
+
+    /// The connector of a client session's own instance (SPEC §11).
+    pub fn for_instance(
+        server: ServerConfig,
+        fallback: Arc<dyn Downstream>,
+        instance: InstanceUpstream,
+    ) -> Self {
+        Self {
+            instance: Some(instance),
+            ..Self::new(server, fallback)
         }
     }
 }
@@ -150,6 +189,7 @@ impl Connector for ServerConnector {
                     stderr_tail: spawned.stderr_tail,
                     protocol: self.server.protocol_version.clone(),
                     stateless: std::sync::OnceLock::new(),
+                    resumed: std::sync::OnceLock::new(),
                     fallback: self.fallback.clone(),
                 }))
             }
@@ -159,14 +199,29 @@ impl Connector for ServerConnector {
                     .auth
                     .clone()
                     .map(|a| Arc::new(a) as Arc<dyn crate::auth::Credentials>);
-                let wire: Arc<dyn Wire> = Arc::new(http_wire::HttpWire::with_auth(
-                    url,
-                    &exposed(headers),
-                    incoming_tx,
-                    auth,
-                )?);
+                let mut wire =
+                    http_wire::HttpWire::with_auth(url, &exposed(headers), incoming_tx, auth)?;
+                let mut resumed = None;
+                if let Some(instance) = &self.instance {
+                    let resume = instance.resume.lock().ok().and_then(|mut r| r.take());
+                    wire = wire.for_session(
+                        resume.as_ref().map(|r| r.session_id.as_str()),
+                        instance.ends_session.clone(),
+                    )?;
+                    resumed = resume.map(|r| r.answer);
+                }
                 // No process to wait for: closed once told to close.
-                Ok(self.remote_link(wire, incoming_rx, events, closed_rx, Some(closed_tx)))
+                let link = self.remote_link(
+                    Arc::new(wire),
+                    incoming_rx,
+                    events,
+                    closed_rx,
+                    Some(closed_tx),
+                );
+                if let Some(answer) = resumed {
+                    link.resumed.set(answer).ok();
+                }
+                Ok(link)
             }
             TransportConfig::Sse { url, headers } => {
                 let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
@@ -193,7 +248,7 @@ impl ServerConnector {
         events: LinkEvents,
         closed: watch::Receiver<bool>,
         closed_tx: Option<watch::Sender<bool>>,
-    ) -> Arc<dyn Link> {
+    ) -> Arc<WireLink> {
         let peer = Peer::start(
             wire.clone(),
             Some(incoming),
@@ -212,9 +267,22 @@ impl ServerConnector {
             stderr_tail: Arc::new(Mutex::new(VecDeque::new())),
             protocol: self.server.protocol_version.clone(),
             stateless: std::sync::OnceLock::new(),
+            resumed: std::sync::OnceLock::new(),
             fallback: self.fallback.clone(),
         })
     }
+}
+
+/// The protocol version an `initialize` answer agreed on.
+fn agreed_version(answer: &RawValue) -> Option<String> {
+    #[derive(Deserialize)]
+    struct Agreed<'a> {
+        #[serde(rename = "protocolVersion", borrow)]
+        protocol_version: std::borrow::Cow<'a, str>,
+    }
+    serde_json::from_str::<Agreed<'_>>(answer.get())
+        .ok()
+        .map(|a| a.protocol_version.into_owned())
 }
 
 /// Configured headers with their secret values exposed, for the wire to send.
@@ -243,6 +311,9 @@ struct WireLink {
     /// Set once the server agreed to the stateless era: the `_meta` members every request
     /// carries.
     stateless: std::sync::OnceLock<Box<RawValue>>,
+    /// Set when the generation goes on with an upstream session another process opened: the
+    /// server's `initialize` answer, which its handshake returns instead of sending one.
+    resumed: std::sync::OnceLock<Arc<RawValue>>,
     /// Who answers a server's input requests when no client's call is known.
     fallback: Arc<dyn Downstream>,
 }
@@ -449,6 +520,15 @@ impl Link for WireLink {
         params: &'a RawValue,
     ) -> BoxFuture<'a, Result<Box<RawValue>, String>> {
         Box::pin(async move {
+            if let Some(answer) = self.resumed.get() {
+                // The session's handshake was done by the process that opened it.
+                let version = agreed_version(answer).ok_or_else(|| {
+                    "resuming an upstream session: the server's answer has no protocolVersion"
+                        .to_string()
+                })?;
+                self.wire.initialized(&version);
+                return Ok(answer.as_ref().to_owned());
+            }
             // The stateless era when the config asks for it, or the client is of that era;
             // a client's `initialize` goes as it came (the server negotiates).
             let mut version = self.protocol.clone();
@@ -482,15 +562,10 @@ impl Link for WireLink {
                 )
                 .await
                 .map_err(|f| format!("initialize failed: {}", describe(&f)))?;
-            #[derive(Deserialize)]
-            struct Agreed<'a> {
-                #[serde(rename = "protocolVersion", borrow)]
-                protocol_version: std::borrow::Cow<'a, str>,
-            }
-            let agreed: Agreed<'_> = serde_json::from_str(result.get()).map_err(|_| {
+            let agreed = agreed_version(&result).ok_or_else(|| {
                 "initialize failed: the server's answer has no protocolVersion".to_string()
             })?;
-            self.wire.initialized(&agreed.protocol_version);
+            self.wire.initialized(&agreed);
             self.peer
                 .notify_now_with(
                     "notifications/initialized",
@@ -572,6 +647,10 @@ impl Link for WireLink {
 
     fn pid(&self) -> Option<u32> {
         self.pid
+    }
+
+    fn session_id(&self) -> Option<String> {
+        self.wire.session_id()
     }
 }
 

@@ -69,7 +69,12 @@ pub trait Wire: Send + Sync + 'static {
     /// `MCP-Protocol-Version` from now on and opens its standalone event stream; stdio ignores it.
     fn initialized(&self, _protocol_version: &str) {}
 
-    /// Stop sending and receiving (HTTP: end the session with DELETE, best effort, bounded).
-    /// A stdio wire is closed by ending its process.
+    /// Stop sending and receiving (HTTP: end the session with DELETE, best effort, bounded,
+    /// unless the session is only let go of). A stdio wire is closed by ending its process.
     fn close(&self) {}
+
+    /// The transport's session id (streamable HTTP's `Mcp-Session-Id`), once it has one.
+    fn session_id(&self) -> Option<String> {
+        None
+    }
 }
