@@ -445,8 +445,10 @@ impl Proxy {
         self.route(scope, method, params, args).await
     }
 
-    /// Route a request by its method (both eras): what the proxy owns it answers, the rest
-    /// goes to the server it belongs to.
+    /// The one dispatcher, for clients of both eras: route a request by its method; what the
+    /// proxy owns it answers, the rest goes to the server it belongs to. A request of the
+    /// 2026-07-28 era comes here through that era's adapter ([`Proxy::stateless`]), which
+    /// answers what only that era has and completes the result.
     pub(crate) async fn route(
         self: &Arc<Self>,
         scope: &Arc<Scope>,
@@ -454,6 +456,7 @@ impl Proxy {
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
+        let stateless = scope.client.stateless.load(Ordering::SeqCst);
         match method {
             "initialize" => {
                 let answer = self.initialize(&scope.client, params).await?;
@@ -467,8 +470,19 @@ impl Proxy {
                 scope.client.fix_session(params, &answer, upstream);
                 Ok(answer)
             }
-            "ping" => Ok(raw_json("{}")),
+            // (The 2026-07-28 era removed `ping`: `wrap`'s server answers for itself.)
+            "ping" if !stateless => Ok(raw_json("{}")),
+            "tools/list" if stateless && self.mode == Mode::Transparent && !self.searching() => {
+                self.stateless_tools(params, args).await
+            }
             "tools/list" => self.list_tools().await,
+            // A call of the 2026-07-28 era takes its input rounds (the client answers the
+            // server's requests by calling again); one of the handshake era answers them as
+            // they come.
+            "tools/call" if stateless => {
+                let cancel = args.cancel.clone().unwrap_or_default();
+                self.stateless_call(scope, params, cancel).await
+            }
             "tools/call" => self.call_tool(params, args).await,
             _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
             "prompts/list" => self.list_prompts(args).await,

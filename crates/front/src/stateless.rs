@@ -150,32 +150,36 @@ impl Proxy {
             relays_input: true,
             ..CallArgs::default()
         };
-        let transparent = self.mode == Mode::Transparent;
+        // What only this era has is answered here; everything else takes the one dispatcher,
+        // and its result is completed as this era requires.
         let result = match method {
             "server/discover" => self.discover(params, args).await?,
             "subscriptions/listen" => return self.listen(scope, id, params, cancel).await,
-            "tools/call" => return self.stateless_call(scope, params, cancel).await,
-            _ if !transparent && REMOVED.contains(&method) => {
+            _ if self.mode != Mode::Transparent && REMOVED.contains(&method) => {
                 return Err(RpcError::new(
                     -32601,
                     format!("Method not found: {method} (removed in protocol 2026-07-28)"),
                 ));
             }
-            // The server's own list, whole (its own members too), less the tools its pins
-            // withhold; the registry's while it is down.
-            "tools/list" if transparent && !self.searching() => {
-                match self.forward(method, params, args).await {
-                    Ok(list) => match self.hub.servers().as_slice() {
-                        [server] => self.hub.without_withheld(server, list),
-                        _ => list,
-                    },
-                    Err(_) => self.list_tools().await?,
-                }
-            }
-            _ if transparent => self.forward(method, params, args).await?,
             _ => self.route(scope, method, params, args).await?,
         };
         Ok(complete(method, result))
+    }
+
+    /// `tools/list` of this era in `wrap`: the server's own list, whole (its own members of this
+    /// era too), less the tools its pins withhold; the registry's while it is down.
+    pub(crate) async fn stateless_tools(
+        self: &Arc<Self>,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        match self.forward("tools/list", params, args).await {
+            Ok(list) => Ok(match self.hub.servers().as_slice() {
+                [server] => self.hub.without_withheld(server, list),
+                _ => list,
+            }),
+            Err(_) => self.list_tools().await,
+        }
     }
 
     /// `server/discover`: in `wrap`, the server's own answer (a server of the handshake era's
@@ -395,7 +399,7 @@ impl Proxy {
     /// still waiting upstream; a state we did not make is the server's own (a server of this
     /// era asked), and the retry goes to it whole. A server of the handshake era's requests
     /// during the call come back as an input round.
-    async fn stateless_call(
+    pub(crate) async fn stateless_call(
         self: &Arc<Self>,
         scope: &Arc<Scope>,
         params: Option<&RawValue>,
@@ -403,7 +407,7 @@ impl Proxy {
     ) -> Result<Box<RawValue>, RpcError> {
         let (name, params) = match self.named_call(params).await? {
             Named::Call { name, params } => (name, params),
-            Named::Answer(answer) => return answer.map(|r| complete("tools/call", r)),
+            Named::Answer(answer) => return answer,
         };
         #[derive(Deserialize)]
         struct Retry {
@@ -505,7 +509,6 @@ impl Proxy {
             Step::Done(outcome) => outcome,
         };
         self.call_answer(tool, outcome, record)
-            .map(|r| complete("tools/call", r))
     }
 }
 
