@@ -52,10 +52,9 @@ use tokio_util::sync::CancellationToken;
 
 use mcp_supervisor::hub::SessionEnd;
 use mcp_supervisor_front::proxy::{
-    Client, Kind, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text, kind,
+    Client, Kind, Message as ClientMessage, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text,
 };
 use mcp_supervisor_front::seal;
-use mcp_supervisor_front::stdio::is_sessionless;
 
 use crate::drain::{Drain, STOPPING_RETRY, stopping_error};
 
@@ -157,10 +156,11 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
             "Parse error: the request body is not UTF-8",
         ));
     };
-    let kind = kind(text);
-    if let Kind::Invalid(answer) = kind {
-        return rejected(answer);
-    }
+    // The envelope is read here, once: everything after takes its parts from `message`.
+    let message = match ClientMessage::read(text) {
+        Ok(message) => message,
+        Err(answer) => return rejected(answer),
+    };
     match session_id(&parts.headers) {
         SessionId::Unreadable => unreadable_session(),
         SessionId::Given(id) => {
@@ -171,16 +171,16 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
                 return response;
             }
             session.touch();
-            match kind {
+            match message.kind() {
                 Kind::Request { .. } => {
-                    face.call(&session, text, stream_first(&parts.headers))
+                    face.call(&session, message, stream_first(&parts.headers))
                         .await
                 }
                 // An answer to a server's request that this process did not send or no longer
                 // waits for (the session moved to this replica after the request was sent):
                 // refused, said so, never silently dropped.
                 Kind::Response
-                    if !request_id(text).is_some_and(|id| session.client.waits_for(&id)) =>
+                    if !message.id().is_some_and(|id| session.client.waits_for(id)) =>
                 {
                     (
                         StatusCode::CONFLICT,
@@ -195,32 +195,31 @@ async fn post(State(face): State<Arc<McpHttp>>, request: Request) -> Response {
                 }
                 _ => {
                     // A notification, or the client's answer to a server's request.
-                    let _ = face.proxy.handle(&session.client, text, None).await;
+                    let _ = face.proxy.handle_message(&session.client, &message, None).await;
                     StatusCode::ACCEPTED.into_response()
                 }
             }
         }
-        SessionId::Missing => match kind {
+        SessionId::Missing => match message.kind() {
             // Protocol 2026-07-28 removed `initialize`: a client that speaks it (by its header)
             // gets "method not found", as the spec asks of a server without the method.
             Kind::Request { method }
                 if method == "initialize" && sessionless_version(&parts.headers) =>
             {
-                let id = request_id(text);
                 (
                     StatusCode::NOT_FOUND,
                     [(header::CONTENT_TYPE, JSON)],
                     error_text(
-                        id.as_deref(),
+                        message.id(),
                         -32601,
                         "Method not found: initialize was removed in protocol 2026-07-28; use server/discover",
                     ),
                 )
                     .into_response()
             }
-            Kind::Request { method } if method == "initialize" => face.initialize(text).await,
-            _ if is_sessionless(text) || sessionless_version(&parts.headers) => {
-                face.stateless(&parts.headers, text, kind).await
+            Kind::Request { method } if method == "initialize" => face.initialize(&message).await,
+            _ if message.is_sessionless() || sessionless_version(&parts.headers) => {
+                face.stateless(&parts.headers, message).await
             }
             _ => session_required(),
         },
@@ -307,14 +306,14 @@ async fn delete(State(face): State<Arc<McpHttp>>, headers: HeaderMap) -> Respons
 impl McpHttp {
     /// `initialize` without a session: a new client; a session for it once its answer is not an
     /// error (a refused `initialize` opens none: 400 with the error).
-    async fn initialize(&self, text: &str) -> Response {
+    async fn initialize(&self, message: &ClientMessage) -> Response {
         let (out, messages) = mpsc::unbounded_channel();
         let client = self.proxy.connect(out);
         let mut opening = Opening {
             proxy: &self.proxy,
             client: Some(client.clone()),
         };
-        let answer = self.proxy.handle(&client, text, None).await;
+        let answer = self.proxy.handle_message(&client, message, None).await;
         let Some(answer) = answer else {
             return refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,
@@ -346,16 +345,20 @@ impl McpHttp {
     /// A request on a session, handled in a task of its own: its answer as JSON while nothing
     /// related comes first, else an event stream. Dropping the response (the client went away)
     /// aborts the task, which cancels the call upstream.
-    async fn call(&self, session: &Arc<Session>, text: &str, stream_first: bool) -> Response {
-        let id = request_id(text);
+    async fn call(
+        &self,
+        session: &Arc<Session>,
+        message: ClientMessage,
+        stream_first: bool,
+    ) -> Response {
+        let id = message.id().map(ToOwned::to_owned);
         let (related_tx, related) = mpsc::unbounded_channel();
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
-            let (proxy, client, text) =
-                (self.proxy.clone(), session.client.clone(), text.to_string());
+            let (proxy, client) = (self.proxy.clone(), session.client.clone());
             let (stopping, id) = (self.drain.stopping().clone(), id.clone());
             async move {
-                let handled = proxy.handle(&client, &text, Some(related_tx));
+                let handled = proxy.handle_message(&client, &message, Some(related_tx));
                 let answer = until_stopping(handled, &stopping, id.as_deref()).await;
                 let _ = answer_tx.send(answer);
             }
@@ -417,12 +420,12 @@ impl McpHttp {
     /// A request of protocol 2026-07-28 (no session): checked against its headers, then
     /// handled as the one request of a client of its own. A notification or a response has
     /// nothing to go to (no request of that client is open): 202.
-    async fn stateless(&self, headers: &HeaderMap, text: &str, kind: Kind) -> Response {
-        let Kind::Request { method } = kind else {
+    async fn stateless(&self, headers: &HeaderMap, message: ClientMessage) -> Response {
+        let Kind::Request { method } = message.kind().clone() else {
             return StatusCode::ACCEPTED.into_response();
         };
-        let id = request_id(text);
-        let meta = stateless_meta(text);
+        let id = message.id().map(ToOwned::to_owned);
+        let meta = stateless_meta(message.params());
         if let Some(refused) = stateless_refused(headers, &method, &meta, id.as_deref()) {
             return refused;
         }
@@ -432,10 +435,10 @@ impl McpHttp {
         let (related_tx, related) = mpsc::unbounded_channel();
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
-            let (proxy, text) = (self.proxy.clone(), text.to_string());
+            let proxy = self.proxy.clone();
             let (stopping, id) = (self.drain.stopping().clone(), id.clone());
             async move {
-                let handled = proxy.handle(&client, &text, Some(related_tx));
+                let handled = proxy.handle_message(&client, &message, Some(related_tx));
                 let answer = until_stopping(handled, &stopping, id.as_deref()).await;
                 proxy.disconnect(&client);
                 let _ = answer_tx.send(answer);
@@ -1098,42 +1101,35 @@ impl StatelessMeta {
     }
 }
 
-fn stateless_meta(text: &str) -> StatelessMeta {
+/// What a sessionless request's params say of it, read from the params alone (the envelope was
+/// read once already): members other than these are skipped, never built.
+fn stateless_meta(params: Option<&RawValue>) -> StatelessMeta {
     #[derive(Deserialize)]
-    struct Meta {
-        #[serde(rename = "io.modelcontextprotocol/protocolVersion", default)]
-        version: Option<serde_json::Value>,
-        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", default)]
-        capabilities: Option<serde_json::Value>,
+    struct Meta<'a> {
+        #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
+        version: Option<&'a RawValue>,
+        #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
+        capabilities: Option<&'a RawValue>,
     }
     #[derive(Deserialize)]
-    struct Params {
-        #[serde(rename = "_meta", default)]
-        meta: Option<Meta>,
-        #[serde(default)]
-        name: Option<serde_json::Value>,
-        #[serde(default)]
-        uri: Option<serde_json::Value>,
+    struct Params<'a> {
+        #[serde(rename = "_meta", borrow, default)]
+        meta: Option<Meta<'a>>,
+        #[serde(borrow, default)]
+        name: Option<&'a RawValue>,
+        #[serde(borrow, default)]
+        uri: Option<&'a RawValue>,
     }
-    #[derive(Deserialize)]
-    struct Message {
-        #[serde(default)]
-        params: Option<Params>,
-    }
-    let Some(params) = serde_json::from_str::<Message>(text)
-        .ok()
-        .and_then(|m| m.params)
-    else {
+    let Some(params) = params.and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok()) else {
         return StatelessMeta::default();
     };
-    let as_string = |v: Option<serde_json::Value>| match v {
-        Some(serde_json::Value::String(s)) => Some(s),
-        _ => None,
-    };
+    // A member's value when it is a JSON string.
+    let as_string =
+        |v: Option<&RawValue>| v.and_then(|v| serde_json::from_str::<String>(v.get()).ok());
     let (version, capabilities) = match params.meta {
         Some(meta) => (
             as_string(meta.version),
-            meta.capabilities.is_some_and(|c| c.is_object()),
+            meta.capabilities.is_some_and(|c| c.get().starts_with('{')),
         ),
         None => (None, false),
     };
@@ -1364,19 +1360,6 @@ async fn read_body(body: Body, limit: usize) -> Result<Bytes, (StatusCode, Strin
         }
     }
     Ok(Bytes::from(bytes))
-}
-
-/// The id of a request, as it came.
-fn request_id(text: &str) -> Option<Box<RawValue>> {
-    #[derive(Deserialize)]
-    struct Id<'a> {
-        #[serde(borrow, default)]
-        id: Option<&'a RawValue>,
-    }
-    serde_json::from_str::<Id<'_>>(text)
-        .ok()
-        .and_then(|m| m.id)
-        .map(ToOwned::to_owned)
 }
 
 /// Whether a JSON-RPC answer is an error.
@@ -1681,8 +1664,10 @@ mod tests {
     #[test]
     fn a_sessionless_requests_headers_must_match_its_body() {
         let body = r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"add","_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{}}}}"#;
-        let meta = stateless_meta(body);
+        let message = ClientMessage::read(body).unwrap();
+        let meta = stateless_meta(message.params());
         assert!(!meta.malformed());
+        assert_eq!(meta.name.as_deref(), Some("add"));
         let headers = |pairs: &[(&str, &str)]| {
             let mut headers = HeaderMap::new();
             for (name, value) in pairs {
@@ -1711,7 +1696,7 @@ mod tests {
                 "{bad:?}"
             );
         }
-        let bare = stateless_meta(r#"{"jsonrpc":"2.0","id":1,"method":"server/discover"}"#);
+        let bare = stateless_meta(None);
         assert!(bare.malformed());
         let refused = stateless_refused(
             &headers(&[v, (METHOD_HEADER, "server/discover")]),
@@ -1748,7 +1733,7 @@ mod tests {
             r#"{"jsonrpc":"2.0","id":1,"error":{"code":-1,"message":"x"}}"#
         ));
         assert!(!is_error_answer(r#"{"jsonrpc":"2.0","id":1,"result":{}}"#));
-        let id = request_id(r#"{"jsonrpc":"2.0","id":"a\"b","method":"x"}"#);
-        assert_eq!(id.as_deref().map(RawValue::get), Some(r#""a\"b""#));
+        let message = ClientMessage::read(r#"{"jsonrpc":"2.0","id":"a\"b","method":"x"}"#).unwrap();
+        assert_eq!(message.id().map(RawValue::get), Some(r#""a\"b""#));
     }
 }

@@ -57,7 +57,7 @@ pub enum Mode {
 }
 
 /// What kind of JSON-RPC message a text is, read from its envelope only.
-#[derive(Debug, PartialEq)]
+#[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
     Request {
         method: String,
@@ -70,26 +70,88 @@ pub enum Kind {
     Invalid(String),
 }
 
-/// Read a message's envelope.
+/// Read a message's kind (a [`Message`] keeps the rest of its envelope as well).
 pub fn kind(text: &str) -> Kind {
-    match read_envelope(text) {
-        Ok(envelope) => match (envelope.method, envelope.id) {
+    match Message::read(text) {
+        Ok(message) => message.kind,
+        Err(answer) => Kind::Invalid(answer),
+    }
+}
+
+/// A client's message, its envelope read once: a face reads each message on arrival, and
+/// everything after (its checks, the dispatcher) takes the parts from here, so no envelope is
+/// parsed twice. The params (and a response's result or error) are kept as JSON text, whole.
+#[derive(Debug)]
+pub struct Message {
+    kind: Kind,
+    id: Option<Box<RawValue>>,
+    params: Option<Box<RawValue>>,
+    result: Option<Box<RawValue>>,
+    error: Option<Box<RawValue>>,
+}
+
+impl Message {
+    /// Read a client's message; `Err`: the error answer (as text) that says what is wrong.
+    pub fn read(text: &str) -> Result<Self, String> {
+        let envelope = read_envelope(text)?;
+        let kind = match (&envelope.method, envelope.id) {
             (Some(method), Some(_)) => Kind::Request {
-                method: method.into_owned(),
+                method: method.to_string(),
             },
             (Some(method), None) => Kind::Notification {
-                method: method.into_owned(),
+                method: method.to_string(),
             },
             (None, Some(_)) if envelope.result.is_some() || envelope.error.is_some() => {
                 Kind::Response
             }
-            _ => Kind::Invalid(error_text(
-                None,
-                -32600,
-                "Invalid Request: not a JSON-RPC request, notification or response (check `jsonrpc`, `id`, `method` and `params`; batches are not accepted)",
-            )),
-        },
-        Err(error) => Kind::Invalid(error),
+            _ => {
+                return Err(error_text(
+                    None,
+                    -32600,
+                    "Invalid Request: not a JSON-RPC request, notification or response (check `jsonrpc`, `id`, `method` and `params`; batches are not accepted)",
+                ));
+            }
+        };
+        Ok(Self {
+            kind,
+            id: envelope.id.map(ToOwned::to_owned),
+            params: envelope.params.map(ToOwned::to_owned),
+            result: envelope.result.map(ToOwned::to_owned),
+            error: envelope.error.map(ToOwned::to_owned),
+        })
+    }
+
+    pub fn kind(&self) -> &Kind {
+        &self.kind
+    }
+
+    /// The method of a request or a notification.
+    pub fn method(&self) -> Option<&str> {
+        match &self.kind {
+            Kind::Request { method } | Kind::Notification { method } => Some(method),
+            _ => None,
+        }
+    }
+
+    /// The id of a request or a response.
+    pub fn id(&self) -> Option<&RawValue> {
+        self.id.as_deref()
+    }
+
+    pub fn params(&self) -> Option<&RawValue> {
+        self.params.as_deref()
+    }
+
+    /// Whether it is a request of protocol 2026-07-28 that needs no session: `server/discover`,
+    /// or a request (not `initialize`) that names its protocol version in `_meta`.
+    pub fn is_sessionless(&self) -> bool {
+        match &self.kind {
+            Kind::Request { method } if method == "server/discover" => true,
+            Kind::Request { method } if method != "initialize" => self
+                .params()
+                .is_some_and(|p| p.get().contains("io.modelcontextprotocol/protocolVersion")),
+            _ => false,
+        }
     }
 }
 
@@ -349,12 +411,22 @@ impl Proxy {
         text: &str,
         related: Option<mpsc::UnboundedSender<String>>,
     ) -> Option<String> {
-        let envelope = match read_envelope(text) {
-            Ok(envelope) => envelope,
-            Err(answer) => return Some(answer),
-        };
-        match (envelope.method.as_deref(), envelope.id) {
-            (Some(method), Some(id)) => {
+        match Message::read(text) {
+            Ok(message) => self.handle_message(client, &message, related).await,
+            Err(answer) => Some(answer),
+        }
+    }
+
+    /// [`Proxy::handle`] for a message its face has read already.
+    pub async fn handle_message(
+        self: &Arc<Self>,
+        client: &Arc<Client>,
+        message: &Message,
+        related: Option<mpsc::UnboundedSender<String>>,
+    ) -> Option<String> {
+        let params = message.params();
+        match (&message.kind, message.id()) {
+            (Kind::Request { method }, Some(id)) => {
                 let scope = Arc::new(Scope {
                     client: client.clone(),
                     related,
@@ -365,24 +437,23 @@ impl Proxy {
                 // Forgotten however the request ends, also when its future is dropped (an HTTP
                 // client that went away).
                 let _in_flight = InFlight { client, key };
-                let answer = if crate::stateless::is_stateless(client, method, envelope.params) {
-                    self.stateless(&scope, id, method, envelope.params, cancel)
-                        .await
+                let answer = if crate::stateless::is_stateless(client, method, params) {
+                    self.stateless(&scope, id, method, params, cancel).await
                 } else {
-                    self.request(&scope, method, envelope.params, cancel).await
+                    self.request(&scope, method, params, cancel).await
                 };
                 Some(response_text(id, answer))
             }
-            (Some(method), None) => {
-                self.notification(client, method, envelope.params);
+            (Kind::Notification { method }, _) => {
+                self.notification(client, method, params);
                 None
             }
-            (None, Some(id)) if envelope.result.is_some() || envelope.error.is_some() => {
-                client.answered(id, envelope.result, envelope.error);
+            (Kind::Response, Some(id)) => {
+                client.answered(id, message.result.as_deref(), message.error.as_deref());
                 None
             }
             _ => Some(error_text(
-                envelope.id,
+                message.id(),
                 -32600,
                 "Invalid Request: not a JSON-RPC request, notification or response",
             )),

@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
-use crate::proxy::{Kind, Proxy, error_text, kind};
+use crate::proxy::{Kind, Message, Proxy, error_text};
 
 /// The longest line accepted from the client; a longer one gets an error answer.
 const MAX_LINE: usize = 64 * 1024 * 1024;
@@ -111,7 +111,14 @@ where
             ));
             continue;
         };
-        match kind(&text) {
+        let message = match Message::read(&text) {
+            Ok(message) => message,
+            Err(answer) => {
+                let _ = out_tx.send(answer);
+                continue;
+            }
+        };
+        match message.kind() {
             Kind::Request { .. } => {
                 // Reading pauses here while every place is taken.
                 let Ok(place) = places.clone().acquire_owned().await else {
@@ -119,13 +126,13 @@ where
                 };
                 let (proxy, client, answers) = (proxy.clone(), client.clone(), answer_tx.clone());
                 tokio::spawn(async move {
-                    if let Some(answer) = proxy.handle(&client, &text, None).await {
+                    if let Some(answer) = proxy.handle_message(&client, &message, None).await {
                         let _ = answers.send((answer, place)).await;
                     }
                 });
             }
             _ => {
-                if let Some(answer) = proxy.handle(&client, &text, None).await {
+                if let Some(answer) = proxy.handle_message(&client, &message, None).await {
                     let _ = out_tx.send(answer);
                 }
             }
@@ -143,18 +150,6 @@ where
         .is_err()
     {
         tracing::debug!("answers still pending at the end of stdin were dropped");
-    }
-}
-
-/// Whether a client's first message is of protocol 2026-07-28: `server/discover`, or a request
-/// that carries its protocol version in `_meta` instead of an `initialize`.
-pub fn is_sessionless(text: &str) -> bool {
-    match kind(text) {
-        Kind::Request { method } if method == "server/discover" => true,
-        Kind::Request { method } if method != "initialize" => {
-            text.contains("io.modelcontextprotocol/protocolVersion")
-        }
-        _ => false,
     }
 }
 
