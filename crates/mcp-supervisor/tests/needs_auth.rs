@@ -150,7 +150,7 @@ async fn a_connect_refused_for_authorization_waits_for_a_login_instead_of_retryi
     auth.refused.store(true, Ordering::SeqCst);
     auth.status.send_replace(None);
     wait_until(&hub, "the second attempt refused", |s| {
-        s.generation == 2 && s.state == ServerState::NeedsAuth
+        s.generation == 2 && s.state() == ServerState::NeedsAuth
     })
     .await;
     until(&auth.fake, Duration::from_secs(1200)).await;

@@ -123,7 +123,7 @@ pub enum ToolList {
 }
 
 /// What a server is doing, with the data that belongs to it: one value, so a reader never
-/// decodes a combination of flags.
+/// decodes a combination of flags. The state people see is a function of it ([`Phase::state`]).
 #[derive(Clone)]
 pub enum Phase {
     /// Serving on the current generation.
@@ -138,27 +138,96 @@ pub enum Phase {
         server_info: Arc<RawValue>,
     },
     /// The current generation's attempt is under way (spawn, handshake, first tools/list).
-    Attempting,
-    /// The lost generation is closing; the backoff or the next attempt comes after. (Fix, found
-    /// by tests/calls.rs: without it a call arriving during the close took it for a failed
+    Attempting(Attempt),
+    /// The lost generation is closing; what comes after it is said. (Fix, found by
+    /// tests/calls.rs: without it a call arriving during the close took it for a failed
     /// attempt and failed at once, though the next attempt was due within its deadline.)
-    Closing,
+    Closing(AfterClose),
     /// Waiting for the next attempt, due `at`.
     Backoff {
         /// When the next attempt is due.
         at: Instant,
+        /// Which recovery the next attempt belongs to.
+        next: Recovery,
     },
-    /// No attempt is coming until an explicit reconnect or a reload (gave up, down, stopped).
-    Parked,
+    /// No attempt is coming until an explicit reconnect or a reload (or, for `NeedsAuth`, a
+    /// login).
+    Parked(Parked),
     /// Not running until a client's request (or an explicit reconnect) starts it.
     Idle,
+}
+
+/// Which attempt of an outage is under way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// The first attempt since the server was started (`connecting`).
+    First,
+    /// A later one, with no connection established in this outage (`retrying`).
+    Retry,
+    /// One after an established connection was lost (`reconnecting`).
+    Reconnect,
+}
+
+/// What an outage is, once its first attempt is behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// No connection was established in this outage (`retrying`).
+    Retry,
+    /// An established connection was lost (`reconnecting`).
+    Reconnect,
+}
+
+/// What follows the close of a generation that was ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterClose {
+    /// A reconnect (or a wait for a login): it was lost, replaced or needs authorization.
+    Reconnect,
+    /// Idle: no client asked for it (SPEC §13).
+    Idle,
+}
+
+/// Why no attempt is coming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parked {
+    /// The outage budget is spent, or a generation would not close.
+    GaveUp,
+    /// Lost or failed with reconnect disabled.
+    Down,
+    /// Stopped for good.
+    Stopped,
+    /// Waiting for a login.
+    NeedsAuth,
+}
+
+impl Phase {
+    /// The state people see (SPEC §8) in this phase.
+    pub fn state(&self) -> ServerState {
+        match self {
+            Phase::Ready { .. } => ServerState::Ready,
+            Phase::Attempting(Attempt::First) => ServerState::Connecting,
+            Phase::Attempting(Attempt::Retry)
+            | Phase::Backoff {
+                next: Recovery::Retry,
+                ..
+            } => ServerState::Retrying,
+            Phase::Attempting(Attempt::Reconnect)
+            | Phase::Backoff {
+                next: Recovery::Reconnect,
+                ..
+            }
+            | Phase::Closing(AfterClose::Reconnect) => ServerState::Reconnecting,
+            Phase::Closing(AfterClose::Idle) | Phase::Idle => ServerState::Idle,
+            Phase::Parked(Parked::GaveUp) => ServerState::GaveUp,
+            Phase::Parked(Parked::Down) => ServerState::Down,
+            Phase::Parked(Parked::Stopped) => ServerState::Stopped,
+            Phase::Parked(Parked::NeedsAuth) => ServerState::NeedsAuth,
+        }
+    }
 }
 
 /// What a supervisor shows of itself.
 #[derive(Clone)]
 pub struct Snapshot {
-    /// The state people see.
-    pub state: ServerState,
     /// The generation most recently started (0 before the first).
     pub generation: u64,
     /// The attempt number within the current outage (0 when ready).
@@ -176,20 +245,25 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The state people see, as the phase says.
+    pub fn state(&self) -> ServerState {
+        self.phase.state()
+    }
+
     /// Whether an attempt, or the close of a lost generation before one, is under way.
     pub fn attempting(&self) -> bool {
-        matches!(self.phase, Phase::Attempting | Phase::Closing)
+        matches!(self.phase, Phase::Attempting(_) | Phase::Closing(_))
     }
 
     /// Whether the lost generation is still closing.
     pub fn closing(&self) -> bool {
-        matches!(self.phase, Phase::Closing)
+        matches!(self.phase, Phase::Closing(_))
     }
 
     /// When the next attempt is due, during a backoff.
     pub fn next_attempt_at(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Backoff { at } => Some(at),
+            Phase::Backoff { at, .. } => Some(at),
             _ => None,
         }
     }
@@ -230,10 +304,10 @@ impl std::fmt::Debug for Phase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Phase::Ready { pid, .. } => write!(f, "Ready {{ pid: {pid:?} }}"),
-            Phase::Attempting => f.write_str("Attempting"),
-            Phase::Closing => f.write_str("Closing"),
-            Phase::Backoff { at } => write!(f, "Backoff {{ at: {at:?} }}"),
-            Phase::Parked => f.write_str("Parked"),
+            Phase::Attempting(attempt) => write!(f, "Attempting({attempt:?})"),
+            Phase::Closing(then) => write!(f, "Closing({then:?})"),
+            Phase::Backoff { at, next } => write!(f, "Backoff {{ at: {at:?}, next: {next:?} }}"),
+            Phase::Parked(why) => write!(f, "Parked({why:?})"),
             Phase::Idle => f.write_str("Idle"),
         }
     }
@@ -242,7 +316,7 @@ impl std::fmt::Debug for Phase {
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Snapshot")
-            .field("state", &self.state)
+            .field("state", &self.state())
             .field("generation", &self.generation)
             .field("attempt", &self.attempt)
             .field("restarts", &self.restarts)
@@ -428,13 +502,12 @@ impl SupervisorHandle {
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
         // An on-demand server with a saved catalog is idle from the start: nothing runs until
         // a client asks (without one, it starts once to learn its lists).
-        let (state, phase) = if config.start == Start::OnDemand && saved.is_some() {
-            (ServerState::Idle, Phase::Idle)
+        let phase = if config.start == Start::OnDemand && saved.is_some() {
+            Phase::Idle
         } else {
-            (ServerState::Connecting, Phase::Attempting)
+            Phase::Attempting(Attempt::First)
         };
         let (snapshot_tx, snapshot_rx) = watch::channel(Snapshot {
-            state,
             generation: 0,
             attempt: 0,
             max_attempts: config.reconnect.max_attempts,
@@ -509,7 +582,7 @@ impl SupervisorHandle {
             if let Some(info) = snapshot.server_info() {
                 return Some(info.clone());
             }
-            snapshot.state == ServerState::Idle
+            snapshot.state() == ServerState::Idle
         };
         if !idle {
             return None;
@@ -575,7 +648,7 @@ impl SupervisorHandle {
             held.borrow_and_update();
             let (state, generation) = {
                 let s = snapshot.borrow_and_update();
-                (s.state, s.generation)
+                (s.state(), s.generation)
             };
             if let Some(list) = self.held_list(method) {
                 return Some(list);
@@ -799,7 +872,7 @@ impl Supervisor {
         let mut recovery: Option<Recovering> = None;
         // An on-demand server (SPEC §13) with a saved catalog waits idle for its first request;
         // without one it starts once to learn its lists, then goes idle.
-        let mut idle = self.snapshot.borrow().state == ServerState::Idle;
+        let mut idle = matches!(self.snapshot.borrow().phase, Phase::Idle);
         let mut learn = self.config.start == Start::OnDemand && !idle;
         loop {
             // idle → (request | reconnect) connecting | stop
@@ -812,14 +885,14 @@ impl Supervisor {
                 (budget, first, lost_established) = (Budget::new(policy), true, false);
             }
             // connecting | retrying | reconnecting → ready | judged failure | stop | stuck
-            let state = if first {
-                ServerState::Connecting
+            let attempt = if first {
+                Attempt::First
             } else if lost_established {
-                ServerState::Reconnecting
+                Attempt::Reconnect
             } else {
-                ServerState::Retrying
+                Attempt::Retry
             };
-            let judged = match self.attempt(state, budget.failures()).await {
+            let judged = match self.attempt(attempt, budget.failures()).await {
                 AttemptEnd::Stop => break,
                 AttemptEnd::Stuck(cause) => {
                     if let Next::Stop = self.park_stuck(cause).await {
@@ -943,7 +1016,7 @@ impl Supervisor {
                 "{verb}: {cause}; reconnect is disabled for this server, so it stays down with its tools registered; \
                  recover by hand with an explicit reconnect (`mcp-supervisor reconnect {name}` or POST /servers/{name}/reconnect) or a config reload"
             );
-            self.publish_state(ServerState::Down, Phase::Parked);
+            self.publish(Phase::Parked(Parked::Down));
             return self.park().await;
         }
         match decision {
@@ -957,7 +1030,7 @@ impl Supervisor {
                 self.withdraw();
                 let max = self.config.reconnect.max_attempts;
                 self.snapshot.send_modify(|s| s.attempt = max);
-                self.publish_state(ServerState::GaveUp, Phase::Parked);
+                self.publish(Phase::Parked(Parked::GaveUp));
                 self.park().await
             }
             Decision::Retry {
@@ -965,10 +1038,10 @@ impl Supervisor {
                 max_attempts,
                 delay,
             } => {
-                let (state, action) = if lost_established {
-                    (ServerState::Reconnecting, "reconnecting")
+                let (next, action) = if lost_established {
+                    (Recovery::Reconnect, "reconnecting")
                 } else {
-                    (ServerState::Retrying, "retrying")
+                    (Recovery::Retry, "retrying")
                 };
                 let delay = if immediate { Duration::ZERO } else { delay };
                 tracing::warn!(
@@ -979,7 +1052,7 @@ impl Supervisor {
                 );
                 let until = Instant::now() + delay;
                 self.snapshot.send_modify(|s| s.attempt = attempt);
-                self.publish_state(state, Phase::Backoff { at: until });
+                self.publish(Phase::Backoff { at: until, next });
                 self.backoff(until).await
             }
         }
@@ -1006,7 +1079,7 @@ impl Supervisor {
     async fn idle(&mut self) -> Next {
         self.snapshot.send_modify(|s| {
             s.attempt = 0;
-            set_state(s, ServerState::Idle, Phase::Idle);
+            s.phase = Phase::Idle;
         });
         let mut client = self.handshake.clone();
         let mut checked = self.snapshot.borrow().tool_list != ToolList::Cache;
@@ -1089,7 +1162,7 @@ impl Supervisor {
             s.last_error = Some(why);
             s.attempt = 0;
         });
-        self.publish_state(ServerState::NeedsAuth, Phase::Parked);
+        self.publish(Phase::Parked(Parked::NeedsAuth));
         let Some(mut auth) = self.auth.clone() else {
             return self.park().await;
         };
@@ -1116,7 +1189,7 @@ impl Supervisor {
         tracing::error!(server = %self.name, "{cause}");
         self.withdraw();
         self.snapshot.send_modify(|s| s.last_error = Some(cause));
-        self.publish_state(ServerState::GaveUp, Phase::Parked);
+        self.publish(Phase::Parked(Parked::GaveUp));
         self.park().await
     }
 
@@ -1127,7 +1200,7 @@ impl Supervisor {
         if let Some(writer) = self.catalog.take() {
             writer.finish().await;
         }
-        self.publish_state(ServerState::Stopped, Phase::Parked);
+        self.publish(Phase::Parked(Parked::Stopped));
         tracing::info!(server = %self.name, "stopped");
         for reply in self.stop_reply.drain(..) {
             let _ = reply.send(());
@@ -1210,32 +1283,27 @@ impl Supervisor {
         });
     }
 
-    /// Publish a state; `until` is the next attempt's due time during a backoff.
-    fn publish_state(&self, state: ServerState, phase: Phase) {
-        self.publish(state, phase);
-    }
-
-    /// Publish a state in one update: a waiting call must never see half of a transition (for
-    /// example a lost generation's close taken for a new attempt).
-    fn publish(&self, state: ServerState, phase: Phase) {
-        self.snapshot.send_modify(|s| set_state(s, state, phase));
+    /// Publish a phase (and with it the state) in one update: a waiting call must never see
+    /// half of a transition (for example a lost generation's close taken for a new attempt).
+    fn publish(&self, phase: Phase) {
+        self.snapshot.send_modify(|s| s.phase = phase);
     }
 
     // === one attempt: open, initialize, first sync ===
 
-    async fn attempt(&mut self, state: ServerState, failures: u32) -> AttemptEnd {
+    async fn attempt(&mut self, attempt: Attempt, failures: u32) -> AttemptEnd {
         self.generation += 1;
         let generation = self.generation;
         self.shared.misses.store(0, Ordering::SeqCst);
         // One update: a waiting call must never see the new generation without the attempt.
         self.snapshot.send_modify(|s| {
             s.generation = generation;
-            s.attempt = if state == ServerState::Connecting {
+            s.attempt = if attempt == Attempt::First {
                 0
             } else {
                 failures
             };
-            set_state(s, state, Phase::Attempting);
+            s.phase = Phase::Attempting(attempt);
         });
         let events = LinkEvents::new(generation, self.events_tx.clone());
         let link = match self.connector.open(generation, events) {
@@ -1334,7 +1402,6 @@ impl Supervisor {
                 let pid = link.pid();
                 let since = Instant::now();
                 self.snapshot.send_modify(|s| {
-                    s.state = ServerState::Ready;
                     s.attempt = 0;
                     s.tool_list = ToolList::Live;
                     s.phase = Phase::Ready {
@@ -1562,12 +1629,12 @@ impl Supervisor {
         };
         // The lost generation must be gone before any backoff starts (an idle server's before
         // it can be started again).
-        let closing = if matches!(end, ReadyEnd::Idle) {
-            ServerState::Idle
+        let then = if matches!(end, ReadyEnd::Idle) {
+            AfterClose::Idle
         } else {
-            ServerState::Reconnecting
+            AfterClose::Reconnect
         };
-        self.publish(closing, Phase::Closing);
+        self.publish(Phase::Closing(then));
         if let Err(stuck) = self.barrier(&link).await {
             return ReadyEnd::Stuck(stuck);
         }
@@ -1629,12 +1696,6 @@ impl Recovering {
         self.span.record("backoff_ms", millis(self.backoff));
         self.span.record("outcome", outcome);
     }
-}
-
-/// Write a state transition into a snapshot.
-fn set_state(s: &mut Snapshot, state: ServerState, phase: Phase) {
-    s.state = state;
-    s.phase = phase;
 }
 
 /// Append the server's last stderr lines to a failure's cause.
@@ -1709,4 +1770,149 @@ fn offered_lists(info: &RawValue) -> [(&'static str, &'static str, bool); 3] {
             has("resources"),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link that is never driven: a ready phase needs one to exist.
+    struct Inert;
+
+    impl Link for Inert {
+        fn initialize<'a>(
+            &'a self,
+            _params: &'a RawValue,
+        ) -> crate::link::BoxFuture<'a, Result<Box<RawValue>, String>> {
+            Box::pin(std::future::pending())
+        }
+        fn request<'a>(
+            &'a self,
+            _method: &'a str,
+            _params: Option<&'a RawValue>,
+            _opts: crate::link::CallOptions,
+        ) -> crate::link::BoxFuture<'a, Result<Box<RawValue>, mcp_supervisor_core::classify::Failure>>
+        {
+            Box::pin(std::future::pending())
+        }
+        fn notify(&self, _method: &str, _params: Option<&RawValue>) {}
+        fn close(&self, _how: CloseHow) {}
+        fn closed(&self) -> crate::link::BoxFuture<'static, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn stderr_tail(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn pid(&self) -> Option<u32> {
+            None
+        }
+    }
+
+    /// Every phase there is, each with the state SPEC §8 gives it.
+    fn every_phase() -> Vec<(Phase, ServerState)> {
+        let at = Instant::now();
+        let ready = Phase::Ready {
+            link: Arc::new(Inert),
+            since: at,
+            pid: Some(7),
+            server_info: Arc::from(RawValue::from_string("{}".to_string()).unwrap()),
+        };
+        vec![
+            (ready, ServerState::Ready),
+            (Phase::Attempting(Attempt::First), ServerState::Connecting),
+            (Phase::Attempting(Attempt::Retry), ServerState::Retrying),
+            (
+                Phase::Attempting(Attempt::Reconnect),
+                ServerState::Reconnecting,
+            ),
+            (
+                Phase::Closing(AfterClose::Reconnect),
+                ServerState::Reconnecting,
+            ),
+            (Phase::Closing(AfterClose::Idle), ServerState::Idle),
+            (
+                Phase::Backoff {
+                    at,
+                    next: Recovery::Retry,
+                },
+                ServerState::Retrying,
+            ),
+            (
+                Phase::Backoff {
+                    at,
+                    next: Recovery::Reconnect,
+                },
+                ServerState::Reconnecting,
+            ),
+            (Phase::Parked(Parked::GaveUp), ServerState::GaveUp),
+            (Phase::Parked(Parked::Down), ServerState::Down),
+            (Phase::Parked(Parked::Stopped), ServerState::Stopped),
+            (Phase::Parked(Parked::NeedsAuth), ServerState::NeedsAuth),
+            (Phase::Idle, ServerState::Idle),
+        ]
+    }
+
+    /// The list above names every phase: a new variant fails to compile here until it is added
+    /// to it (no `_` arm), and the count catches a variant's value left out.
+    fn variant(phase: &Phase) -> usize {
+        match phase {
+            Phase::Ready { .. } => 0,
+            Phase::Attempting(Attempt::First) => 1,
+            Phase::Attempting(Attempt::Retry) => 2,
+            Phase::Attempting(Attempt::Reconnect) => 3,
+            Phase::Closing(AfterClose::Reconnect) => 4,
+            Phase::Closing(AfterClose::Idle) => 5,
+            Phase::Backoff {
+                next: Recovery::Retry,
+                ..
+            } => 6,
+            Phase::Backoff {
+                next: Recovery::Reconnect,
+                ..
+            } => 7,
+            Phase::Parked(Parked::GaveUp) => 8,
+            Phase::Parked(Parked::Down) => 9,
+            Phase::Parked(Parked::Stopped) => 10,
+            Phase::Parked(Parked::NeedsAuth) => 11,
+            Phase::Idle => 12,
+        }
+    }
+
+    #[test]
+    fn every_phase_shows_its_state() {
+        let phases = every_phase();
+        let mut seen: Vec<usize> = phases.iter().map(|(p, _)| variant(p)).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..13).collect::<Vec<_>>(), "each phase once");
+        for (phase, state) in &phases {
+            assert_eq!(phase.state(), *state, "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn every_state_comes_from_some_phase() {
+        let shown: std::collections::HashSet<ServerState> =
+            every_phase().iter().map(|(p, _)| p.state()).collect();
+        for state in ServerState::ALL {
+            assert!(shown.contains(&state), "{state} has no phase");
+        }
+        assert_eq!(shown.len(), ServerState::ALL.len());
+    }
+
+    #[test]
+    fn a_snapshot_shows_its_phase_state() {
+        let mut snapshot = Snapshot {
+            generation: 3,
+            attempt: 2,
+            max_attempts: 5,
+            restarts: 1,
+            last_error: None,
+            phase: Phase::Parked(Parked::NeedsAuth),
+            tool_list: ToolList::None,
+        };
+        assert_eq!(snapshot.state(), ServerState::NeedsAuth);
+        snapshot.phase = Phase::Closing(AfterClose::Idle);
+        assert_eq!(snapshot.state(), ServerState::Idle);
+        assert!(snapshot.attempting() && snapshot.closing());
+    }
 }

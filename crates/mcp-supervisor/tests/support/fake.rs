@@ -652,14 +652,14 @@ pub async fn wait_until(hub: &Hub, what: &str, pred: impl Fn(&Snapshot) -> bool)
 /// Wait until srv is ready on `generation`.
 pub async fn ready(hub: &Hub, generation: u64) -> Snapshot {
     wait_until(hub, &format!("ready on generation {generation}"), |s| {
-        s.state == ServerState::Ready && s.generation == generation
+        s.state() == ServerState::Ready && s.generation == generation
     })
     .await
 }
 
 /// Wait until srv is in `state`.
 pub async fn state(hub: &Hub, state: ServerState) -> Snapshot {
-    wait_until(hub, &format!("state {state}"), |s| s.state == state).await
+    wait_until(hub, &format!("state {state}"), |s| s.state() == state).await
 }
 
 /// srv's state now.
