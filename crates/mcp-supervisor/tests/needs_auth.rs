@@ -14,7 +14,7 @@ use fake::*;
 use mcp_supervisor::core::config::{Config, ServerConfig};
 use mcp_supervisor::core::naming::NamingConfig;
 use mcp_supervisor::link::{Connector, Link, LinkEvents};
-use mcp_supervisor::{CallArgs, CallError, Hub, ServerState};
+use mcp_supervisor::{CallArgs, CallError, Hub, OpenError, ServerState};
 use tokio::sync::watch;
 
 const LOGIN: &str = "the refresh token was refused; run `mcp-supervisor login srv`";
@@ -29,7 +29,7 @@ struct WithAuth {
 }
 
 impl Connector for WithAuth {
-    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
+    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError> {
         self.fake.open(generation, events)
     }
 

@@ -19,6 +19,8 @@ use tokio::sync::{Mutex as AsyncMutex, broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::catalog::{Catalog, CatalogStore, SavedHandshake};
+use crate::core::classify::Failure;
+use crate::error::{AttemptError, Stuck};
 use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
 use crate::registry::{Registry, UpstreamTool};
 
@@ -26,10 +28,6 @@ pub(crate) use call::CallRequest;
 
 /// How long a generation may take to close before reconnecting stops (SPEC §3).
 pub(crate) const CLOSE_BARRIER: Duration = Duration::from_secs(5);
-
-/// The cause of a connect whose generation closed before it was ready.
-const CLOSED_WHILE_CONNECTING: &str =
-    "the server closed the connection (or its process exited) while connecting";
 
 /// The states people see (SPEC §8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -731,7 +729,7 @@ enum ReadyEnd {
     Reconnect,
     Stop,
     /// The generation did not close within the barrier.
-    Stuck(String),
+    Stuck(Stuck),
     /// The server needs a login (why).
     NeedsAuth(String),
     /// No client request for `idleTimeoutMs`, or its lists learned with no client waiting:
@@ -742,9 +740,13 @@ enum ReadyEnd {
 /// How an attempt ended.
 enum AttemptEnd {
     Ready(Arc<dyn Link>),
-    Failed(String),
+    Failed {
+        error: AttemptError,
+        /// The server's last stderr lines, oldest first.
+        stderr: Vec<String>,
+    },
     Stop,
-    Stuck(String),
+    Stuck(Stuck),
 }
 
 /// What comes after a failure has been judged.
@@ -771,7 +773,7 @@ struct Judged {
 
 struct SyncDone {
     generation: u64,
-    result: Result<Vec<UpstreamTool>, String>,
+    result: Result<Vec<UpstreamTool>, Failure>,
 }
 
 struct Supervisor {
@@ -901,7 +903,8 @@ impl Supervisor {
                     (budget, first, lost_established) = (Budget::new(policy), true, false);
                     continue;
                 }
-                AttemptEnd::Failed(cause) => {
+                AttemptEnd::Failed { error, stderr } => {
+                    let cause = with_tail(&error, &stderr);
                     // Only the very first attempt is `connecting`; later ones are retries.
                     first = false;
                     // needs_auth → (token appears | reconnect) attempt | stop
@@ -1185,10 +1188,11 @@ impl Supervisor {
     }
 
     /// A generation would not close: stop reconnecting, say why, wait for a human.
-    async fn park_stuck(&mut self, cause: String) -> Next {
-        tracing::error!(server = %self.name, "{cause}");
+    async fn park_stuck(&mut self, stuck: Stuck) -> Next {
+        tracing::error!(server = %self.name, "{stuck}");
         self.withdraw();
-        self.snapshot.send_modify(|s| s.last_error = Some(cause));
+        self.snapshot
+            .send_modify(|s| s.last_error = Some(stuck.to_string()));
         self.publish(Phase::Parked(Parked::GaveUp));
         self.park().await
     }
@@ -1308,7 +1312,12 @@ impl Supervisor {
         let events = LinkEvents::new(generation, self.events_tx.clone());
         let link = match self.connector.open(generation, events) {
             Ok(link) => link,
-            Err(cause) => return AttemptEnd::Failed(cause),
+            Err(error) => {
+                return AttemptEnd::Failed {
+                    error: error.into(),
+                    stderr: Vec::new(),
+                };
+            }
         };
         let timeout = self.config.connect_timeout;
         let queue = self.sync_queue.clone();
@@ -1324,7 +1333,7 @@ impl Supervisor {
                     Err(_) => None,
                 };
                 let Some(params) = params else {
-                    return Ok(Err("the hub was dropped before the handshake".to_string()));
+                    return Ok(Err(AttemptError::HubDropped));
                 };
                 tokio::time::timeout(timeout, async move {
                     let info = link.initialize(&params).await?;
@@ -1332,7 +1341,7 @@ impl Supervisor {
                     let _turn = queue.lock().await;
                     let tools = sync_tools(&*link, timeout, &name)
                         .await
-                        .map_err(|cause| format!("the first tools/list failed: {cause}"))?;
+                        .map_err(AttemptError::FirstList)?;
                     Ok((info, tools))
                 })
                 .await
@@ -1357,7 +1366,7 @@ impl Supervisor {
                         self.withdraw();
                     }
                 }
-                () = &mut closed => break Ok(Err(CLOSED_WHILE_CONNECTING.to_string())),
+                () = &mut closed => break Ok(Err(AttemptError::ClosedWhileConnecting)),
                 command = self.commands.recv() => match command {
                     None | Some(Command::Stop(_)) => {
                         if let Some(Command::Stop(reply)) = command {
@@ -1373,9 +1382,9 @@ impl Supervisor {
                 },
             }
         };
-        let cause = match outcome {
+        let error = match outcome {
             Ok(Ok(_)) if futures::FutureExt::now_or_never(closed.as_mut()).is_some() => {
-                CLOSED_WHILE_CONNECTING.to_string()
+                AttemptError::ClosedWhileConnecting
             }
             Ok(Ok((info, tools))) => {
                 // The live list replaces the cached one; clients hear of it only if it differs.
@@ -1413,18 +1422,18 @@ impl Supervisor {
                 });
                 return AttemptEnd::Ready(link);
             }
-            Ok(Err(cause)) => cause,
-            Err(_) => format!(
-                "no answer within connectTimeoutMs ({} ms) over spawn, initialize and the first tools/list",
-                timeout.as_millis()
-            ),
+            Ok(Err(error)) => error,
+            Err(_) => AttemptError::TimedOut(timeout),
         };
         // The failed generation must be gone before any backoff starts.
         link.close(CloseHow::Kill);
         if let Err(stuck) = self.barrier(&link).await {
             return AttemptEnd::Stuck(stuck);
         }
-        AttemptEnd::Failed(with_stderr(cause, &link))
+        AttemptEnd::Failed {
+            error,
+            stderr: link.stderr_tail(),
+        }
     }
 
     // === ready: serve until the generation is lost ===
@@ -1553,7 +1562,7 @@ impl Supervisor {
                                 tracing::info!(server = %self.name, "tool list changed upstream; registry updated");
                             }
                         }
-                        Err(cause) => tracing::warn!(server = %self.name, "re-syncing tools after list_changed failed: {cause}"),
+                        Err(failure) => tracing::warn!(server = %self.name, "re-syncing tools after list_changed failed: {}", crate::link::describe(&failure)),
                     }
                 }
                 Some(probe) = self.probes.recv() => {
@@ -1655,16 +1664,13 @@ impl Supervisor {
     }
 
     /// Wait until `link` has fully closed, at most [`CLOSE_BARRIER`].
-    async fn barrier(&self, link: &Arc<dyn Link>) -> Result<(), String> {
+    async fn barrier(&self, link: &Arc<dyn Link>) -> Result<(), Stuck> {
         match tokio::time::timeout(CLOSE_BARRIER, link.closed()).await {
             Ok(()) => Ok(()),
-            Err(_) => Err(format!(
-                "generation {} did not close within {} s (its process group may still be running); \
-                 reconnecting stopped so that two copies of the server never run at once; \
-                 end the stray process, then reconnect explicitly",
-                self.generation,
-                CLOSE_BARRIER.as_secs()
-            )),
+            Err(_) => Err(Stuck {
+                generation: self.generation,
+                within: CLOSE_BARRIER,
+            }),
         }
     }
 }
@@ -1700,9 +1706,13 @@ impl Recovering {
 
 /// Append the server's last stderr lines to a failure's cause.
 fn with_stderr(cause: String, link: &Arc<dyn Link>) -> String {
-    let tail = link.stderr_tail();
+    with_tail(&cause, &link.stderr_tail())
+}
+
+/// A failure's cause in words, with the server's last stderr lines when it wrote any.
+fn with_tail(cause: &dyn std::fmt::Display, tail: &[String]) -> String {
     if tail.is_empty() {
-        cause
+        cause.to_string()
     } else {
         format!("{cause}; last stderr lines: {}", tail.join(" | "))
     }
@@ -1714,10 +1724,8 @@ async fn sync_tools(
     link: &dyn Link,
     timeout: Duration,
     server: &str,
-) -> Result<Vec<UpstreamTool>, String> {
-    let listed = crate::link::list_tools(link, timeout)
-        .await
-        .map_err(|f| crate::link::describe(&f))?;
+) -> Result<Vec<UpstreamTool>, Failure> {
+    let listed = crate::link::list_tools(link, timeout).await?;
     let mut tools = Vec::with_capacity(listed.len());
     for definition in listed {
         match UpstreamTool::parse(definition) {
@@ -1783,7 +1791,7 @@ mod tests {
         fn initialize<'a>(
             &'a self,
             _params: &'a RawValue,
-        ) -> crate::link::BoxFuture<'a, Result<Box<RawValue>, String>> {
+        ) -> crate::link::BoxFuture<'a, Result<Box<RawValue>, crate::HandshakeError>> {
             Box::pin(std::future::pending())
         }
         fn request<'a>(

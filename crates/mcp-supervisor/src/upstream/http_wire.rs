@@ -112,7 +112,7 @@ impl HttpWire {
         url: &str,
         headers: &[(String, String)],
         incoming: IncomingTx,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::error::OpenError> {
         Self::with_auth(url, headers, incoming, None)
     }
 
@@ -124,7 +124,7 @@ impl HttpWire {
         headers: &[(String, String)],
         incoming: IncomingTx,
         auth: Option<Arc<dyn Credentials>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::error::OpenError> {
         let url = http_url(url)?;
         let map = configured_headers(headers, &RESERVED)?;
         let client = http_client()?;
@@ -886,7 +886,10 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            HttpWire::new(url, &h, tx.clone()).err().unwrap_or_default()
+            HttpWire::new(url, &h, tx.clone())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
         };
         assert!(err(&[("Mcp-Session-Id", "x")]).contains("Mcp-Session-Id"));
         assert!(err(&[("bad name", "x")]).contains("bad name"));

@@ -25,9 +25,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, watch};
 
-use crate::link::{
-    BoxFuture, CallOptions, CloseHow, Connector, Downstream, Link, LinkEvents, describe,
-};
+use crate::error::{HandshakeError, OpenError};
+use crate::link::{BoxFuture, CallOptions, CloseHow, Connector, Downstream, Link, LinkEvents};
 use rpc::Peer;
 use stdio::StdioWire;
 use wire::Wire;
@@ -88,7 +87,7 @@ impl Connector for ServerConnector {
         self.auth.as_ref().is_some_and(|a| a.escalate())
     }
 
-    fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
+    fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError> {
         let name = self.server.name.as_str();
         if let Some(auth) = &self.auth {
             auth.attempt_started();
@@ -110,8 +109,9 @@ impl Connector for ServerConnector {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let spawned = process::spawn(name, cmd).map_err(|e| {
-                    format!("could not start `{command}`: {e}; check that the command exists and is executable")
+                let spawned = process::spawn(name, cmd).map_err(|source| OpenError::Spawn {
+                    command: command.clone(),
+                    source,
                 })?;
                 let stdio = StdioWire::new(spawned.stdin);
                 let peer = Peer::start(
@@ -266,7 +266,7 @@ impl WireLink {
     async fn discover(
         &self,
         params: &RawValue,
-    ) -> Result<Result<Box<RawValue>, &'static str>, String> {
+    ) -> Result<Result<Box<RawValue>, &'static str>, HandshakeError> {
         let identity = era::identity(params, era::STATELESS);
         let discover_params = era::with_identity(None, &identity);
         self.wire.protocol(Some(era::STATELESS));
@@ -282,15 +282,13 @@ impl WireLink {
                 .await;
             match era::judge_discover(&outcome)? {
                 era::Discovered::Stateless => {
-                    let result = outcome.map_err(|f| describe(&f))?;
+                    let result = outcome.map_err(HandshakeError::Discover)?;
                     if let Some(listen) = era::listen_params(&result, &identity) {
                         self.listen(listen);
                     }
                     let _ = self.stateless.set(identity);
                     return era::as_initialize_result(&result)
-                        .ok_or_else(|| {
-                            "the server's server/discover answer is not an object".to_string()
-                        })
+                        .ok_or(HandshakeError::DiscoverNotObject)
                         .map(Ok);
                 }
                 era::Discovered::Retry => continue,
@@ -300,10 +298,7 @@ impl WireLink {
                 }
             }
         }
-        Err(format!(
-            "server/discover failed: the server rejected protocol version {} twice",
-            era::STATELESS
-        ))
+        Err(HandshakeError::DiscoverRejected(era::STATELESS))
     }
 
     /// The stateless era's stream of change notifications: `subscriptions/listen` with
@@ -447,7 +442,7 @@ impl Link for WireLink {
     fn initialize<'a>(
         &'a self,
         params: &'a RawValue,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, String>> {
+    ) -> BoxFuture<'a, Result<Box<RawValue>, HandshakeError>> {
         Box::pin(async move {
             // The stateless era when the config asks for it, or the client is of that era;
             // a client's `initialize` goes as it came (the server negotiates).
@@ -481,15 +476,14 @@ impl Link for WireLink {
                     self.headers_for("initialize", None, &[]),
                 )
                 .await
-                .map_err(|f| format!("initialize failed: {}", describe(&f)))?;
+                .map_err(HandshakeError::Initialize)?;
             #[derive(Deserialize)]
             struct Agreed<'a> {
                 #[serde(rename = "protocolVersion", borrow)]
                 protocol_version: std::borrow::Cow<'a, str>,
             }
-            let agreed: Agreed<'_> = serde_json::from_str(result.get()).map_err(|_| {
-                "initialize failed: the server's answer has no protocolVersion".to_string()
-            })?;
+            let agreed: Agreed<'_> = serde_json::from_str(result.get())
+                .map_err(|_| HandshakeError::NoProtocolVersion)?;
             self.wire.initialized(&agreed.protocol_version);
             self.peer
                 .notify_now_with(
@@ -498,9 +492,7 @@ impl Link for WireLink {
                     self.headers_for("notifications/initialized", None, &[]),
                 )
                 .await
-                .map_err(|f| {
-                    format!("sending notifications/initialized failed: {}", describe(&f))
-                })?;
+                .map_err(HandshakeError::Initialized)?;
             Ok(result)
         })
     }
