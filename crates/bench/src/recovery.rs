@@ -89,7 +89,7 @@ pub async fn run(
                     let (state, generation_now, attempt, closing, attempting, backoff) = {
                         let s = watch.borrow_and_update();
                         (
-                            s.state,
+                            s.state(),
                             s.generation,
                             s.attempt,
                             s.closing(),

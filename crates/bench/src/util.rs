@@ -90,7 +90,7 @@ pub async fn ready_after(hub: &Hub, server: &str, after: u64, limit: Duration) -
         .with_context(|| format!("server {server} is not configured"))?;
     let waited = tokio::time::timeout(
         limit,
-        watch.wait_for(|s| s.state == ServerState::Ready && s.generation > after),
+        watch.wait_for(|s| s.state() == ServerState::Ready && s.generation > after),
     )
     .await
     .map(|r| r.map(|snapshot| snapshot.clone()));

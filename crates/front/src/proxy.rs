@@ -657,7 +657,7 @@ impl Proxy {
                     let seen = watch
                         .wait_for(|s| {
                             s.server_info().is_some()
-                                || s.state.is_final()
+                                || s.state().is_final()
                                 || matches!(s.phase, Phase::Idle)
                         })
                         .await
@@ -883,7 +883,7 @@ impl Proxy {
             .filter(|server| {
                 self.hub
                     .watch(server)
-                    .is_ok_and(|w| w.borrow().state != ServerState::Idle)
+                    .is_ok_and(|w| w.borrow().state() != ServerState::Idle)
             })
             .collect();
         let wait = args.timeout.map_or(FAN_OUT_WAIT, |t| t.min(FAN_OUT_WAIT));

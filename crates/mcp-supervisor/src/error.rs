@@ -264,3 +264,200 @@ pub enum Error {
     #[error(transparent)]
     Call(#[from] CallError),
 }
+
+/// Why a generation could not be opened ([`crate::link::Connector::open`]): nothing is running
+/// for it. Each message names what to fix; the URL and header variants come from the config
+/// and stay until it changes.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    /// The server's command could not be started.
+    #[error(
+        "could not start `{command}`: {source}; check that the command exists and is executable"
+    )]
+    Spawn {
+        /// The configured command.
+        command: String,
+        /// What the operating system said.
+        source: std::io::Error,
+    },
+    /// The configured URL does not parse.
+    #[error("`{url}` is not a valid URL: {why}")]
+    InvalidUrl {
+        /// The URL as configured.
+        url: String,
+        /// What is wrong with it.
+        why: String,
+    },
+    /// The configured URL is not http:// or https://.
+    #[error("`{url}` is not an http:// or https:// URL (scheme `{scheme}`)")]
+    NotHttp {
+        /// The URL, parsed.
+        url: String,
+        /// Its scheme.
+        scheme: String,
+    },
+    /// A configured header's name is not a valid HTTP header name.
+    #[error("header name `{0}` is not a valid HTTP header name")]
+    InvalidHeaderName(String),
+    /// A configured header is one the transport sets itself.
+    #[error("header `{0}` is set by the MCP transport itself and cannot be configured")]
+    ReservedHeader(String),
+    /// A configured header's value is not a valid HTTP header value (the value is never quoted:
+    /// it may be a credential).
+    #[error("the value of header `{0}` is not a valid HTTP header value")]
+    InvalidHeaderValue(String),
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client: {0}")]
+    HttpClient(String),
+    /// The transport needs a tokio runtime and there is none.
+    #[error("the {0} transport needs a tokio runtime")]
+    NoRuntime(&'static str),
+    /// A host's own connector could not open it; the text says why. The library's connectors
+    /// never give it.
+    #[error("{0}")]
+    Other(String),
+}
+
+/// Why the MCP handshake of a generation failed ([`crate::link::Link::initialize`]).
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum HandshakeError {
+    /// `initialize` got no result: the server answered it with an error, refused it over
+    /// HTTP, or the transport failed (the failure says which).
+    #[error("initialize failed: {}", crate::link::describe(.0))]
+    Initialize(crate::core::classify::Failure),
+    /// The `initialize` result has no `protocolVersion`.
+    #[error("initialize failed: the server's answer has no protocolVersion")]
+    NoProtocolVersion,
+    /// `notifications/initialized` could not be sent.
+    #[error("sending notifications/initialized failed: {}", crate::link::describe(.0))]
+    Initialized(crate::core::classify::Failure),
+    /// `server/discover` failed in a way that says nothing of the server's era.
+    #[error("server/discover failed: {}", crate::link::describe(.0))]
+    Discover(crate::core::classify::Failure),
+    /// The `server/discover` result is not an object.
+    #[error("the server's server/discover answer is not an object")]
+    DiscoverNotObject,
+    /// The server asked for another protocol version twice, naming this one.
+    #[error("server/discover failed: the server rejected protocol version {0} twice")]
+    DiscoverRejected(&'static str),
+}
+
+/// Why a connection attempt failed before its generation was ready.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum AttemptError {
+    /// The generation could not be opened.
+    #[error(transparent)]
+    Open(#[from] OpenError),
+    /// The handshake failed.
+    #[error(transparent)]
+    Handshake(#[from] HandshakeError),
+    /// The first `tools/list` failed.
+    #[error("the first tools/list failed: {}", crate::link::describe(.0))]
+    FirstList(crate::core::classify::Failure),
+    /// `connectTimeoutMs` passed before the handshake and the first list were done.
+    #[error(
+        "no answer within connectTimeoutMs ({} ms) over spawn, initialize and the first tools/list",
+        .0.as_millis()
+    )]
+    TimedOut(Duration),
+    /// The generation closed before it was ready.
+    #[error("the server closed the connection (or its process exited) while connecting")]
+    ClosedWhileConnecting,
+    /// The hub went away while the attempt waited for the client's identity.
+    #[error("the hub was dropped before the handshake")]
+    HubDropped,
+}
+
+/// A generation did not close within the barrier: reconnecting stops, so that two copies of
+/// the server never run at once (SPEC §3).
+#[derive(Debug, thiserror::Error)]
+#[error(
+    "generation {generation} did not close within {} s (its process group may still be running); \
+     reconnecting stopped so that two copies of the server never run at once; \
+     end the stray process, then reconnect explicitly",
+    .within.as_secs()
+)]
+pub(crate) struct Stuck {
+    /// The generation that would not close.
+    pub generation: u64,
+    /// The barrier it overran.
+    pub within: Duration,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::core::classify::Failure;
+
+    /// The typed errors write the texts that status `lastError`, logs and tests read.
+    #[test]
+    fn attempt_failures_read_as_before() {
+        let spawn = OpenError::Spawn {
+            command: "nope".into(),
+            source: std::io::Error::new(std::io::ErrorKind::NotFound, "No such file"),
+        };
+        assert_eq!(
+            AttemptError::from(spawn).to_string(),
+            "could not start `nope`: No such file; check that the command exists and is executable"
+        );
+        let refused = HandshakeError::Initialize(Failure::ServerError {
+            code: -32601,
+            message: "no".into(),
+            data: None,
+        });
+        assert_eq!(
+            AttemptError::from(refused).to_string(),
+            "initialize failed: error -32601: no"
+        );
+        assert_eq!(
+            AttemptError::TimedOut(Duration::from_millis(300)).to_string(),
+            "no answer within connectTimeoutMs (300 ms) over spawn, initialize and the first tools/list"
+        );
+        assert_eq!(
+            AttemptError::FirstList(Failure::DeadlinePassed).to_string(),
+            "the first tools/list failed: the deadline passed"
+        );
+        assert_eq!(
+            AttemptError::ClosedWhileConnecting.to_string(),
+            "the server closed the connection (or its process exited) while connecting"
+        );
+        assert_eq!(
+            HandshakeError::Initialized(Failure::TransportClosedBeforeSend).to_string(),
+            "sending notifications/initialized failed: the connection was closed before the request went out"
+        );
+        assert_eq!(
+            HandshakeError::DiscoverRejected("2026-07-28").to_string(),
+            "server/discover failed: the server rejected protocol version 2026-07-28 twice"
+        );
+    }
+
+    #[test]
+    fn a_stuck_generation_says_what_to_do() {
+        let stuck = Stuck {
+            generation: 4,
+            within: Duration::from_secs(5),
+        };
+        assert_eq!(
+            stuck.to_string(),
+            "generation 4 did not close within 5 s (its process group may still be running); \
+             reconnecting stopped so that two copies of the server never run at once; \
+             end the stray process, then reconnect explicitly"
+        );
+    }
+
+    #[test]
+    fn config_errors_name_the_url_or_header_never_a_value() {
+        let not_http = OpenError::NotHttp {
+            url: "ftp://h/".into(),
+            scheme: "ftp".into(),
+        };
+        assert_eq!(
+            not_http.to_string(),
+            "`ftp://h/` is not an http:// or https:// URL (scheme `ftp`)"
+        );
+        assert_eq!(
+            OpenError::InvalidHeaderValue("X-Token".into()).to_string(),
+            "the value of header `X-Token` is not a valid HTTP header value"
+        );
+    }
+}

@@ -556,7 +556,7 @@ impl Hub {
                 loop {
                     let (state, generation) = {
                         let s = watch.borrow_and_update();
-                        (s.state, s.generation)
+                        (s.state(), s.generation)
                     };
                     if last != Some((state, generation)) {
                         last = Some((state, generation));
@@ -769,7 +769,7 @@ impl Hub {
             // A server whose shared instance is not serving would only make the client wait.
             let serving = self
                 .handle(&server)
-                .is_some_and(|h| h.snapshot().state == ServerState::Ready);
+                .is_some_and(|h| h.snapshot().state() == ServerState::Ready);
             if !serving {
                 continue;
             }
@@ -783,7 +783,7 @@ impl Hub {
         for (server, mut watch) in waiting {
             let ready = tokio::time::timeout_at(
                 deadline,
-                watch.wait_for(|s| s.upstream_session().is_some() || s.state.is_final()),
+                watch.wait_for(|s| s.upstream_session().is_some() || s.state().is_final()),
             )
             .await;
             match ready {
@@ -979,7 +979,7 @@ impl Hub {
                 let wait = args
                     .timeout
                     .map_or(FIRST_LIST_WAIT, |t| t.min(FIRST_LIST_WAIT));
-                self.wait_all(wait, |s| s.state != ServerState::Connecting)
+                self.wait_all(wait, |s| s.state() != ServerState::Connecting)
                     .await;
                 self.route(public_name)?
             }
@@ -1100,7 +1100,7 @@ impl Hub {
     fn first_lists_pending(&self) -> bool {
         self.lock().running.values().any(|r| {
             let snapshot = r.handle.snapshot();
-            snapshot.state == ServerState::Connecting && snapshot.tool_list != ToolList::Live
+            snapshot.state() == ServerState::Connecting && snapshot.tool_list != ToolList::Live
         })
     }
 
@@ -1247,7 +1247,7 @@ impl Hub {
                         let s = running.handle.snapshot();
                         ServerStatus {
                             name: server.name.clone(),
-                            state: s.state,
+                            state: s.state(),
                             generation: s.generation,
                             attempts: s.attempt,
                             max_attempts: s.max_attempts,
@@ -1305,7 +1305,7 @@ impl Hub {
     /// Wait until every enabled server is ready (or idle: an on-demand server that its first
     /// request starts), or `timeout` passes. Returns the names of those that are not.
     pub async fn wait_ready(&self, timeout: Duration) -> Vec<String> {
-        self.wait_all(timeout, |s| s.state.in_service()).await
+        self.wait_all(timeout, |s| s.state().in_service()).await
     }
 
     /// Start a server that is idle (SPEC §13), as a client's request would; nothing otherwise.
@@ -1322,7 +1322,7 @@ impl Hub {
     pub async fn wait_ready_or_needs_auth(&self, timeout: Duration) -> Vec<String> {
         let _ = self
             .wait_all(timeout, |s| {
-                s.state.in_service() || s.state == ServerState::NeedsAuth
+                s.state().in_service() || s.state() == ServerState::NeedsAuth
             })
             .await;
         self.status()
@@ -1335,7 +1335,7 @@ impl Hub {
     /// Wait until no server is still on its very first attempt (bounded by `timeout`), so that a
     /// client's first tools/list sees every server that can come up.
     pub async fn wait_started(&self, timeout: Duration) {
-        self.wait_all(timeout, |s| s.state != ServerState::Connecting)
+        self.wait_all(timeout, |s| s.state() != ServerState::Connecting)
             .await;
     }
 
@@ -1344,7 +1344,7 @@ impl Hub {
     /// for this: with saved catalogs, it answers at once.
     pub async fn wait_listed(&self, timeout: Duration) {
         self.wait_all(timeout, |s| {
-            s.state != ServerState::Connecting || s.tool_list == ToolList::Cache
+            s.state() != ServerState::Connecting || s.tool_list == ToolList::Cache
         })
         .await;
     }

@@ -65,7 +65,7 @@ pub mod supervisor;
 pub mod trace;
 pub mod upstream;
 
-pub use error::{CallError, Error, Restored};
+pub use error::{CallError, Error, HandshakeError, OpenError, Restored};
 pub use hub::{CallArgs, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};
 pub use link::{Downstream, Refuse, RpcError};
 pub use mcp_supervisor_core as core;

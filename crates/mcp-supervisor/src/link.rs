@@ -16,6 +16,8 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::error::{HandshakeError, OpenError};
+
 /// A boxed, sendable future.
 pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 
@@ -23,7 +25,7 @@ pub type BoxFuture<'a, T> = Pin<Box<dyn Future<Output = T> + Send + 'a>>;
 pub trait Connector: Send + Sync + 'static {
     /// Start generation `generation`: spawn the process or prepare the HTTP client. It does not
     /// wait for the server; [`Link::initialize`] does. Events of the generation go to `events`.
-    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String>;
+    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError>;
 
     /// For a server with OAuth: `Some(why)` while it needs `mcp-supervisor login`, `None` once
     /// it has a usable token again. `None` here: the server has no OAuth.
@@ -47,7 +49,7 @@ pub trait Link: Send + Sync + 'static {
     fn initialize<'a>(
         &'a self,
         params: &'a RawValue,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, String>>;
+    ) -> BoxFuture<'a, Result<Box<RawValue>, HandshakeError>>;
     /// One request: `method` with `params` (JSON text, passed as they are, except a progress
     /// token, which the link replaces with one of its own and maps back), answered with the
     /// `result` as JSON text. Ended by `opts.timeout` or `opts.cancel`, and by dropping the

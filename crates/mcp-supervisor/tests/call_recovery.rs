@@ -112,7 +112,7 @@ async fn a_dropped_http_session_404_is_re_established_at_once() {
     assert_eq!(text(&result), "after drop");
     let now = hub.watch("web").expect("server").borrow().clone();
     assert_eq!(now.generation, first.generation + 1);
-    assert_eq!(now.state, ServerState::Ready);
+    assert_eq!(now.state(), ServerState::Ready);
     hub.stop().await;
 }
 

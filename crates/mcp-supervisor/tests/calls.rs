@@ -638,7 +638,7 @@ async fn a_call_arriving_while_a_lost_generation_closes_waits_for_the_next_attem
     until(&fake, ms(1100)).await;
     let snapshot = hub.watch("srv").expect("srv").borrow().clone();
     assert_eq!(
-        (snapshot.state, snapshot.generation),
+        (snapshot.state(), snapshot.generation),
         (ServerState::Reconnecting, 1),
         "generation 1 is closing"
     );

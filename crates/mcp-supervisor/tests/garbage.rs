@@ -112,7 +112,7 @@ async fn garbage_call_ends_at_its_deadline(way: Way) {
     .expect("echo answers after the garbage call");
     assert_eq!(echo, "after garbage");
     let now = wait_for(&hub, "fault", Duration::from_secs(20), |s| {
-        s.state == ServerState::Ready
+        s.state() == ServerState::Ready
     })
     .await;
     assert!(now.generation >= first.generation);

@@ -91,7 +91,7 @@ async fn restart_mid_session(
         "the call after the restart is answered by the new process"
     );
     let now = hub.watch(name).expect("configured").borrow().clone();
-    assert_eq!(now.state, ServerState::Ready, "{now:?}");
+    assert_eq!(now.state(), ServerState::Ready, "{now:?}");
     assert_eq!(
         now.generation,
         first.generation + 1,

@@ -14,7 +14,7 @@ use fake::*;
 use mcp_supervisor::core::config::{Config, ServerConfig};
 use mcp_supervisor::core::naming::NamingConfig;
 use mcp_supervisor::link::{Connector, Link, LinkEvents};
-use mcp_supervisor::{CallArgs, CallError, Hub, ServerState};
+use mcp_supervisor::{CallArgs, CallError, Hub, OpenError, ServerState};
 use tokio::sync::watch;
 
 const LOGIN: &str = "the refresh token was refused; run `mcp-supervisor login srv`";
@@ -29,7 +29,7 @@ struct WithAuth {
 }
 
 impl Connector for WithAuth {
-    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
+    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError> {
         self.fake.open(generation, events)
     }
 
@@ -150,7 +150,7 @@ async fn a_connect_refused_for_authorization_waits_for_a_login_instead_of_retryi
     auth.refused.store(true, Ordering::SeqCst);
     auth.status.send_replace(None);
     wait_until(&hub, "the second attempt refused", |s| {
-        s.generation == 2 && s.state == ServerState::NeedsAuth
+        s.generation == 2 && s.state() == ServerState::NeedsAuth
     })
     .await;
     until(&auth.fake, Duration::from_secs(1200)).await;

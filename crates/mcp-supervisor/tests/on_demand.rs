@@ -92,7 +92,7 @@ async fn without_a_saved_catalog_it_starts_once_to_learn_its_lists_then_stops() 
     );
     let hub = start(on_demand(), &fake);
     let idle = wait_until(&hub, "idle after learning", |s| {
-        s.state == ServerState::Idle && matches!(s.phase, Phase::Idle)
+        s.state() == ServerState::Idle && matches!(s.phase, Phase::Idle)
     })
     .await;
     assert_eq!(idle.generation, 1);

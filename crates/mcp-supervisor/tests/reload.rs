@@ -70,7 +70,7 @@ async fn reloads_arriving_during_a_slow_stop_never_run_two_processes_of_a_server
     }
     // The last config is the one in force: its tools are published, its process runs alone.
     let last = wait_for(&hub, "slow", Duration::from_secs(20), |s| {
-        s.state == mcp_supervisor::ServerState::Ready
+        s.state() == mcp_supervisor::ServerState::Ready
     })
     .await;
     poll_until(

@@ -598,7 +598,7 @@ async fn bad_streams_are_failed_attempts_whose_error_says_what_was_wrong() {
         let server = Server::start(opening, Post::Answer).await;
         let hub = hub_on(&server.stream_url());
         let gave_up =
-            real::wait_for(&hub, "legacy", LIMIT, |s| s.state == ServerState::GaveUp).await;
+            real::wait_for(&hub, "legacy", LIMIT, |s| s.state() == ServerState::GaveUp).await;
         let error = gave_up.last_error.clone().unwrap_or_default();
         assert!(error.contains(expected), "{error}");
         assert!(error.starts_with("initialize failed: "), "{error}");

@@ -321,7 +321,7 @@ async fn stop_during_backoff_cancels_the_pending_attempt() {
     fake.die(1);
     until(&fake, ms(2000)).await;
     let snapshot = watch.borrow().clone();
-    assert_eq!(snapshot.state, ServerState::Reconnecting);
+    assert_eq!(snapshot.state(), ServerState::Reconnecting);
     assert_eq!(snapshot.next_attempt_at(), Some(fake.start() + ms(6000)));
 
     stop(&hub).await;
@@ -330,7 +330,7 @@ async fn stop_during_backoff_cancels_the_pending_attempt() {
         ms(2000),
         "stop does not wait out the backoff"
     );
-    assert_eq!(watch.borrow().state, ServerState::Stopped);
+    assert_eq!(watch.borrow().state(), ServerState::Stopped);
     assert!(hub.tools().is_empty());
     until(&fake, Duration::from_secs(3600)).await;
     assert_eq!(fake.opens().len(), 1, "the pending attempt never runs");
@@ -357,7 +357,7 @@ async fn stop_is_bounded_when_the_close_never_comes() {
         generation: 1,
         op: Op::Close(CloseHow::Graceful)
     }));
-    assert_eq!(watch.borrow().state, ServerState::Stopped);
+    assert_eq!(watch.borrow().state(), ServerState::Stopped);
     assert!(hub.tools().is_empty());
     until(&fake, Duration::from_secs(3600)).await;
     assert_eq!(fake.opens().len(), 1, "nothing restarts after stop");
@@ -381,7 +381,7 @@ async fn a_close_after_stop_schedules_nothing() {
         generation: 1,
         op: Op::Closed
     }));
-    assert_eq!(watch.borrow().state, ServerState::Stopped);
+    assert_eq!(watch.borrow().state(), ServerState::Stopped);
 
     // Late signals of the stopped generation change nothing.
     fake.send(1, LinkEvent::ToolListChanged);
@@ -390,7 +390,7 @@ async fn a_close_after_stop_schedules_nothing() {
     assert_eq!(fake.opens().len(), 1);
     assert_eq!(fake.count(Some(1), &Op::ListTools), 1);
     assert!(hub.tools().is_empty());
-    assert_eq!(watch.borrow().state, ServerState::Stopped);
+    assert_eq!(watch.borrow().state(), ServerState::Stopped);
 }
 
 #[tokio::test(start_paused = true)]
@@ -499,7 +499,7 @@ async fn a_connect_rejection_racing_its_own_close_schedules_exactly_one_retry() 
     );
     let hub = start(server(), &fake);
     let snapshot = wait_until(&hub, "the first backoff", |s| {
-        s.state == ServerState::Retrying && !s.attempting()
+        s.state() == ServerState::Retrying && !s.attempting()
     })
     .await;
     assert_eq!(snapshot.attempt, 1);
@@ -595,7 +595,7 @@ async fn stop_during_an_in_flight_sync_quiesces_without_leaking_tools() {
         ms(4000),
         "stop waits for the sync in flight"
     );
-    assert_eq!(watch.borrow().state, ServerState::Stopped);
+    assert_eq!(watch.borrow().state(), ServerState::Stopped);
     assert!(hub.tools().is_empty(), "leaked: {:?}", tool_names(&hub));
     until(&fake, Duration::from_secs(3600)).await;
     assert!(hub.tools().is_empty(), "leaked: {:?}", tool_names(&hub));
@@ -662,7 +662,7 @@ async fn the_exact_delays_and_attempt_counts() {
             until(&fake, at).await;
             assert_eq!(fake.opens(), expected, "at {at:?}");
             let snapshot = watch.borrow().clone();
-            assert_eq!(snapshot.state, ServerState::Reconnecting, "at {at:?}");
+            assert_eq!(snapshot.state(), ServerState::Reconnecting, "at {at:?}");
             assert!(!snapshot.attempting(), "at {at:?}");
             assert_eq!(
                 (snapshot.attempt, snapshot.max_attempts),
@@ -684,7 +684,7 @@ async fn the_exact_delays_and_attempt_counts() {
         "exactly maxAttempts reconnect attempts, each when due"
     );
     assert_eq!(due - lost, ms(151_500));
-    assert_eq!(watch.borrow().state, ServerState::GaveUp);
+    assert_eq!(watch.borrow().state(), ServerState::GaveUp);
     until(&fake, Duration::from_secs(3600)).await;
     assert_eq!(fake.opens().len(), 11);
     stop(&hub).await;

@@ -91,7 +91,7 @@ async fn a_crash_loop_exhausts_the_budget_and_the_tools_are_withdrawn() {
     // Brief successes do not launder the budget: each connect succeeds, then dies within the
     // stability window (= maxDelayMs 400), so the count never resets.
     let end = wait_for(&hub, "loop", Duration::from_secs(30), |s| {
-        s.state == ServerState::GaveUp
+        s.state() == ServerState::GaveUp
     })
     .await;
     assert!(
@@ -115,7 +115,7 @@ async fn a_crash_loop_exhausts_the_budget_and_the_tools_are_withdrawn() {
         }
     })));
     let end = wait_for(&hub, "never", Duration::from_secs(30), |s| {
-        s.state == ServerState::GaveUp
+        s.state() == ServerState::GaveUp
     })
     .await;
     let starts: u32 = std::fs::read_to_string(&state)
@@ -150,7 +150,7 @@ async fn stopping_during_an_outage_returns_promptly_and_nothing_restarts() {
         }
     })));
     wait_for(&hub, "down", Duration::from_secs(10), |s| {
-        s.state == ServerState::Retrying && !s.attempting()
+        s.state() == ServerState::Retrying && !s.attempting()
     })
     .await;
     let starts_before = std::fs::read_to_string(&state).unwrap_or_default();
@@ -344,7 +344,7 @@ async fn an_attempt_that_outlasts_connect_timeout_fails_and_leaves_no_process() 
         }
     })));
     let snapshot = wait_for(&hub, "slow", Duration::from_secs(10), |s| {
-        s.state == ServerState::Retrying && !s.attempting()
+        s.state() == ServerState::Retrying && !s.attempting()
     })
     .await;
     let error = snapshot.last_error.unwrap_or_default();

@@ -82,7 +82,7 @@ impl NotReady {
     /// What a snapshot says about a server that is not ready.
     fn of(snap: &super::Snapshot, attempt_failed: bool) -> Self {
         Self {
-            state: snap.state,
+            state: snap.state(),
             last_error: snap.last_error.clone(),
             next_attempt_in: snap
                 .next_attempt_at()
@@ -378,7 +378,7 @@ impl SupervisorHandle {
                         return Ok((snap.generation, link.clone()));
                     }
                     Phase::Ready { .. } => {} // the loss of this generation is being handled
-                    Phase::Parked => return Err(NotReady::of(&snap, waiting_for.is_some())),
+                    Phase::Parked(_) => return Err(NotReady::of(&snap, waiting_for.is_some())),
                     Phase::Idle => {
                         // Not an outage: this request starts it, and waits within its
                         // deadline as for a reconnect (SPEC §13).
@@ -387,14 +387,14 @@ impl SupervisorHandle {
                         }
                         waiting_for = Some(snap.generation + 1);
                     }
-                    Phase::Attempting if snap.generation > after => {
+                    Phase::Attempting(_) if snap.generation > after => {
                         // A new generation's attempt is under way: its outcome decides.
                         waiting_for =
                             Some(waiting_for.map_or(snap.generation, |w| w.max(snap.generation)));
                     }
                     // The lost generation is still closing; the attempt comes after.
-                    Phase::Attempting | Phase::Closing => {}
-                    Phase::Backoff { at } => {
+                    Phase::Attempting(_) | Phase::Closing(_) => {}
+                    Phase::Backoff { at, .. } => {
                         // The attempt we waited for failed: the next one still counts when it
                         // is due within the deadline (SPEC §5).
                         let failed = waiting_for.is_some_and(|w| snap.generation >= w);
@@ -405,7 +405,7 @@ impl SupervisorHandle {
                         }
                     }
                 }
-                snap.state
+                snap.state()
             };
             tokio::select! {
                 changed = watch.changed() => {

@@ -19,6 +19,8 @@ use tokio::sync::{Mutex as AsyncMutex, broadcast, mpsc, oneshot, watch};
 use tokio::time::Instant;
 
 use crate::catalog::{Catalog, CatalogStore, SavedHandshake};
+use crate::core::classify::Failure;
+use crate::error::{AttemptError, Stuck};
 use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
 use crate::registry::{Registry, UpstreamTool};
 
@@ -26,10 +28,6 @@ pub(crate) use call::CallRequest;
 
 /// How long a generation may take to close before reconnecting stops (SPEC §3).
 pub(crate) const CLOSE_BARRIER: Duration = Duration::from_secs(5);
-
-/// The cause of a connect whose generation closed before it was ready.
-const CLOSED_WHILE_CONNECTING: &str =
-    "the server closed the connection (or its process exited) while connecting";
 
 /// The states people see (SPEC §8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -123,7 +121,7 @@ pub enum ToolList {
 }
 
 /// What a server is doing, with the data that belongs to it: one value, so a reader never
-/// decodes a combination of flags.
+/// decodes a combination of flags. The state people see is a function of it ([`Phase::state`]).
 #[derive(Clone)]
 pub enum Phase {
     /// Serving on the current generation.
@@ -138,27 +136,96 @@ pub enum Phase {
         server_info: Arc<RawValue>,
     },
     /// The current generation's attempt is under way (spawn, handshake, first tools/list).
-    Attempting,
-    /// The lost generation is closing; the backoff or the next attempt comes after. (Fix, found
-    /// by tests/calls.rs: without it a call arriving during the close took it for a failed
+    Attempting(Attempt),
+    /// The lost generation is closing; what comes after it is said. (Fix, found by
+    /// tests/calls.rs: without it a call arriving during the close took it for a failed
     /// attempt and failed at once, though the next attempt was due within its deadline.)
-    Closing,
+    Closing(AfterClose),
     /// Waiting for the next attempt, due `at`.
     Backoff {
         /// When the next attempt is due.
         at: Instant,
+        /// Which recovery the next attempt belongs to.
+        next: Recovery,
     },
-    /// No attempt is coming until an explicit reconnect or a reload (gave up, down, stopped).
-    Parked,
+    /// No attempt is coming until an explicit reconnect or a reload (or, for `NeedsAuth`, a
+    /// login).
+    Parked(Parked),
     /// Not running until a client's request (or an explicit reconnect) starts it.
     Idle,
+}
+
+/// Which attempt of an outage is under way.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Attempt {
+    /// The first attempt since the server was started (`connecting`).
+    First,
+    /// A later one, with no connection established in this outage (`retrying`).
+    Retry,
+    /// One after an established connection was lost (`reconnecting`).
+    Reconnect,
+}
+
+/// What an outage is, once its first attempt is behind it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Recovery {
+    /// No connection was established in this outage (`retrying`).
+    Retry,
+    /// An established connection was lost (`reconnecting`).
+    Reconnect,
+}
+
+/// What follows the close of a generation that was ready.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AfterClose {
+    /// A reconnect (or a wait for a login): it was lost, replaced or needs authorization.
+    Reconnect,
+    /// Idle: no client asked for it (SPEC §13).
+    Idle,
+}
+
+/// Why no attempt is coming.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Parked {
+    /// The outage budget is spent, or a generation would not close.
+    GaveUp,
+    /// Lost or failed with reconnect disabled.
+    Down,
+    /// Stopped for good.
+    Stopped,
+    /// Waiting for a login.
+    NeedsAuth,
+}
+
+impl Phase {
+    /// The state people see (SPEC §8) in this phase.
+    pub fn state(&self) -> ServerState {
+        match self {
+            Phase::Ready { .. } => ServerState::Ready,
+            Phase::Attempting(Attempt::First) => ServerState::Connecting,
+            Phase::Attempting(Attempt::Retry)
+            | Phase::Backoff {
+                next: Recovery::Retry,
+                ..
+            } => ServerState::Retrying,
+            Phase::Attempting(Attempt::Reconnect)
+            | Phase::Backoff {
+                next: Recovery::Reconnect,
+                ..
+            }
+            | Phase::Closing(AfterClose::Reconnect) => ServerState::Reconnecting,
+            Phase::Closing(AfterClose::Idle) | Phase::Idle => ServerState::Idle,
+            Phase::Parked(Parked::GaveUp) => ServerState::GaveUp,
+            Phase::Parked(Parked::Down) => ServerState::Down,
+            Phase::Parked(Parked::Stopped) => ServerState::Stopped,
+            Phase::Parked(Parked::NeedsAuth) => ServerState::NeedsAuth,
+        }
+    }
 }
 
 /// What a supervisor shows of itself.
 #[derive(Clone)]
 pub struct Snapshot {
-    /// The state people see.
-    pub state: ServerState,
     /// The generation most recently started (0 before the first).
     pub generation: u64,
     /// The attempt number within the current outage (0 when ready).
@@ -176,20 +243,25 @@ pub struct Snapshot {
 }
 
 impl Snapshot {
+    /// The state people see, as the phase says.
+    pub fn state(&self) -> ServerState {
+        self.phase.state()
+    }
+
     /// Whether an attempt, or the close of a lost generation before one, is under way.
     pub fn attempting(&self) -> bool {
-        matches!(self.phase, Phase::Attempting | Phase::Closing)
+        matches!(self.phase, Phase::Attempting(_) | Phase::Closing(_))
     }
 
     /// Whether the lost generation is still closing.
     pub fn closing(&self) -> bool {
-        matches!(self.phase, Phase::Closing)
+        matches!(self.phase, Phase::Closing(_))
     }
 
     /// When the next attempt is due, during a backoff.
     pub fn next_attempt_at(&self) -> Option<Instant> {
         match self.phase {
-            Phase::Backoff { at } => Some(at),
+            Phase::Backoff { at, .. } => Some(at),
             _ => None,
         }
     }
@@ -235,10 +307,10 @@ impl std::fmt::Debug for Phase {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             Phase::Ready { pid, .. } => write!(f, "Ready {{ pid: {pid:?} }}"),
-            Phase::Attempting => f.write_str("Attempting"),
-            Phase::Closing => f.write_str("Closing"),
-            Phase::Backoff { at } => write!(f, "Backoff {{ at: {at:?} }}"),
-            Phase::Parked => f.write_str("Parked"),
+            Phase::Attempting(attempt) => write!(f, "Attempting({attempt:?})"),
+            Phase::Closing(then) => write!(f, "Closing({then:?})"),
+            Phase::Backoff { at, next } => write!(f, "Backoff {{ at: {at:?}, next: {next:?} }}"),
+            Phase::Parked(why) => write!(f, "Parked({why:?})"),
             Phase::Idle => f.write_str("Idle"),
         }
     }
@@ -247,7 +319,7 @@ impl std::fmt::Debug for Phase {
 impl std::fmt::Debug for Snapshot {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Snapshot")
-            .field("state", &self.state)
+            .field("state", &self.state())
             .field("generation", &self.generation)
             .field("attempt", &self.attempt)
             .field("restarts", &self.restarts)
@@ -433,13 +505,12 @@ impl SupervisorHandle {
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
         // An on-demand server with a saved catalog is idle from the start: nothing runs until
         // a client asks (without one, it starts once to learn its lists).
-        let (state, phase) = if config.start == Start::OnDemand && saved.is_some() {
-            (ServerState::Idle, Phase::Idle)
+        let phase = if config.start == Start::OnDemand && saved.is_some() {
+            Phase::Idle
         } else {
-            (ServerState::Connecting, Phase::Attempting)
+            Phase::Attempting(Attempt::First)
         };
         let (snapshot_tx, snapshot_rx) = watch::channel(Snapshot {
-            state,
             generation: 0,
             attempt: 0,
             max_attempts: config.reconnect.max_attempts,
@@ -514,7 +585,7 @@ impl SupervisorHandle {
             if let Some(info) = snapshot.server_info() {
                 return Some(info.clone());
             }
-            snapshot.state == ServerState::Idle
+            snapshot.state() == ServerState::Idle
         };
         if !idle {
             return None;
@@ -580,7 +651,7 @@ impl SupervisorHandle {
             held.borrow_and_update();
             let (state, generation) = {
                 let s = snapshot.borrow_and_update();
-                (s.state, s.generation)
+                (s.state(), s.generation)
             };
             if let Some(list) = self.held_list(method) {
                 return Some(list);
@@ -663,7 +734,7 @@ enum ReadyEnd {
     Reconnect,
     Stop,
     /// The generation did not close within the barrier.
-    Stuck(String),
+    Stuck(Stuck),
     /// The server needs a login (why).
     NeedsAuth(String),
     /// No client request for `idleTimeoutMs`, or its lists learned with no client waiting:
@@ -674,9 +745,13 @@ enum ReadyEnd {
 /// How an attempt ended.
 enum AttemptEnd {
     Ready(Arc<dyn Link>),
-    Failed(String),
+    Failed {
+        error: AttemptError,
+        /// The server's last stderr lines, oldest first.
+        stderr: Vec<String>,
+    },
     Stop,
-    Stuck(String),
+    Stuck(Stuck),
 }
 
 /// What comes after a failure has been judged.
@@ -703,7 +778,7 @@ struct Judged {
 
 struct SyncDone {
     generation: u64,
-    result: Result<Vec<UpstreamTool>, String>,
+    result: Result<Vec<UpstreamTool>, Failure>,
 }
 
 struct Supervisor {
@@ -804,7 +879,7 @@ impl Supervisor {
         let mut recovery: Option<Recovering> = None;
         // An on-demand server (SPEC §13) with a saved catalog waits idle for its first request;
         // without one it starts once to learn its lists, then goes idle.
-        let mut idle = self.snapshot.borrow().state == ServerState::Idle;
+        let mut idle = matches!(self.snapshot.borrow().phase, Phase::Idle);
         let mut learn = self.config.start == Start::OnDemand && !idle;
         loop {
             // idle → (request | reconnect) connecting | stop
@@ -817,14 +892,14 @@ impl Supervisor {
                 (budget, first, lost_established) = (Budget::new(policy), true, false);
             }
             // connecting | retrying | reconnecting → ready | judged failure | stop | stuck
-            let state = if first {
-                ServerState::Connecting
+            let attempt = if first {
+                Attempt::First
             } else if lost_established {
-                ServerState::Reconnecting
+                Attempt::Reconnect
             } else {
-                ServerState::Retrying
+                Attempt::Retry
             };
-            let judged = match self.attempt(state, budget.failures()).await {
+            let judged = match self.attempt(attempt, budget.failures()).await {
                 AttemptEnd::Stop => break,
                 AttemptEnd::Stuck(cause) => {
                     if let Next::Stop = self.park_stuck(cause).await {
@@ -833,7 +908,8 @@ impl Supervisor {
                     (budget, first, lost_established) = (Budget::new(policy), true, false);
                     continue;
                 }
-                AttemptEnd::Failed(cause) => {
+                AttemptEnd::Failed { error, stderr } => {
+                    let cause = with_tail(&error, &stderr);
                     // Only the very first attempt is `connecting`; later ones are retries.
                     first = false;
                     // needs_auth → (token appears | reconnect) attempt | stop
@@ -948,7 +1024,7 @@ impl Supervisor {
                 "{verb}: {cause}; reconnect is disabled for this server, so it stays down with its tools registered; \
                  recover by hand with an explicit reconnect (`mcp-supervisor reconnect {name}` or POST /servers/{name}/reconnect) or a config reload"
             );
-            self.publish_state(ServerState::Down, Phase::Parked);
+            self.publish(Phase::Parked(Parked::Down));
             return self.park().await;
         }
         match decision {
@@ -962,7 +1038,7 @@ impl Supervisor {
                 self.withdraw();
                 let max = self.config.reconnect.max_attempts;
                 self.snapshot.send_modify(|s| s.attempt = max);
-                self.publish_state(ServerState::GaveUp, Phase::Parked);
+                self.publish(Phase::Parked(Parked::GaveUp));
                 self.park().await
             }
             Decision::Retry {
@@ -970,10 +1046,10 @@ impl Supervisor {
                 max_attempts,
                 delay,
             } => {
-                let (state, action) = if lost_established {
-                    (ServerState::Reconnecting, "reconnecting")
+                let (next, action) = if lost_established {
+                    (Recovery::Reconnect, "reconnecting")
                 } else {
-                    (ServerState::Retrying, "retrying")
+                    (Recovery::Retry, "retrying")
                 };
                 let delay = if immediate { Duration::ZERO } else { delay };
                 tracing::warn!(
@@ -984,7 +1060,7 @@ impl Supervisor {
                 );
                 let until = Instant::now() + delay;
                 self.snapshot.send_modify(|s| s.attempt = attempt);
-                self.publish_state(state, Phase::Backoff { at: until });
+                self.publish(Phase::Backoff { at: until, next });
                 self.backoff(until).await
             }
         }
@@ -1011,7 +1087,7 @@ impl Supervisor {
     async fn idle(&mut self) -> Next {
         self.snapshot.send_modify(|s| {
             s.attempt = 0;
-            set_state(s, ServerState::Idle, Phase::Idle);
+            s.phase = Phase::Idle;
         });
         let mut client = self.handshake.clone();
         let mut checked = self.snapshot.borrow().tool_list != ToolList::Cache;
@@ -1094,7 +1170,7 @@ impl Supervisor {
             s.last_error = Some(why);
             s.attempt = 0;
         });
-        self.publish_state(ServerState::NeedsAuth, Phase::Parked);
+        self.publish(Phase::Parked(Parked::NeedsAuth));
         let Some(mut auth) = self.auth.clone() else {
             return self.park().await;
         };
@@ -1117,11 +1193,12 @@ impl Supervisor {
     }
 
     /// A generation would not close: stop reconnecting, say why, wait for a human.
-    async fn park_stuck(&mut self, cause: String) -> Next {
-        tracing::error!(server = %self.name, "{cause}");
+    async fn park_stuck(&mut self, stuck: Stuck) -> Next {
+        tracing::error!(server = %self.name, "{stuck}");
         self.withdraw();
-        self.snapshot.send_modify(|s| s.last_error = Some(cause));
-        self.publish_state(ServerState::GaveUp, Phase::Parked);
+        self.snapshot
+            .send_modify(|s| s.last_error = Some(stuck.to_string()));
+        self.publish(Phase::Parked(Parked::GaveUp));
         self.park().await
     }
 
@@ -1132,7 +1209,7 @@ impl Supervisor {
         if let Some(writer) = self.catalog.take() {
             writer.finish().await;
         }
-        self.publish_state(ServerState::Stopped, Phase::Parked);
+        self.publish(Phase::Parked(Parked::Stopped));
         tracing::info!(server = %self.name, "stopped");
         for reply in self.stop_reply.drain(..) {
             let _ = reply.send(());
@@ -1215,37 +1292,37 @@ impl Supervisor {
         });
     }
 
-    /// Publish a state; `until` is the next attempt's due time during a backoff.
-    fn publish_state(&self, state: ServerState, phase: Phase) {
-        self.publish(state, phase);
-    }
-
-    /// Publish a state in one update: a waiting call must never see half of a transition (for
-    /// example a lost generation's close taken for a new attempt).
-    fn publish(&self, state: ServerState, phase: Phase) {
-        self.snapshot.send_modify(|s| set_state(s, state, phase));
+    /// Publish a phase (and with it the state) in one update: a waiting call must never see
+    /// half of a transition (for example a lost generation's close taken for a new attempt).
+    fn publish(&self, phase: Phase) {
+        self.snapshot.send_modify(|s| s.phase = phase);
     }
 
     // === one attempt: open, initialize, first sync ===
 
-    async fn attempt(&mut self, state: ServerState, failures: u32) -> AttemptEnd {
+    async fn attempt(&mut self, attempt: Attempt, failures: u32) -> AttemptEnd {
         self.generation += 1;
         let generation = self.generation;
         self.shared.misses.store(0, Ordering::SeqCst);
         // One update: a waiting call must never see the new generation without the attempt.
         self.snapshot.send_modify(|s| {
             s.generation = generation;
-            s.attempt = if state == ServerState::Connecting {
+            s.attempt = if attempt == Attempt::First {
                 0
             } else {
                 failures
             };
-            set_state(s, state, Phase::Attempting);
+            s.phase = Phase::Attempting(attempt);
         });
         let events = LinkEvents::new(generation, self.events_tx.clone());
         let link = match self.connector.open(generation, events) {
             Ok(link) => link,
-            Err(cause) => return AttemptEnd::Failed(cause),
+            Err(error) => {
+                return AttemptEnd::Failed {
+                    error: error.into(),
+                    stderr: Vec::new(),
+                };
+            }
         };
         let timeout = self.config.connect_timeout;
         let queue = self.sync_queue.clone();
@@ -1261,7 +1338,7 @@ impl Supervisor {
                     Err(_) => None,
                 };
                 let Some(params) = params else {
-                    return Ok(Err("the hub was dropped before the handshake".to_string()));
+                    return Ok(Err(AttemptError::HubDropped));
                 };
                 tokio::time::timeout(timeout, async move {
                     let info = link.initialize(&params).await?;
@@ -1269,7 +1346,7 @@ impl Supervisor {
                     let _turn = queue.lock().await;
                     let tools = sync_tools(&*link, timeout, &name)
                         .await
-                        .map_err(|cause| format!("the first tools/list failed: {cause}"))?;
+                        .map_err(AttemptError::FirstList)?;
                     Ok((info, tools))
                 })
                 .await
@@ -1294,7 +1371,7 @@ impl Supervisor {
                         self.withdraw();
                     }
                 }
-                () = &mut closed => break Ok(Err(CLOSED_WHILE_CONNECTING.to_string())),
+                () = &mut closed => break Ok(Err(AttemptError::ClosedWhileConnecting)),
                 command = self.commands.recv() => match command {
                     None | Some(Command::Stop(_)) => {
                         if let Some(Command::Stop(reply)) = command {
@@ -1310,9 +1387,9 @@ impl Supervisor {
                 },
             }
         };
-        let cause = match outcome {
+        let error = match outcome {
             Ok(Ok(_)) if futures::FutureExt::now_or_never(closed.as_mut()).is_some() => {
-                CLOSED_WHILE_CONNECTING.to_string()
+                AttemptError::ClosedWhileConnecting
             }
             Ok(Ok((info, tools))) => {
                 // The live list replaces the cached one; clients hear of it only if it differs.
@@ -1339,7 +1416,6 @@ impl Supervisor {
                 let pid = link.pid();
                 let since = Instant::now();
                 self.snapshot.send_modify(|s| {
-                    s.state = ServerState::Ready;
                     s.attempt = 0;
                     s.tool_list = ToolList::Live;
                     s.phase = Phase::Ready {
@@ -1351,18 +1427,18 @@ impl Supervisor {
                 });
                 return AttemptEnd::Ready(link);
             }
-            Ok(Err(cause)) => cause,
-            Err(_) => format!(
-                "no answer within connectTimeoutMs ({} ms) over spawn, initialize and the first tools/list",
-                timeout.as_millis()
-            ),
+            Ok(Err(error)) => error,
+            Err(_) => AttemptError::TimedOut(timeout),
         };
         // The failed generation must be gone before any backoff starts.
         link.close(CloseHow::Kill);
         if let Err(stuck) = self.barrier(&link).await {
             return AttemptEnd::Stuck(stuck);
         }
-        AttemptEnd::Failed(with_stderr(cause, &link))
+        AttemptEnd::Failed {
+            error,
+            stderr: link.stderr_tail(),
+        }
     }
 
     // === ready: serve until the generation is lost ===
@@ -1491,7 +1567,7 @@ impl Supervisor {
                                 tracing::info!(server = %self.name, "tool list changed upstream; registry updated");
                             }
                         }
-                        Err(cause) => tracing::warn!(server = %self.name, "re-syncing tools after list_changed failed: {cause}"),
+                        Err(failure) => tracing::warn!(server = %self.name, "re-syncing tools after list_changed failed: {}", crate::link::describe(&failure)),
                     }
                 }
                 Some(probe) = self.probes.recv() => {
@@ -1567,12 +1643,12 @@ impl Supervisor {
         };
         // The lost generation must be gone before any backoff starts (an idle server's before
         // it can be started again).
-        let closing = if matches!(end, ReadyEnd::Idle) {
-            ServerState::Idle
+        let then = if matches!(end, ReadyEnd::Idle) {
+            AfterClose::Idle
         } else {
-            ServerState::Reconnecting
+            AfterClose::Reconnect
         };
-        self.publish(closing, Phase::Closing);
+        self.publish(Phase::Closing(then));
         if let Err(stuck) = self.barrier(&link).await {
             return ReadyEnd::Stuck(stuck);
         }
@@ -1593,16 +1669,13 @@ impl Supervisor {
     }
 
     /// Wait until `link` has fully closed, at most [`CLOSE_BARRIER`].
-    async fn barrier(&self, link: &Arc<dyn Link>) -> Result<(), String> {
+    async fn barrier(&self, link: &Arc<dyn Link>) -> Result<(), Stuck> {
         match tokio::time::timeout(CLOSE_BARRIER, link.closed()).await {
             Ok(()) => Ok(()),
-            Err(_) => Err(format!(
-                "generation {} did not close within {} s (its process group may still be running); \
-                 reconnecting stopped so that two copies of the server never run at once; \
-                 end the stray process, then reconnect explicitly",
-                self.generation,
-                CLOSE_BARRIER.as_secs()
-            )),
+            Err(_) => Err(Stuck {
+                generation: self.generation,
+                within: CLOSE_BARRIER,
+            }),
         }
     }
 }
@@ -1636,17 +1709,15 @@ impl Recovering {
     }
 }
 
-/// Write a state transition into a snapshot.
-fn set_state(s: &mut Snapshot, state: ServerState, phase: Phase) {
-    s.state = state;
-    s.phase = phase;
-}
-
 /// Append the server's last stderr lines to a failure's cause.
 fn with_stderr(cause: String, link: &Arc<dyn Link>) -> String {
-    let tail = link.stderr_tail();
+    with_tail(&cause, &link.stderr_tail())
+}
+
+/// A failure's cause in words, with the server's last stderr lines when it wrote any.
+fn with_tail(cause: &dyn std::fmt::Display, tail: &[String]) -> String {
     if tail.is_empty() {
-        cause
+        cause.to_string()
     } else {
         format!("{cause}; last stderr lines: {}", tail.join(" | "))
     }
@@ -1658,10 +1729,8 @@ async fn sync_tools(
     link: &dyn Link,
     timeout: Duration,
     server: &str,
-) -> Result<Vec<UpstreamTool>, String> {
-    let listed = crate::link::list_tools(link, timeout)
-        .await
-        .map_err(|f| crate::link::describe(&f))?;
+) -> Result<Vec<UpstreamTool>, Failure> {
+    let listed = crate::link::list_tools(link, timeout).await?;
     let mut tools = Vec::with_capacity(listed.len());
     for definition in listed {
         match UpstreamTool::parse(definition) {
@@ -1714,4 +1783,149 @@ fn offered_lists(info: &RawValue) -> [(&'static str, &'static str, bool); 3] {
             has("resources"),
         ),
     ]
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A link that is never driven: a ready phase needs one to exist.
+    struct Inert;
+
+    impl Link for Inert {
+        fn initialize<'a>(
+            &'a self,
+            _params: &'a RawValue,
+        ) -> crate::link::BoxFuture<'a, Result<Box<RawValue>, crate::HandshakeError>> {
+            Box::pin(std::future::pending())
+        }
+        fn request<'a>(
+            &'a self,
+            _method: &'a str,
+            _params: Option<&'a RawValue>,
+            _opts: crate::link::CallOptions,
+        ) -> crate::link::BoxFuture<'a, Result<Box<RawValue>, mcp_supervisor_core::classify::Failure>>
+        {
+            Box::pin(std::future::pending())
+        }
+        fn notify(&self, _method: &str, _params: Option<&RawValue>) {}
+        fn close(&self, _how: CloseHow) {}
+        fn closed(&self) -> crate::link::BoxFuture<'static, ()> {
+            Box::pin(std::future::pending())
+        }
+        fn stderr_tail(&self) -> Vec<String> {
+            Vec::new()
+        }
+        fn pid(&self) -> Option<u32> {
+            None
+        }
+    }
+
+    /// Every phase there is, each with the state SPEC §8 gives it.
+    fn every_phase() -> Vec<(Phase, ServerState)> {
+        let at = Instant::now();
+        let ready = Phase::Ready {
+            link: Arc::new(Inert),
+            since: at,
+            pid: Some(7),
+            server_info: Arc::from(RawValue::from_string("{}".to_string()).unwrap()),
+        };
+        vec![
+            (ready, ServerState::Ready),
+            (Phase::Attempting(Attempt::First), ServerState::Connecting),
+            (Phase::Attempting(Attempt::Retry), ServerState::Retrying),
+            (
+                Phase::Attempting(Attempt::Reconnect),
+                ServerState::Reconnecting,
+            ),
+            (
+                Phase::Closing(AfterClose::Reconnect),
+                ServerState::Reconnecting,
+            ),
+            (Phase::Closing(AfterClose::Idle), ServerState::Idle),
+            (
+                Phase::Backoff {
+                    at,
+                    next: Recovery::Retry,
+                },
+                ServerState::Retrying,
+            ),
+            (
+                Phase::Backoff {
+                    at,
+                    next: Recovery::Reconnect,
+                },
+                ServerState::Reconnecting,
+            ),
+            (Phase::Parked(Parked::GaveUp), ServerState::GaveUp),
+            (Phase::Parked(Parked::Down), ServerState::Down),
+            (Phase::Parked(Parked::Stopped), ServerState::Stopped),
+            (Phase::Parked(Parked::NeedsAuth), ServerState::NeedsAuth),
+            (Phase::Idle, ServerState::Idle),
+        ]
+    }
+
+    /// The list above names every phase: a new variant fails to compile here until it is added
+    /// to it (no `_` arm), and the count catches a variant's value left out.
+    fn variant(phase: &Phase) -> usize {
+        match phase {
+            Phase::Ready { .. } => 0,
+            Phase::Attempting(Attempt::First) => 1,
+            Phase::Attempting(Attempt::Retry) => 2,
+            Phase::Attempting(Attempt::Reconnect) => 3,
+            Phase::Closing(AfterClose::Reconnect) => 4,
+            Phase::Closing(AfterClose::Idle) => 5,
+            Phase::Backoff {
+                next: Recovery::Retry,
+                ..
+            } => 6,
+            Phase::Backoff {
+                next: Recovery::Reconnect,
+                ..
+            } => 7,
+            Phase::Parked(Parked::GaveUp) => 8,
+            Phase::Parked(Parked::Down) => 9,
+            Phase::Parked(Parked::Stopped) => 10,
+            Phase::Parked(Parked::NeedsAuth) => 11,
+            Phase::Idle => 12,
+        }
+    }
+
+    #[test]
+    fn every_phase_shows_its_state() {
+        let phases = every_phase();
+        let mut seen: Vec<usize> = phases.iter().map(|(p, _)| variant(p)).collect();
+        seen.sort_unstable();
+        assert_eq!(seen, (0..13).collect::<Vec<_>>(), "each phase once");
+        for (phase, state) in &phases {
+            assert_eq!(phase.state(), *state, "{phase:?}");
+        }
+    }
+
+    #[test]
+    fn every_state_comes_from_some_phase() {
+        let shown: std::collections::HashSet<ServerState> =
+            every_phase().iter().map(|(p, _)| p.state()).collect();
+        for state in ServerState::ALL {
+            assert!(shown.contains(&state), "{state} has no phase");
+        }
+        assert_eq!(shown.len(), ServerState::ALL.len());
+    }
+
+    #[test]
+    fn a_snapshot_shows_its_phase_state() {
+        let mut snapshot = Snapshot {
+            generation: 3,
+            attempt: 2,
+            max_attempts: 5,
+            restarts: 1,
+            last_error: None,
+            phase: Phase::Parked(Parked::NeedsAuth),
+            tool_list: ToolList::None,
+        };
+        assert_eq!(snapshot.state(), ServerState::NeedsAuth);
+        snapshot.phase = Phase::Closing(AfterClose::Idle);
+        assert_eq!(snapshot.state(), ServerState::Idle);
+        assert!(snapshot.attempting() && snapshot.closing());
+    }
 }

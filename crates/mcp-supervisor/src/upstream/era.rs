@@ -15,6 +15,7 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 
 use super::rpc::members::{self, Members};
+use crate::error::HandshakeError;
 
 /// The stateless protocol version.
 pub const STATELESS: &str = mcp_supervisor_core::versions::STATELESS;
@@ -261,7 +262,9 @@ pub enum Discovered {
 }
 
 /// Judge a `server/discover` answer.
-pub fn judge_discover(outcome: &Result<Box<RawValue>, Failure>) -> Result<Discovered, String> {
+pub fn judge_discover(
+    outcome: &Result<Box<RawValue>, Failure>,
+) -> Result<Discovered, HandshakeError> {
     match outcome {
         Ok(result) => {
             #[derive(Deserialize)]
@@ -270,7 +273,7 @@ pub fn judge_discover(outcome: &Result<Box<RawValue>, Failure>) -> Result<Discov
                 supported: Vec<Cow<'a, str>>,
             }
             let discover: Discover<'_> = serde_json::from_str(result.get())
-                .map_err(|_| "the server's server/discover answer is not an object".to_string())?;
+                .map_err(|_| HandshakeError::DiscoverNotObject)?;
             if discover.supported.iter().any(|v| v == STATELESS) {
                 Ok(Discovered::Stateless)
             } else {
@@ -283,19 +286,13 @@ pub fn judge_discover(outcome: &Result<Box<RawValue>, Failure>) -> Result<Discov
         // Any other error answer (method not found, not initialized, ...): the server is of
         // the handshake era.
         Err(Failure::ServerError { .. }) => Ok(Discovered::Handshake(FALLBACK)),
-        Err(Failure::HttpStatus { status, body, .. }) => match error_in_body(body) {
+        Err(failure @ Failure::HttpStatus { status, body, .. }) => match error_in_body(body) {
             Some((code, data)) if code == UNSUPPORTED_VERSION => Ok(unsupported(data.as_deref())),
             // A server of the handshake era refuses a request outside a session.
             _ if matches!(status, 400 | 404 | 405) => Ok(Discovered::Handshake(FALLBACK)),
-            _ => Err(format!(
-                "server/discover failed: {}",
-                crate::link::describe(outcome.as_ref().err().unwrap_or(&Failure::NoLiveGeneration))
-            )),
+            _ => Err(HandshakeError::Discover(failure.clone())),
         },
-        Err(failure) => Err(format!(
-            "server/discover failed: {}",
-            crate::link::describe(failure)
-        )),
+        Err(failure) => Err(HandshakeError::Discover(failure.clone())),
     }
 }
 

@@ -15,6 +15,8 @@ use reqwest::Response;
 use reqwest::header::{CONTENT_TYPE, HeaderMap, HeaderName, HeaderValue};
 use sse_stream::{Sse, SseStream};
 
+use crate::error::OpenError;
+
 /// The most bytes an event stream may send without completing an event.
 pub(super) const MAX_SSE_EVENT: usize = 16 * 1024 * 1024;
 
@@ -145,27 +147,29 @@ pub(super) fn sse_events(
 const CONNECT_LIMIT: Duration = Duration::from_secs(10);
 
 /// `url` parsed, if it is an http:// or https:// URL; else an error naming it.
-pub(super) fn http_url(url: &str) -> Result<reqwest::Url, String> {
-    let parsed =
-        reqwest::Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+pub(super) fn http_url(url: &str) -> Result<reqwest::Url, OpenError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| OpenError::InvalidUrl {
+        url: url.to_string(),
+        why: e.to_string(),
+    })?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "`{parsed}` is not an http:// or https:// URL (scheme `{}`)",
-            parsed.scheme()
-        ));
+        return Err(OpenError::NotHttp {
+            scheme: parsed.scheme().to_string(),
+            url: parsed.to_string(),
+        });
     }
     Ok(parsed)
 }
 
 /// The HTTP client of one generation: same-origin redirects only, no Nagle delay, a bounded
 /// connect.
-pub(super) fn http_client() -> Result<reqwest::Client, String> {
+pub(super) fn http_client() -> Result<reqwest::Client, OpenError> {
     reqwest::Client::builder()
         .redirect(same_origin_redirects())
         .tcp_nodelay(true)
         .connect_timeout(CONNECT_LIMIT)
         .build()
-        .map_err(|e| format!("cannot build the HTTP client: {}", describe(&e)))
+        .map_err(|e| OpenError::HttpClient(describe(&e)))
 }
 
 /// Follow only same-origin 307/308 redirects (they keep the body), at most 10.
@@ -195,18 +199,16 @@ fn same_origin_redirects() -> reqwest::redirect::Policy {
 pub(super) fn configured_headers(
     headers: &[(String, String)],
     reserved: &[&str],
-) -> Result<HeaderMap, String> {
+) -> Result<HeaderMap, OpenError> {
     let mut map = HeaderMap::new();
     for (key, value) in headers {
         let name = HeaderName::from_bytes(key.as_bytes())
-            .map_err(|_| format!("header name `{key}` is not a valid HTTP header name"))?;
+            .map_err(|_| OpenError::InvalidHeaderName(key.clone()))?;
         if reserved.contains(&name.as_str()) {
-            return Err(format!(
-                "header `{key}` is set by the MCP transport itself and cannot be configured"
-            ));
+            return Err(OpenError::ReservedHeader(key.clone()));
         }
-        let mut value = HeaderValue::from_str(value)
-            .map_err(|_| format!("the value of header `{key}` is not a valid HTTP header value"))?;
+        let mut value =
+            HeaderValue::from_str(value).map_err(|_| OpenError::InvalidHeaderValue(key.clone()))?;
         value.set_sensitive(true);
         map.append(name, value);
     }

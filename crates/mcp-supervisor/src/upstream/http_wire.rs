@@ -116,7 +116,7 @@ impl HttpWire {
         url: &str,
         headers: &[(String, String)],
         incoming: IncomingTx,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::error::OpenError> {
         Self::with_auth(url, headers, incoming, None)
     }
 
@@ -128,7 +128,7 @@ impl HttpWire {
         headers: &[(String, String)],
         incoming: IncomingTx,
         auth: Option<Arc<dyn Credentials>>,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::error::OpenError> {
         let url = http_url(url)?;
         let map = configured_headers(headers, &RESERVED)?;
         let client = http_client()?;
@@ -156,20 +156,22 @@ impl HttpWire {
     /// session `resume` when given (opened by another process; no handshake is sent again), and
     /// its close ends the session with DELETE only once `ends_session` is true (the client ended
     /// its session), so that a session this process only lets go of stays for another to resume.
-    pub fn for_session(
-        mut self,
-        resume: Option<&str>,
-        ends_session: Arc<AtomicBool>,
-    ) -> Result<Self, String> {
-        let inner = Arc::get_mut(&mut self.inner)
-            .ok_or_else(|| "the HTTP wire is already in use".to_string())?;
+    pub fn for_session(mut self, resume: Option<&str>, ends_session: Arc<AtomicBool>) -> Self {
+        let Some(inner) = Arc::get_mut(&mut self.inner) else {
+            // Only a wire no task holds yet is set up; a new one always is.
+            tracing::debug!("the HTTP wire is already in use; its session is not set");
+            return self;
+        };
         if let Some(id) = resume {
-            let value = HeaderValue::from_str(id)
-                .map_err(|_| "the upstream session id is not a valid header value".to_string())?;
-            *lock(&inner.session) = Some(value);
+            match HeaderValue::from_str(id) {
+                Ok(value) => *lock(&inner.session) = Some(value),
+                Err(_) => tracing::warn!(
+                    "the upstream session id to resume is not a valid header value; opening a new session"
+                ),
+            }
         }
         inner.ends_session = ends_session;
-        Ok(self)
+        self
     }
 }
 
@@ -923,7 +925,10 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            HttpWire::new(url, &h, tx.clone()).err().unwrap_or_default()
+            HttpWire::new(url, &h, tx.clone())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
         };
         assert!(err(&[("Mcp-Session-Id", "x")]).contains("Mcp-Session-Id"));
         assert!(err(&[("bad name", "x")]).contains("bad name"));

@@ -26,9 +26,8 @@ use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, watch};
 
-use crate::link::{
-    BoxFuture, CallOptions, CloseHow, Connector, Downstream, Link, LinkEvents, describe,
-};
+use crate::error::{HandshakeError, OpenError};
+use crate::link::{BoxFuture, CallOptions, CloseHow, Connector, Downstream, Link, LinkEvents};
 use rpc::Peer;
 use stdio::StdioWire;
 use wire::Wire;
@@ -127,7 +126,7 @@ impl Connector for ServerConnector {
         self.auth.as_ref().is_some_and(|a| a.escalate())
     }
 
-    fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
+    fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError> {
         let name = self.server.name.as_str();
         if let Some(auth) = &self.auth {
             auth.attempt_started();
@@ -149,8 +148,9 @@ impl Connector for ServerConnector {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let spawned = process::spawn(name, cmd).map_err(|e| {
-                    format!("could not start `{command}`: {e}; check that the command exists and is executable")
+                let spawned = process::spawn(name, cmd).map_err(|source| OpenError::Spawn {
+                    command: command.clone(),
+                    source,
                 })?;
                 let stdio = StdioWire::new(spawned.stdin);
                 let peer = Peer::start(
@@ -207,8 +207,11 @@ impl Connector for ServerConnector {
                     wire = wire.for_session(
                         resume.as_ref().map(|r| r.session_id.as_str()),
                         instance.ends_session.clone(),
-                    )?;
-                    resumed = resume.map(|r| r.answer);
+                    );
+                    // Only a session the wire took goes on without a handshake.
+                    resumed = resume
+                        .filter(|_| wire.session_id().is_some())
+                        .map(|r| r.answer);
                 }
                 // No process to wait for: closed once told to close.
                 let link = self.remote_link(
@@ -337,7 +340,7 @@ impl WireLink {
     async fn discover(
         &self,
         params: &RawValue,
-    ) -> Result<Result<Box<RawValue>, &'static str>, String> {
+    ) -> Result<Result<Box<RawValue>, &'static str>, HandshakeError> {
         let identity = era::identity(params, era::STATELESS);
         let discover_params = era::with_identity(None, &identity);
         self.wire.protocol(Some(era::STATELESS));
@@ -353,15 +356,13 @@ impl WireLink {
                 .await;
             match era::judge_discover(&outcome)? {
                 era::Discovered::Stateless => {
-                    let result = outcome.map_err(|f| describe(&f))?;
+                    let result = outcome.map_err(HandshakeError::Discover)?;
                     if let Some(listen) = era::listen_params(&result, &identity) {
                         self.listen(listen);
                     }
                     let _ = self.stateless.set(identity);
                     return era::as_initialize_result(&result)
-                        .ok_or_else(|| {
-                            "the server's server/discover answer is not an object".to_string()
-                        })
+                        .ok_or(HandshakeError::DiscoverNotObject)
                         .map(Ok);
                 }
                 era::Discovered::Retry => continue,
@@ -371,10 +372,7 @@ impl WireLink {
                 }
             }
         }
-        Err(format!(
-            "server/discover failed: the server rejected protocol version {} twice",
-            era::STATELESS
-        ))
+        Err(HandshakeError::DiscoverRejected(era::STATELESS))
     }
 
     /// The stateless era's stream of change notifications: `subscriptions/listen` with
@@ -518,14 +516,11 @@ impl Link for WireLink {
     fn initialize<'a>(
         &'a self,
         params: &'a RawValue,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, String>> {
+    ) -> BoxFuture<'a, Result<Box<RawValue>, HandshakeError>> {
         Box::pin(async move {
             if let Some(answer) = self.resumed.get() {
                 // The session's handshake was done by the process that opened it.
-                let version = agreed_version(answer).ok_or_else(|| {
-                    "resuming an upstream session: the server's answer has no protocolVersion"
-                        .to_string()
-                })?;
+                let version = agreed_version(answer).ok_or(HandshakeError::NoProtocolVersion)?;
                 self.wire.initialized(&version);
                 return Ok(answer.as_ref().to_owned());
             }
@@ -561,10 +556,8 @@ impl Link for WireLink {
                     self.headers_for("initialize", None, &[]),
                 )
                 .await
-                .map_err(|f| format!("initialize failed: {}", describe(&f)))?;
-            let agreed = agreed_version(&result).ok_or_else(|| {
-                "initialize failed: the server's answer has no protocolVersion".to_string()
-            })?;
+                .map_err(HandshakeError::Initialize)?;
+            let agreed = agreed_version(&result).ok_or(HandshakeError::NoProtocolVersion)?;
             self.wire.initialized(&agreed);
             self.peer
                 .notify_now_with(
@@ -573,9 +566,7 @@ impl Link for WireLink {
                     self.headers_for("notifications/initialized", None, &[]),
                 )
                 .await
-                .map_err(|f| {
-                    format!("sending notifications/initialized failed: {}", describe(&f))
-                })?;
+                .map_err(HandshakeError::Initialized)?;
             Ok(result)
         })
     }

@@ -73,12 +73,12 @@ impl SseWire {
         url: &str,
         headers: &[(String, String)],
         incoming: IncomingTx,
-    ) -> Result<Self, String> {
+    ) -> Result<Self, crate::error::OpenError> {
         let url = http_url(url)?;
         let headers = configured_headers(headers, &RESERVED)?;
         let client = http_client()?;
         let runtime = tokio::runtime::Handle::try_current()
-            .map_err(|_| "the SSE transport needs a tokio runtime".to_string())?;
+            .map_err(|_| crate::error::OpenError::NoRuntime("SSE"))?;
         let (endpoint_tx, endpoint) = watch::channel(Endpoint::Waiting);
         let (ended_tx, ended) = watch::channel(());
         let inner = Arc::new(Inner {
@@ -456,7 +456,10 @@ mod tests {
                 .iter()
                 .map(|(k, v)| (k.to_string(), v.to_string()))
                 .collect();
-            SseWire::new(url, &h, tx.clone()).err().unwrap_or_default()
+            SseWire::new(url, &h, tx.clone())
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default()
         };
         let url = "http://127.0.0.1:1/sse";
         assert!(err(url, &[("Accept", "x")]).contains("Accept"));

@@ -41,7 +41,7 @@ pub async fn wait_for(
 
 pub async fn wait_ready(hub: &Hub, server: &str, after_generation: u64) -> Snapshot {
     wait_for(hub, server, Duration::from_secs(20), |s| {
-        s.state == ServerState::Ready && s.generation > after_generation
+        s.state() == ServerState::Ready && s.generation > after_generation
     })
     .await
 }

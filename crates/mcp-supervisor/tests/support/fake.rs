@@ -18,7 +18,7 @@ use mcp_supervisor::core::naming::NamingConfig;
 use mcp_supervisor::link::{
     BoxFuture, CallOptions, CloseHow, Connector, Link, LinkEvent, LinkEvents,
 };
-use mcp_supervisor::{HubEvent, ServerState, Snapshot};
+use mcp_supervisor::{HandshakeError, HubEvent, OpenError, ServerState, Snapshot};
 use rmcp::model::{CallToolRequestParams, CallToolResult, ContentBlock, Tool, ToolAnnotations};
 use serde_json::value::RawValue;
 use tokio::sync::watch;
@@ -342,7 +342,7 @@ impl Fake {
 }
 
 impl Connector for Fake {
-    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, String> {
+    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError> {
         assert_eq!(
             events.generation(),
             generation,
@@ -352,7 +352,7 @@ impl Connector for Fake {
         let script = lock(&self.shared.script)
             .pop_front()
             .unwrap_or_else(|| lock(&self.shared.fallback).clone());
-        script.open.clone()?;
+        script.open.clone().map_err(OpenError::Other)?;
         let (closed, _) = watch::channel(false);
         let dies_after = script.dies_after;
         let link = Arc::new(FakeLink {
@@ -499,18 +499,26 @@ impl Link for FakeLink {
     fn initialize<'a>(
         &'a self,
         _params: &'a RawValue,
-    ) -> BoxFuture<'a, Result<Box<RawValue>, String>> {
+    ) -> BoxFuture<'a, Result<Box<RawValue>, HandshakeError>> {
         Box::pin(async move {
             self.shared.record(self.generation, Op::Initialize);
             let reply = lock(&self.script).init.clone();
-            self.play(reply, Err("the server closed during initialize".into()))
-                .await?;
+            // A scripted failure is the server answering `initialize` with an error.
+            let answered = |message: String| {
+                HandshakeError::Initialize(Failure::ServerError {
+                    code: -32603,
+                    message,
+                    data: None,
+                })
+            };
+            let closed = Err("the server closed during initialize".to_string());
+            self.play(reply, closed).await.map_err(answered)?;
             raw(&serde_json::json!({
                 "protocolVersion": "2025-11-25",
                 "capabilities": { "tools": { "listChanged": true } },
                 "serverInfo": { "name": "fake", "version": "1" },
             }))
-            .map_err(|_| "cannot write the initialize result".to_string())
+            .map_err(HandshakeError::Initialize)
         })
     }
 
@@ -652,14 +660,14 @@ pub async fn wait_until(hub: &Hub, what: &str, pred: impl Fn(&Snapshot) -> bool)
 /// Wait until srv is ready on `generation`.
 pub async fn ready(hub: &Hub, generation: u64) -> Snapshot {
     wait_until(hub, &format!("ready on generation {generation}"), |s| {
-        s.state == ServerState::Ready && s.generation == generation
+        s.state() == ServerState::Ready && s.generation == generation
     })
     .await
 }
 
 /// Wait until srv is in `state`.
 pub async fn state(hub: &Hub, state: ServerState) -> Snapshot {
-    wait_until(hub, &format!("state {state}"), |s| s.state == state).await
+    wait_until(hub, &format!("state {state}"), |s| s.state() == state).await
 }
 
 /// srv's state now.
