@@ -1634,6 +1634,11 @@ impl Supervisor {
                     if let Some(interval) = health.interval {
                         next_idle_probe = Some(Instant::now() + interval);
                     }
+                    // Due at the same instant as the idle timeout (which `select!` may poll
+                    // second): no probe of a server about to stop.
+                    if idle_at.is_some_and(|at| at <= Instant::now()) {
+                        continue;
+                    }
                     // The idle timer leaves a busy connection to its calls' deadlines.
                     if self.shared.in_flight.load(Ordering::SeqCst) == 0 {
                         prober.start(generation, link.clone(), self.probe_tx.clone());
