@@ -17,6 +17,9 @@
 //!   stream ends with a last event that carries only a `retry` hint.
 //!
 //! A session ends after [`SESSION_IDLE`] with no request, no call under way and no open stream.
+//! - A session has at most [`SESSION_IN_FLIGHT`] requests in flight, and the face at most
+//!   [`SESSIONLESS_IN_FLIGHT`] sessionless ones: past either, a request is refused at once (429
+//!   with a JSON-RPC error), never queued.
 //! - A client of protocol 2026-07-28 has no session: each of its POSTs is checked as that era's
 //!   transport asks (`MCP-Protocol-Version` against the body's `_meta`, `Mcp-Method` and
 //!   `Mcp-Name` against the body) and goes to the message face as one request of a client of its
@@ -45,7 +48,7 @@ use futures::future::BoxFuture;
 use futures::{FutureExt, StreamExt};
 use serde::Deserialize;
 use serde_json::value::RawValue;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc, oneshot};
 use tokio::task::AbortHandle;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -79,6 +82,16 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 const LAST_EVENT_HEADER: &str = "last-event-id";
 /// The largest POST body read.
 const MAX_BODY: usize = 4 * 1024 * 1024;
+/// The most requests one session has in flight at once (as on the stdio face). Past it a
+/// request is refused at once (HTTP 429 with a JSON-RPC error) rather than held: a POST that
+/// waited would hold its connection and body, and the client could not tell it from a slow
+/// call; refused, it knows to wait for its answers.
+const SESSION_IN_FLIGHT: usize = mcp_supervisor_front::stdio::MAX_IN_FLIGHT;
+/// The most sessionless (2026-07-28) requests in flight at once over the whole face: each is a
+/// client of its own, so the bound is the face's.
+const SESSIONLESS_IN_FLIGHT: usize = 16 * SESSION_IN_FLIGHT;
+/// The JSON-RPC error code of a request refused for a bound of requests in flight.
+const TOO_MANY_IN_FLIGHT: i64 = -32000;
 const METHOD_HEADER: &str = "mcp-method";
 const NAME_HEADER: &str = "mcp-name";
 /// The JSON-RPC error of a request whose headers do not match its body.
@@ -105,6 +118,8 @@ struct McpHttp {
     limit: usize,
     /// Numbers the event streams of sessionless requests.
     next_stream: AtomicU64,
+    /// Places of the sessionless requests in flight ([`SESSIONLESS_IN_FLIGHT`]).
+    sessionless: Arc<Semaphore>,
 }
 
 /// The `/mcp` routes. `shutdown` ends every session and stream; `drain` says when the proxy
@@ -123,6 +138,7 @@ pub fn router(
         drain,
         limit: MAX_BODY,
         next_stream: AtomicU64::new(1),
+        sessionless: Arc::new(Semaphore::new(SESSIONLESS_IN_FLIGHT)),
     });
     Router::new()
         .route("/mcp", get(open_stream).post(post).delete(delete))
@@ -352,6 +368,12 @@ impl McpHttp {
         stream_first: bool,
     ) -> Response {
         let id = message.id().map(ToOwned::to_owned);
+        let Ok(place) = session.in_flight.clone().try_acquire_owned() else {
+            return too_many_in_flight(
+                id.as_deref(),
+                &format!("this session has {SESSION_IN_FLIGHT} requests unanswered"),
+            );
+        };
         let (related_tx, related) = mpsc::unbounded_channel();
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
@@ -366,6 +388,7 @@ impl McpHttp {
         let call = Call {
             task: task.abort_handle(),
             _held: Some(session.hold()),
+            _place: place,
         };
         let ended = session.ended.clone();
         let answer = async move {
@@ -429,6 +452,12 @@ impl McpHttp {
         if let Some(refused) = stateless_refused(headers, &method, &meta, id.as_deref()) {
             return refused;
         }
+        let Ok(place) = self.sessionless.clone().try_acquire_owned() else {
+            return too_many_in_flight(
+                id.as_deref(),
+                &format!("{SESSIONLESS_IN_FLIGHT} requests without a session are unanswered"),
+            );
+        };
         let (out, _unrelated) = mpsc::unbounded_channel();
         let client = self.proxy.connect(out);
         client.set_stateless();
@@ -457,6 +486,7 @@ impl McpHttp {
             _call: Call {
                 task: task.abort_handle(),
                 _held: None,
+                _place: place,
             },
         };
         let first = match messages.next().await {
@@ -568,6 +598,8 @@ impl Drop for Opening<'_> {
 struct Call {
     task: AbortHandle,
     _held: Option<Hold>,
+    /// Its place among the requests in flight, given back when the call is over.
+    _place: OwnedSemaphorePermit,
 }
 
 impl Drop for Call {
@@ -663,6 +695,8 @@ struct Session {
     activity: Mutex<Activity>,
     /// Numbers the event streams of its POSTs (their event ids are `STREAM/N`).
     next_stream: AtomicU64,
+    /// Places of its requests in flight ([`SESSION_IN_FLIGHT`]).
+    in_flight: Arc<Semaphore>,
 }
 
 /// The session's standalone stream: ids `1, 2, …`, the last [`KEPT_EVENTS`] of them kept.
@@ -789,6 +823,7 @@ impl Sessions {
                 holds: 0,
             }),
             next_stream: AtomicU64::new(1),
+            in_flight: Arc::new(Semaphore::new(SESSION_IN_FLIGHT)),
         });
         self.make_room();
         {
@@ -1370,6 +1405,23 @@ fn is_error_answer(text: &str) -> bool {
         error: Option<serde::de::IgnoredAny>,
     }
     serde_json::from_str::<Answer>(text).is_ok_and(|a| a.error.is_some())
+}
+
+/// A request refused for a bound of requests in flight (`why`): 429, with a JSON-RPC error that
+/// says to wait for answers; nothing of it ran.
+fn too_many_in_flight(id: Option<&RawValue>, why: &str) -> Response {
+    (
+        StatusCode::TOO_MANY_REQUESTS,
+        [(header::CONTENT_TYPE, JSON)],
+        error_text(
+            id,
+            TOO_MANY_IN_FLIGHT,
+            &format!(
+                "Too many requests in flight: {why}; wait for their answers before sending more (the request did not run)"
+            ),
+        ),
+    )
+        .into_response()
 }
 
 /// One SSE event carrying a JSON-RPC message.

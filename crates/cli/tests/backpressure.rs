@@ -3,6 +3,9 @@
 //! written), so the calls do not all run and pile up their answers in memory; once the client
 //! reads, every request is answered, each exactly once. Through `wrap` with the fault server,
 //! whose ledger counts the calls that ran.
+//!
+//! On the HTTP face, a session with 256 requests unanswered gets its next one refused at once
+//! (429, a JSON-RPC error that says to wait), and is served again once answers are out.
 
 mod support;
 
@@ -10,6 +13,7 @@ use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
+use mcp_supervisor_testkit::rawhttp::RawHttp;
 use serde_json::{Value, json};
 use support::*;
 
@@ -113,5 +117,81 @@ fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_
     assert_eq!(ledger_lines(&ledger), CALLS, "each call ran exactly once");
     let _ = child.kill();
     let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_session_past_its_requests_in_flight_is_refused_at_once_then_served_again() {
+    const LIMIT: Duration = Duration::from_secs(30);
+    const IN_FLIGHT: usize = 256;
+    let dir = temp_dir("backpressure-http");
+    let ledger = dir.join("ledger");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "fault": { "command": fault_bin(), "args": ["--ledger", ledger] } }),
+    );
+    let proxy = serve_http_without_catalog(&config).await;
+    status_until(&proxy, LIMIT, |s| state_is(s, "fault", "ready")).await;
+    let client = std::sync::Arc::new(
+        RawHttp::connect(&proxy.url("/mcp"), Duration::from_secs(120))
+            .await
+            .expect("a session"),
+    );
+    // Calls that never answer take every place of the session.
+    let hanging: Vec<_> = (0..IN_FLIGHT)
+        .map(|_| {
+            let client = client.clone();
+            tokio::spawn(async move {
+                client
+                    .request(
+                        "tools/call",
+                        json!({ "name": "fault__hang", "arguments": {} }),
+                    )
+                    .await
+            })
+        })
+        .collect();
+    // The next request is refused at once once they are all in (a bounded wait for them).
+    let began = Instant::now();
+    let refused = loop {
+        match client.answer("tools/list", json!({})).await {
+            Err(e) if e.to_string().contains("429") => break e.to_string(),
+            Err(e) => panic!("tools/list failed otherwise: {e}"),
+            Ok(_) => {
+                assert!(
+                    began.elapsed() < LIMIT,
+                    "never refused past {IN_FLIGHT} in flight"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    };
+    assert!(refused.contains("-32000"), "{refused}");
+    assert!(
+        refused.contains("256 requests unanswered") && refused.contains("did not run"),
+        "{refused}"
+    );
+    // The hanging calls go away (their clients drop them): the session is served again.
+    for call in &hanging {
+        call.abort();
+    }
+    let began = Instant::now();
+    loop {
+        match client.request("tools/list", json!({})).await {
+            Ok((list, _)) => {
+                assert!(list["tools"].as_array().is_some_and(|t| !t.is_empty()));
+                break;
+            }
+            Err(e) => {
+                assert!(
+                    began.elapsed() < LIMIT && e.to_string().contains("429"),
+                    "not served again: {e}"
+                );
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+        }
+    }
+    drop(proxy);
     let _ = std::fs::remove_dir_all(dir);
 }
