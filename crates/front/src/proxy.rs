@@ -992,14 +992,7 @@ impl Proxy {
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let params =
-            params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
-        if serde_json::from_str::<members::Members<'_>>(params.get()).is_err() {
-            return Err(RpcError::new(
-                -32602,
-                format!("Invalid params: {method} needs an object"),
-            ));
-        }
+        let params = object_params(method, params)?;
         let text = |path: &[&str]| {
             members::member_at(params, path)
                 .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
@@ -1106,15 +1099,10 @@ impl Proxy {
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let params =
-            params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
-        let mut value: Value = serde_json::from_str(params.get())
-            .map_err(|e| RpcError::new(-32602, format!("Invalid params: {e}")))?;
-        let public = value
-            .get("taskId")
-            .and_then(Value::as_str)
-            .unwrap_or_default()
-            .to_string();
+        let params = object_params(method, params)?;
+        let public = members::member(params, "taskId")
+            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
+            .unwrap_or_default();
         let Some((server, task)) = mcp_supervisor::routes::task_route(&public) else {
             return Err(RpcError::new(
                 -32602,
@@ -1129,11 +1117,25 @@ impl Proxy {
                 format!("Invalid params: unknown task \"{public}\": no server \"{server}\""),
             ));
         }
-        value["taskId"] = Value::String(task.to_string());
-        let params = to_raw(&value)?;
+        // Only the id changes: every other member stays as the client wrote it, in its place.
+        let task = to_raw(&Value::String(task.to_string()))?;
+        let params = members::with_member(params, "taskId", &task)
+            .ok_or_else(|| RpcError::new(-32602, format!("Invalid params of {method}")))?;
         let result = self.send(server, method, Some(&params), args).await?;
         Ok(namespace_task(server, result))
     }
+}
+
+/// A request's params that must be there and be an object, or the error that says so.
+fn object_params<'a>(method: &str, params: Option<&'a RawValue>) -> Result<&'a RawValue, RpcError> {
+    let params = params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
+    if !params.get().starts_with('{') {
+        return Err(RpcError::new(
+            -32602,
+            format!("Invalid params: {method} needs an object"),
+        ));
+    }
+    Ok(params)
 }
 
 /// One downstream client: a stdio connection or an HTTP session.
