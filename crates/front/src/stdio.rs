@@ -82,7 +82,7 @@ where
     // Answers, each holding its request's place until it is written.
     let (answer_tx, answer_rx) = mpsc::channel::<(String, OwnedSemaphorePermit)>(MAX_IN_FLIGHT);
     let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let writer = tokio::spawn(write_lines(output, out_rx, answer_rx));
+    let writer = tokio::spawn(write_lines(output, out_rx, answer_rx, places.clone()));
     let client = proxy.connect(out_tx.clone());
     while let Some(line) = lines.next().await {
         let line = match line {
@@ -156,11 +156,13 @@ where
 /// Write each message as one line. A line break outside a JSON string is whitespace (inside one
 /// it cannot appear raw), so one becomes a space and the framing stays whole.
 /// What came together is written together: one write for every message waiting. An answer's
-/// place is given back once it is written. Returns the output when both streams end.
+/// place (of `places`) is given back once it is written. Returns the output when both streams
+/// end.
 async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
     mut output: W,
     mut messages: mpsc::UnboundedReceiver<String>,
     mut answers: mpsc::Receiver<(String, OwnedSemaphorePermit)>,
+    places: Arc<Semaphore>,
 ) -> W {
     let mut batch = String::new();
     let mut written = Vec::new();
@@ -184,11 +186,15 @@ async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
         if batch.is_empty() {
             continue;
         }
-        // The answers of calls that ended together are made by tasks of their own: let the
-        // tasks already running have their turn once, and take what they added. Nothing waits
-        // longer than that turn (a lone answer is written at once).
-        tokio::task::yield_now().await;
-        drain(&mut batch, &mut written, &mut messages, &mut answers);
+        // The answers of calls that ended together are made by tasks of their own: while other
+        // requests are in flight, let the tasks already running have their turn once, and take
+        // what they added. Nothing waits longer than that turn, and an answer with no other
+        // request in flight (one call at a time) does not wait at all.
+        let in_flight = MAX_IN_FLIGHT.saturating_sub(places.available_permits());
+        if in_flight > written.len() {
+            tokio::task::yield_now().await;
+            drain(&mut batch, &mut written, &mut messages, &mut answers);
+        }
         if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
             break;
         }
@@ -237,7 +243,12 @@ mod tests {
         let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
         let (answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
         let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-        let writer = tokio::spawn(write_lines(output.clone(), out_rx, answer_rx));
+        let writer = tokio::spawn(write_lines(
+            output.clone(),
+            out_rx,
+            answer_rx,
+            places.clone(),
+        ));
         // First a lone message, written once the writer runs: it then waits for the next.
         out_tx.send("{}".into()).expect("send");
         written(&output, 1).await;
@@ -281,7 +292,8 @@ mod tests {
         let output = Writes::default();
         let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
         let (_answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
-        let _writer = tokio::spawn(write_lines(output.clone(), out_rx, answer_rx));
+        let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
+        let _writer = tokio::spawn(write_lines(output.clone(), out_rx, answer_rx, places));
         out_tx
             .send("{\n\"method\":\"notifications/x\"}".into())
             .expect("send");

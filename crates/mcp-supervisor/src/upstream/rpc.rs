@@ -182,6 +182,8 @@ impl Peer {
         };
         let params = with_ours.as_deref().or(params);
         let (tx, rx) = oneshot::channel();
+        // The only request outstanding: nothing will come to share its write.
+        let alone;
         {
             let mut state = self.lock();
             let State {
@@ -197,6 +199,7 @@ impl Peer {
                     origin: opts.origin.clone(),
                 },
             );
+            alone = pending.len() == 1;
             if let (Some(token), Some(origin)) = (theirs, &opts.origin) {
                 progress.insert(
                     id,
@@ -215,13 +218,12 @@ impl Peer {
         let text = request_text(id, method, params);
         // One deadline for the send and the answer together.
         let deadline = tokio::time::Instant::now() + opts.timeout;
-        let sent = within(
-            self.wire.send_with(text, Some(id), headers),
-            deadline,
-            &opts,
-            &mut guard,
-        )
-        .await?;
+        let send = if alone {
+            self.wire.send_alone(text, Some(id), headers)
+        } else {
+            self.wire.send_with(text, Some(id), headers)
+        };
+        let sent = within(send, deadline, &opts, &mut guard).await?;
         if let Err(failure) = sent {
             guard.forget();
             return Err(failure);

@@ -6,10 +6,16 @@
 //! line. It never parses a message, and never writes a partial line.
 //!
 //! One task writes the child's stdin, in the order the lines were sent: what is waiting when it
-//! writes goes out in one write, so calls sent together wake the server once, while a line sent
-//! alone is written at once (it waits only for the tasks already running to have their turn).
+//! writes goes out in one write, so calls sent together wake the server once. A request sent
+//! alone (the only one outstanding: nothing is coming to share its write) is written by its own
+//! sender when the pipe is free and nothing waits, in one non-blocking attempt, so it costs no
+//! hand-off; what that attempt does not write goes to the writer task, first in line, so a line
+//! is never left half written, even when its sender is dropped.
 
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
+use std::task::Poll;
 
 use futures::StreamExt;
 use mcp_supervisor_core::classify::Failure;
@@ -28,10 +34,22 @@ pub(crate) const MAX_LINE: usize = 16 * 1024 * 1024;
 /// A batch buffer larger than this after a write is given back rather than kept.
 const KEEP_BATCH: usize = 1024 * 1024;
 
-/// The child's stdin, shared by every sender: its writer task's queue.
+/// The child's stdin, shared by every sender: its writer task's queue, and the pipe itself.
 pub(crate) struct StdioWire {
     orders: mpsc::UnboundedSender<Order>,
+    shared: Arc<Shared>,
 }
+
+/// What the senders and the writer task share.
+struct Shared {
+    /// The pipe (`None` once closed or broken), held by whoever writes.
+    pipe: tokio::sync::Mutex<Option<Pipe>>,
+    /// Orders sent and not yet taken, under the pipe's lock, by the writer task: a sender
+    /// writes for itself only when none wait, so nothing overtakes a line sent before.
+    queued: AtomicUsize,
+}
+
+type Pipe = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// What the writer task is asked to do, in order.
 enum Order {
@@ -51,8 +69,34 @@ impl StdioWire {
     /// The wire over any pipe (tests write to one of their own).
     fn over<W: AsyncWrite + Unpin + Send + 'static>(stdin: W) -> Arc<Self> {
         let (orders, queue) = mpsc::unbounded_channel();
-        tokio::spawn(write_lines(stdin, queue));
-        Arc::new(Self { orders })
+        let shared = Arc::new(Shared {
+            pipe: tokio::sync::Mutex::new(Some(Box::new(stdin))),
+            queued: AtomicUsize::new(0),
+        });
+        tokio::spawn(write_lines(shared.clone(), queue));
+        Arc::new(Self { orders, shared })
+    }
+
+    /// Queue an order for the writer task.
+    fn order(&self, order: Order) -> bool {
+        self.shared.queued.fetch_add(1, Ordering::SeqCst);
+        if self.orders.send(order).is_ok() {
+            return true;
+        }
+        self.shared.queued.fetch_sub(1, Ordering::SeqCst);
+        false
+    }
+
+    /// Queue `line` and wait until the writer task wrote it.
+    async fn queued_line(&self, line: Vec<u8>) -> Result<(), Failure> {
+        let (done, written) = oneshot::channel();
+        if !self.order(Order::Line(line, done)) {
+            return Err(Failure::TransportClosedBeforeSend);
+        }
+        match written.await {
+            Ok(true) => Ok(()),
+            _ => Err(Failure::TransportClosedBeforeSend),
+        }
     }
 
     /// Read `stdout` line by line straight into `peer` (no hop between), and end the peer when
@@ -64,7 +108,7 @@ impl StdioWire {
     /// Close stdin (after the lines already sent): how a stdio server is asked to exit.
     pub async fn close_stdin(&self) {
         let (done, closed) = oneshot::channel();
-        if self.orders.send(Order::Close(done)).is_ok() {
+        if self.order(Order::Close(done)) {
             let _ = closed.await;
         }
     }
@@ -72,39 +116,115 @@ impl StdioWire {
 
 impl Wire for StdioWire {
     fn send(&self, text: String, _request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>> {
+        Box::pin(async move { self.queued_line(line_of(text)).await })
+    }
+
+    fn send_alone(
+        &self,
+        text: String,
+        _request: Option<u64>,
+        _headers: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<(), Failure>> {
         Box::pin(async move {
-            let mut line = one_line(text).into_bytes();
-            line.push(b'\n');
-            let (done, written) = oneshot::channel();
-            if self.orders.send(Order::Line(line, done)).is_err() {
-                return Err(Failure::TransportClosedBeforeSend);
+            let mut line = line_of(text);
+            let waiting = || self.shared.queued.load(Ordering::SeqCst) > 0;
+            if waiting() {
+                return self.queued_line(line).await;
             }
-            match written.await {
-                Ok(true) => Ok(()),
-                _ => Err(Failure::TransportClosedBeforeSend),
+            let Ok(mut pipe) = self.shared.pipe.try_lock() else {
+                return self.queued_line(line).await;
+            };
+            if waiting() {
+                drop(pipe);
+                return self.queued_line(line).await;
+            }
+            let Some(stdin) = pipe.as_mut() else {
+                return Err(Failure::TransportClosedBeforeSend);
+            };
+            // One attempt, with no await between its start and its end: a sender dropped
+            // here leaves no half line behind.
+            match write_once(stdin, &line).await {
+                Some(Ok(n)) if n == line.len() => {
+                    let _ = flush_once(stdin).await;
+                    Ok(())
+                }
+                Some(Err(_)) => {
+                    *pipe = None;
+                    Err(Failure::TransportClosedBeforeSend)
+                }
+                // Partly written, or the pipe is full: the writer task writes the rest, first
+                // in line (queued while the pipe is still held).
+                written => {
+                    let n = match written {
+                        Some(Ok(n)) => n,
+                        _ => 0,
+                    };
+                    line.drain(..n);
+                    let (done, written) = oneshot::channel();
+                    let queued = self.order(Order::Line(line, done));
+                    drop(pipe);
+                    if !queued {
+                        return Err(Failure::TransportClosedBeforeSend);
+                    }
+                    match written.await {
+                        Ok(true) => Ok(()),
+                        _ => Err(Failure::TransportClosedBeforeSend),
+                    }
+                }
             }
         })
     }
 }
 
+/// A message as one line of bytes, with its line break.
+fn line_of(text: String) -> Vec<u8> {
+    let mut line = one_line(text).into_bytes();
+    line.push(b'\n');
+    line
+}
+
+/// One non-blocking write of `buf`: how much went out, or `None` when the pipe is full.
+async fn write_once(pipe: &mut Pipe, buf: &[u8]) -> Option<std::io::Result<usize>> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match Pin::new(&mut *pipe).poll_write(cx, buf) {
+            Poll::Ready(written) => Some(written),
+            Poll::Pending => None,
+        })
+    })
+    .await
+}
+
+/// One non-blocking flush (a pipe has nothing to flush; a buffered writer might).
+async fn flush_once(pipe: &mut Pipe) -> Option<std::io::Result<()>> {
+    std::future::poll_fn(|cx| {
+        Poll::Ready(match Pin::new(&mut *pipe).poll_flush(cx) {
+            Poll::Ready(flushed) => Some(flushed),
+            Poll::Pending => None,
+        })
+    })
+    .await
+}
+
 /// Write the lines sent to the wire until every sender is gone (the wire is dropped): all that
 /// is waiting in one write. A broken pipe stays broken: it is closed, and every later line
 /// fails at once.
-async fn write_lines<W: AsyncWrite + Unpin>(stdin: W, mut orders: mpsc::UnboundedReceiver<Order>) {
-    let mut pipe = Some(stdin);
+async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Order>) {
     let mut batch = Vec::new();
     let mut senders = Vec::new();
     while let Some(first) = orders.recv().await {
         let mut close = None;
         let mut next = Some(first);
+        let mut taken = 0;
         let mut yielded = false;
         loop {
             match next.take() {
                 Some(Order::Line(line, done)) => {
+                    taken += 1;
                     batch.extend_from_slice(&line);
                     senders.push(done);
                 }
                 Some(Order::Close(done)) => {
+                    taken += 1;
                     close = Some(done);
                     break;
                 }
@@ -118,13 +238,16 @@ async fn write_lines<W: AsyncWrite + Unpin>(stdin: W, mut orders: mpsc::Unbounde
             }
             next = orders.try_recv().ok();
         }
+        let mut pipe = shared.pipe.lock().await;
+        // Taken under the lock: a sender that writes for itself comes after these.
+        shared.queued.fetch_sub(taken, Ordering::SeqCst);
         if !batch.is_empty() {
             let written = match pipe.as_mut() {
                 Some(stdin) => stdin.write_all(&batch).await.is_ok() && stdin.flush().await.is_ok(),
                 None => false,
             };
             if !written {
-                pipe = None;
+                *pipe = None;
             }
             for done in senders.drain(..) {
                 let _ = done.send(written);
@@ -135,7 +258,7 @@ async fn write_lines<W: AsyncWrite + Unpin>(stdin: W, mut orders: mpsc::Unbounde
             }
         }
         if let Some(done) = close {
-            pipe = None;
+            *pipe = None;
             let _ = done.send(());
         }
     }
@@ -251,6 +374,77 @@ mod tests {
             wire.send("{}".into(), None).await,
             Err(Failure::TransportClosedBeforeSend)
         ));
+    }
+
+    /// A pipe that takes at most 3 bytes a write, as a full pipe would take part of a line.
+    #[derive(Clone, Default)]
+    struct Narrow(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl AsyncWrite for Narrow {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            let n = buf.len().min(3);
+            self.0.lock().unwrap().extend_from_slice(&buf[..n]);
+            Poll::Ready(Ok(n))
+        }
+
+        fn poll_flush(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: Pin<&mut Self>,
+            _: &mut std::task::Context<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A request sent alone is written by its sender, at once and in one write, with no writer
+    /// task's turn: the writer is never woken.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_request_sent_alone_is_written_by_its_sender() {
+        let pipe = Writes::default();
+        let wire = StdioWire::over(pipe.clone());
+        let sent = wire.send_alone("{\"id\":1}".into(), Some(1), Vec::new());
+        // Done in its first poll: nothing else ran.
+        assert!(matches!(
+            futures::FutureExt::now_or_never(sent),
+            Some(Ok(()))
+        ));
+        assert_eq!(pipe.taken(), vec!["{\"id\":1}\n".to_string()]);
+    }
+
+    /// What a sender's one attempt does not write goes to the writer task, first in line and
+    /// whole, even when the sender is dropped at once; and a line sent alone never overtakes a
+    /// line sent before it that is still queued.
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_line_partly_written_is_finished_by_the_writer_in_order() {
+        let pipe = Narrow::default();
+        let wire = StdioWire::over(pipe.clone());
+        let first = wire.send_alone("{\"id\":1}".into(), Some(1), Vec::new());
+        // Its first poll writes 3 bytes and hands the rest on; then the sender is dropped.
+        assert!(futures::FutureExt::now_or_never(first).is_none());
+        // Queued behind it, and then another sent alone: both come after it.
+        let queued = {
+            let wire = wire.clone();
+            tokio::spawn(async move { wire.send("{\"id\":2}".into(), None).await })
+        };
+        tokio::task::yield_now().await;
+        assert!(
+            wire.send_alone("{\"id\":3}".into(), Some(3), Vec::new())
+                .await
+                .is_ok()
+        );
+        assert!(queued.await.unwrap().is_ok());
+        let written = String::from_utf8(pipe.0.lock().unwrap().clone()).unwrap();
+        assert_eq!(written, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n");
     }
 
     #[test]

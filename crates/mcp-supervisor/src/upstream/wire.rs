@@ -56,6 +56,18 @@ pub trait Wire: Send + Sync + 'static {
         self.send(text, request)
     }
 
+    /// [`Wire::send_with`] for a request that nothing else of the peer's waits beside (the
+    /// only one outstanding): a wire that gathers what is sent together into one write writes
+    /// this one at once instead, since nothing is coming to join it.
+    fn send_alone(
+        &self,
+        text: String,
+        request: Option<u64>,
+        headers: Vec<(String, String)>,
+    ) -> BoxFuture<'_, Result<(), Failure>> {
+        self.send_with(text, request, headers)
+    }
+
     /// Whether [`Wire::send_with`] uses its headers (so they are worth working out).
     fn takes_headers(&self) -> bool {
         false
