@@ -10,7 +10,9 @@
 //! - a replica that stops (SIGTERM, drain) lets go of its sessions without ending their
 //!   upstream sessions, which another replica resumes;
 //! - a client's DELETE ends its upstream session too (the Python server then refuses the id),
-//!   and no other.
+//!   and no other;
+//! - a replica that resumes a session before its own connection to the server is up (the
+//!   server frozen by SIGSTOP) goes on with the upstream session at the session's first need.
 
 mod interop_support;
 mod support;
@@ -27,10 +29,27 @@ use support::*;
 
 const LIMIT: Duration = Duration::from_secs(30);
 
+fn signal(pid: u32, signal: &str) {
+    let status = Command::new("kill")
+        .args([&format!("-{signal}"), &pid.to_string()])
+        .status();
+    assert!(
+        matches!(status, Ok(s) if s.success()),
+        "kill -{signal} {pid}"
+    );
+}
+
 async fn replica(config: &std::path::Path, key: &str) -> Running {
+    let proxy = start_replica(config, key).await;
+    status_until(&proxy, LIMIT, |s| state_is(s, "notes", "ready")).await;
+    proxy
+}
+
+/// A replica, listening (its servers may not be ready yet).
+async fn start_replica(config: &std::path::Path, key: &str) -> Running {
     let port = free_port();
     let addr = format!("127.0.0.1:{port}");
-    let proxy = Running::start(
+    Running::start(
         &[
             "serve",
             "--config",
@@ -44,9 +63,7 @@ async fn replica(config: &std::path::Path, key: &str) -> Running {
         port,
         &[("MCP_SUPERVISOR_SESSION_KEY", key)],
     )
-    .await;
-    status_until(&proxy, LIMIT, |s| state_is(s, "notes", "ready")).await;
-    proxy
+    .await
 }
 
 /// A tool of the isolated server, called on `client`'s session: its text.
@@ -175,7 +192,22 @@ async fn an_isolated_url_servers_upstream_session_moves_with_its_client_session(
     assert_eq!(upstream_status(upstream_port, &u2).await, 200);
     assert_eq!(call(&two_b, "recall", json!({})).await, "beta");
 
-    drop(b);
+    // A replica that resumes a session before it knows the server (its own connection to it
+    // is not up yet: the server is frozen) resumes the upstream session at the session's first
+    // need of it.
+    signal(upstream.pid(), "STOP");
+    let c = start_replica(&config, &key).await;
+    let two_c = two.moved_to(&c.url("/mcp"));
+    two_c
+        .request("ping", json!({}))
+        .await
+        .expect("ping on replica C, the server still frozen");
+    signal(upstream.pid(), "CONT");
+    status_until(&c, LIMIT, |s| state_is(s, "notes", "ready")).await;
+    assert_eq!(call(&two_c, "session", json!({})).await, u2);
+    assert_eq!(call(&two_c, "recall", json!({})).await, "beta");
+
+    drop((b, c));
     upstream.stop();
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -299,6 +299,10 @@ struct Inner {
     running: HashMap<String, Running>,
     /// The instances of isolated servers, by server and client session.
     instances: HashMap<(String, usize), Running>,
+    /// Upstream sessions a resumed client session carried that were not resumed then (this
+    /// process did not know the server's `initialize` answer yet), by server and client
+    /// session: its instance's first start takes them.
+    to_resume: HashMap<(String, usize), String>,
     /// Instances being stopped after their session ended; [`Hub::stop`] waits for them.
     ending: Vec<JoinHandle<()>>,
     /// [`Hub::stop`] was called: nothing starts any more.
@@ -462,6 +466,7 @@ impl Hub {
                 order: config.servers.clone(),
                 running: HashMap::new(),
                 instances: HashMap::new(),
+                to_resume: HashMap::new(),
                 ending: Vec::new(),
                 stopped: false,
                 results_cut: HashMap::new(),
@@ -678,6 +683,12 @@ impl Hub {
                 max: config.max_instances,
             });
         }
+        // An upstream session its client carried here, once the server's answer is known.
+        let resume = resume.or_else(|| {
+            let session_id = inner.to_resume.remove(&key)?;
+            let answer = inner.running.get(server)?.handle.server_info()?;
+            Some(ResumeUpstream { session_id, answer })
+        });
         let resuming = resume.is_some();
         let upstream = InstanceUpstream {
             resume: Mutex::new(resume),
@@ -803,9 +814,9 @@ impl Hub {
     }
 
     /// A client session that began in another process (SPEC §12): its instances of isolated
-    /// `url` servers go on with the upstream sessions it carried, by server. One that cannot
-    /// (the server is not isolated here, or its answer to `initialize` is not known here yet)
-    /// is opened afresh on its session's first need.
+    /// `url` servers go on with the upstream sessions it carried, by server: started now, or,
+    /// while this process does not know the server's answer to `initialize` yet, at the
+    /// session's first need of it. A server not isolated here takes none.
     pub fn resume_upstream_sessions(
         &self,
         origin: &Arc<dyn Downstream>,
@@ -816,6 +827,17 @@ impl Hub {
         };
         for (server, session_id) in sessions {
             let Some(answer) = self.handle(server).and_then(|h| h.server_info()) else {
+                // Not serving here yet: the instance's first start resumes it.
+                let mut inner = self.lock();
+                let isolated = inner
+                    .order
+                    .iter()
+                    .any(|s| &s.name == server && s.isolation == Isolation::Session);
+                if isolated {
+                    inner
+                        .to_resume
+                        .insert((server.clone(), session), session_id.clone());
+                }
                 continue;
             };
             let resume = ResumeUpstream {
@@ -833,6 +855,7 @@ impl Hub {
     /// [`Hub::stop`] waits for them. `how` says whether their upstream sessions end too.
     pub fn end_session(&self, session: usize, how: SessionEnd) {
         let mut inner = self.lock();
+        inner.to_resume.retain(|(_, s), _| *s != session);
         let keys: Vec<(String, usize)> = inner
             .instances
             .keys()
