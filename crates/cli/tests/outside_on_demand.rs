@@ -12,12 +12,11 @@ mod interop_support;
 mod outside_support;
 mod support;
 
-use std::path::Path;
 use std::time::Duration;
 
 use outside_support::*;
 use serde_json::{Value, json};
-use support::{Proxy, free_port, path_str, temp_dir, write_config};
+use support::{Proxy, free_port, path_str, serve_args, temp_dir, write_config};
 
 /// The idle timeout of the on-demand servers here.
 const IDLE_MS: u64 = 1500;
@@ -43,20 +42,6 @@ fn pid(status: &Value, name: &str) -> u32 {
         .unwrap_or_else(|| panic!("{name} has no pid: {status}")) as u32
 }
 
-fn serve_args(config: &Path, state: &Path, port: u16) -> Vec<String> {
-    [
-        "serve",
-        "--config",
-        &path_str(config),
-        "--state-dir",
-        &path_str(state),
-        "--admin",
-        &format!("127.0.0.1:{port}"),
-    ]
-    .map(str::to_string)
-    .to_vec()
-}
-
 #[tokio::test]
 async fn serve_lists_outside_servers_from_the_catalog_and_runs_them_only_while_used() {
     let dir = temp_dir("outside-on-demand-serve");
@@ -75,7 +60,7 @@ async fn serve_lists_outside_servers_from_the_catalog_and_runs_them_only_while_u
 
     // Run 1, no saved catalog: each runs once to learn its lists, then stops.
     let port = free_port();
-    let mut proxy = Proxy::start(&serve_args(&config, &state, port));
+    let mut proxy = Proxy::start(&serve_args(&config, &state, Some(port)));
     proxy.initialize().await;
     until_state(port, &both, "idle").await;
     let names = proxy.tool_names().await;
@@ -87,7 +72,7 @@ async fn serve_lists_outside_servers_from_the_catalog_and_runs_them_only_while_u
     // Run 2: listed from the saved catalog; nothing of theirs runs, also past the idle timeout
     // and several probe intervals.
     let port = free_port();
-    let mut proxy = Proxy::start(&serve_args(&config, &state, port));
+    let mut proxy = Proxy::start(&serve_args(&config, &state, Some(port)));
     let proxy_pid = proxy.child.id().expect("the proxy runs");
     proxy.initialize().await;
     assert_eq!(proxy.tool_names().await, names, "listed from the catalog");

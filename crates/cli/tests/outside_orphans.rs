@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use interop_support::alive;
 use outside_support::*;
 use serde_json::{Value, json};
-use support::{free_port, path_str, supervisor_bin, temp_dir, write_config};
+use support::{free_port, path_str, supervisor_bin, temp_dir, under_sh, write_config};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, Lines};
 
 /// What SPEC §7 allows after the kill.

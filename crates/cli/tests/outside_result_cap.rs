@@ -12,7 +12,7 @@ mod support;
 
 use outside_support::*;
 use serde_json::{Value, json};
-use support::{StdioClient, free_port, path_str, temp_dir, write_config};
+use support::{StdioClient, assert_cuts, free_port, path_str, temp_dir, write_config};
 
 const CAP: usize = 1000;
 
@@ -135,18 +135,6 @@ async fn check_py(client: &mut StdioClient, prefix: &str) {
     let dropped = format!("structuredContent ({structured} bytes) dropped");
     let ctx = format!("{prefix}big");
     assert_cut_text(&big, &whole, sent, &["a text block cut to", &dropped], &ctx);
-}
-
-/// `/metrics` on `admin` counts `cuts` cut results of `server`.
-async fn assert_cuts(admin: u16, server: &str, cuts: u64) {
-    let metrics = reqwest::get(format!("http://127.0.0.1:{admin}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    let line = format!("mcp_supervisor_results_cut_total{{server=\"{server}\"}} {cuts}");
-    assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
 }
 
 #[tokio::test]

@@ -31,21 +31,6 @@ pub fn everything() -> Vec<String> {
     everything_stdio()
 }
 
-/// `argv` as a grandchild under `sh -c` (the `; true` keeps `sh` from exec'ing it), `sh` and
-/// the server ignoring SIGTERM (`trap '' TERM` is inherited): only SIGKILL ends them.
-pub fn under_sh(argv: &[String]) -> Vec<String> {
-    let line = argv
-        .iter()
-        .map(|a| format!("'{a}'"))
-        .collect::<Vec<_>>()
-        .join(" ");
-    vec![
-        "sh".into(),
-        "-c".into(),
-        format!("trap '' TERM; {line}; true"),
-    ]
-}
-
 /// server-everything as `npx` runs it: `npm exec` → `sh -c` → `node`, three processes, from
 /// the pinned install in `tools/` (`--offline`: nothing is fetched).
 pub fn everything_npx() -> Vec<String> {
