@@ -1,7 +1,8 @@
 //! The result cap (SPEC §13, `maxResultBytes`) with outside software, through `serve` (the
 //! config key) and `wrap --max-result-bytes`: server-everything's `echo` of a long message
 //! reaches the client cut at a character boundary, its `get-tiny-image` without the image (an
-//! image block past the cap is dropped whole, and what follows it too), and the Python SDK
+//! image block past the cap is dropped whole, and what follows it too), its
+//! `get-resource-reference` without the embedded resource, and the Python SDK
 //! server's long text without its `structuredContent` (alone over the cap) and cut; each with a
 //! final text block saying what was cut and from what size, each cut counted in `/metrics`; a
 //! small result passes whole.
@@ -170,9 +171,9 @@ async fn serve_cuts_outside_servers_results_over_max_result_bytes() {
 }
 
 /// `wrap --name NAME --max-result-bytes CAP -- SERVER` over stdio, its admin on `admin`.
-async fn wrap(name: &str, server: &[String], admin: u16) -> StdioClient {
+async fn wrap(name: &str, server: &[String], admin: u16, cap: usize) -> StdioClient {
     let admin_addr = format!("127.0.0.1:{admin}");
-    let cap = CAP.to_string();
+    let cap = cap.to_string();
     let mut list = vec![
         "wrap",
         "--name",
@@ -192,12 +193,33 @@ async fn wrap(name: &str, server: &[String], admin: u16) -> StdioClient {
 async fn wrap_cuts_outside_servers_results_over_max_result_bytes() {
     // One `wrap` per server; each admin port counts its own server's cuts.
     let (everything_admin, py_admin) = (free_port(), free_port());
-    let mut everything_client = wrap("everything", &everything(), everything_admin).await;
-    let mut py_client = wrap("py", &py_server(&["--big"]), py_admin).await;
+    let mut everything_client = wrap("everything", &everything(), everything_admin, CAP).await;
+    let mut py_client = wrap("py", &py_server(&["--big"]), py_admin, CAP).await;
     check_everything(&mut everything_client, "").await;
     check_py(&mut py_client, "").await;
     assert_cuts(everything_admin, "everything", 2).await;
     assert_cuts(py_admin, "py", 1).await;
     everything_client.close().await;
     py_client.close().await;
+
+    // An embedded resource past the cap is dropped whole (server-everything's reference to its
+    // text resource: about 340 bytes, here over a cap of 150).
+    let admin = free_port();
+    let mut client = wrap("everything", &everything(), admin, 150).await;
+    let arguments = json!({ "resourceType": "Text", "resourceId": 2 });
+    let result = call(&mut client, "get-resource-reference", arguments).await;
+    let content = result["content"].as_array().expect("content");
+    assert_eq!(content.len(), 2, "the first text and the note: {result}");
+    assert_eq!(
+        content[0]["text"],
+        "Returning resource reference for Resource 2:"
+    );
+    let note = content[1]["text"].as_str().unwrap_or_default();
+    assert!(
+        note.contains("maxResultBytes (150 bytes)")
+            && note.contains("1 resource block dropped; 1 text block dropped"),
+        "{note}"
+    );
+    assert_cuts(admin, "everything", 1).await;
+    client.close().await;
 }
