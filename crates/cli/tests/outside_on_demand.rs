@@ -5,6 +5,9 @@
 //! answered by it; after the idle timeout (its health probes going on meanwhile) it is stopped,
 //! its state `idle`, `/healthz` 200 and no process left; the next call starts it again.
 //!
+//! And over the HTTP face, the official Python SDK client's calls (both protocol eras) start the
+//! idle servers and are answered by them.
+//!
 //! Processes are counted from /proc among the proxy's descendants. Every proxy is stopped by
 //! closing its stdin (it stops its servers), then SIGKILL by pid.
 
@@ -12,6 +15,7 @@ mod interop_support;
 mod outside_support;
 mod support;
 
+use std::path::Path;
 use std::time::Duration;
 
 use outside_support::*;
@@ -42,32 +46,47 @@ fn pid(status: &Value, name: &str) -> u32 {
         .unwrap_or_else(|| panic!("{name} has no pid: {status}")) as u32
 }
 
-#[tokio::test]
-async fn serve_lists_outside_servers_from_the_catalog_and_runs_them_only_while_used() {
-    let dir = temp_dir("outside-on-demand-serve");
-    let state = dir.join("state");
-    let config = dir.join("servers.json");
+const BOTH: [&str; 2] = ["everything", "py"];
+
+/// Run 1 of a `serve` of [`write_lazy_config`]'s config, with no saved catalog: each server
+/// runs once to learn its lists, then stops. The tool names listed.
+async fn learn_catalog(config: &Path, state: &Path) -> Vec<String> {
+    let port = free_port();
+    let mut proxy = Proxy::start(&serve_args(config, state, Some(port)));
+    proxy.initialize().await;
+    until_state(port, &BOTH, "idle").await;
+    let names = proxy.tool_names().await;
+    proxy.stop().await;
+    names
+}
+
+/// A config of server-everything and the SDK server, both on demand, idle after [`IDLE_MS`],
+/// health-probed every 200 ms (probes are no requests: they keep nothing running).
+fn write_lazy_config(config: &Path) {
     let lazy =
         json!({ "start": "onDemand", "idleTimeoutMs": IDLE_MS, "health": { "intervalMs": 200 } });
     write_config(
-        &config,
+        config,
         json!({
             "everything": entry(&everything(), lazy.clone()),
             "py": entry(&py_server(&[]), lazy),
         }),
     );
-    let both = ["everything", "py"];
+}
+
+#[tokio::test]
+async fn serve_lists_outside_servers_from_the_catalog_and_runs_them_only_while_used() {
+    let dir = temp_dir("outside-on-demand-serve");
+    let state = dir.join("state");
+    let config = dir.join("servers.json");
+    write_lazy_config(&config);
+    let both = BOTH;
 
     // Run 1, no saved catalog: each runs once to learn its lists, then stops.
-    let port = free_port();
-    let mut proxy = Proxy::start(&serve_args(&config, &state, Some(port)));
-    proxy.initialize().await;
-    until_state(port, &both, "idle").await;
-    let names = proxy.tool_names().await;
+    let names = learn_catalog(&config, &state).await;
     for tool in ["everything__echo", "everything__get-tiny-image", "py__echo"] {
         assert!(names.contains(&tool.to_string()), "{tool} in {names:?}");
     }
-    proxy.stop().await;
 
     // Run 2: listed from the saved catalog; nothing of theirs runs, also past the idle timeout
     // and several probe intervals.
@@ -216,4 +235,70 @@ async fn wrap_on_demand_runs_the_python_sdk_server_only_while_used() {
         m.to_string()
     })
     .await;
+}
+
+/// How long one run of the Python SDK client driver may take.
+const DRIVER_LIMIT: Duration = Duration::from_secs(60);
+
+#[tokio::test]
+async fn the_python_sdk_client_over_http_starts_idle_outside_servers_with_its_calls() {
+    let dir = temp_dir("outside-on-demand-http");
+    let state = dir.join("state");
+    let config = dir.join("servers.json");
+    write_lazy_config(&config);
+    let both = BOTH;
+    // Run 1 (stdio face, no call) learns the catalog.
+    learn_catalog(&config, &state).await;
+
+    // Run 2, the HTTP face: nothing runs until the client's calls, each answered by its server.
+    let admin = free_port();
+    let args = serve_args(&config, &state, Some(admin));
+    let (mut http, port) = interop_support::start_http_proxy(&dir, "serve on demand", &args);
+    until_state(admin, &both, "idle").await;
+    assert_eq!(descendants(http.pid()), Vec::<u32>::new(), "nothing runs");
+    let url = interop_support::Target::Url(format!("http://127.0.0.1:{port}/mcp"));
+    let drive = |scenario: &str, mode: &str, prefix: &str| {
+        interop_support::run_driver(
+            &dir,
+            scenario,
+            mode,
+            &url,
+            &["--prefix", prefix],
+            DRIVER_LIMIT,
+        )
+    };
+    // The SDK's 2026-07-28 client with the SDK server, its handshake-era client with
+    // server-everything (progress included).
+    let py = drive("echo", "auto", "py__");
+    for (key, text) in [("echo", "strict one"), ("echo_again", "strict two")] {
+        assert_eq!(
+            (py[key]["ok"].as_bool(), py[key]["text"].as_str()),
+            (Some(true), Some(text)),
+            "{py}\n{}",
+            http.logs()
+        );
+    }
+    let everything = drive("everything", "legacy", "everything__");
+    assert_eq!(
+        everything["echo"]["text"],
+        "Echo: hello everything",
+        "{everything}\n{}",
+        http.logs()
+    );
+    assert_eq!(
+        everything["sum"]["text"], "The sum of 2 and 3 is 5.",
+        "{everything}"
+    );
+    assert_eq!(everything["long"]["ok"], true, "{everything}");
+
+    // Idle again: stopped, not an outage.
+    until_state(admin, &both, "idle").await;
+    let left = descendants(http.pid());
+    assert!(
+        all_gone(&left, Duration::from_secs(5)).await,
+        "stopped when idle: {left:?}"
+    );
+    assert_eq!(healthz(admin).await, 200);
+    http.stop();
+    let _ = std::fs::remove_dir_all(dir);
 }
