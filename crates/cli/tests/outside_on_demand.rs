@@ -3,7 +3,8 @@
 //! --idle-timeout-ms`. With a saved catalog, their tools are listed (and, in `wrap`, the
 //! handshake answered) while no process of theirs runs; the first call starts the server and is
 //! answered by it; after the idle timeout (its health probes going on meanwhile) it is stopped,
-//! its state `idle`, `/healthz` 200 and no process left; the next call starts it again.
+//! its state `idle`, `/healthz` 200 and no process left; the next call starts it again, and so
+//! do a `prompts/get` and a `resources/read`.
 //!
 //! And over the HTTP face, the official Python SDK client's calls (both protocol eras) start the
 //! idle servers and are answered by them.
@@ -149,8 +150,39 @@ async fn serve_lists_outside_servers_from_the_catalog_and_runs_them_only_while_u
     let now = status(port).await;
     let (py_second, everything_second) = (pid(&now, "py"), pid(&now, "everything"));
     assert!(py_second != py_first && everything_second != everything_first);
+
+    // A get and a read are client requests too: each starts the idle server and is answered by
+    // it (a prompt, and a resource of a template, not listed).
+    let mut started = vec![py_second, everything_second];
+    let requests = [
+        (
+            "prompts/get",
+            json!({ "name": "everything__simple-prompt" }),
+        ),
+        (
+            "resources/read",
+            json!({ "uri": "demo://resource/dynamic/text/3" }),
+        ),
+    ];
+    for (method, params) in requests {
+        until_state(port, &["everything"], "idle").await;
+        assert!(all_gone(&started, Duration::from_secs(5)).await);
+        let answer = proxy.request(method, params).await;
+        let text = match method {
+            "prompts/get" => answer["messages"][0]["content"]["text"].as_str(),
+            _ => answer["contents"][0]["text"].as_str(),
+        };
+        assert!(
+            text.is_some_and(
+                |t| t.starts_with("This is a simple prompt") || t.starts_with("Resource 3:")
+            ),
+            "{method}: {answer}"
+        );
+        let now = until_state(port, &["everything"], "ready").await;
+        started.push(pid(&now, "everything"));
+    }
     proxy.stop().await;
-    assert!(all_gone(&[py_second, everything_second], Duration::from_secs(5)).await);
+    assert!(all_gone(&started, Duration::from_secs(5)).await);
     let _ = std::fs::remove_dir_all(dir);
 }
 
