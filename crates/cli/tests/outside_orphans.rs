@@ -6,6 +6,8 @@
 //! Python SDK server told to keep running after the end of stdin, directly and under `sh -c`
 //! (where it and `sh` ignore SIGTERM too).
 //!
+//! Both faces: stdio, and `--http` alone (for `wrap` over HTTP, the wrapped servers only).
+//!
 //! Each proxy gets a client handshake and a tools/list first (so every server is initialized),
 //! and is started in a process group of its own, so that killing its group cannot reach
 //! the test runner. Every process of a server's tree (wrappers included) is read from /proc
@@ -20,6 +22,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use interop_support::alive;
+use mcp_supervisor_testkit::rawhttp::RawHttp;
 use outside_support::*;
 use serde_json::{Value, json};
 use support::{free_port, path_str, supervisor_bin, temp_dir, under_sh, write_config};
@@ -100,18 +103,34 @@ struct Started {
     stdin: tokio::process::ChildStdin,
     lines: Lines<BufReader<tokio::process::ChildStdout>>,
     port: u16,
+    /// The HTTP face's port, when it serves that face (and not stdio).
+    http: Option<u16>,
     what: String,
     log: PathBuf,
 }
 
-fn start_proxy(dir: &Path, what: &str, args: &[String]) -> Started {
+/// The face a proxy serves its client on.
+#[derive(Clone, Copy, Debug)]
+enum Face {
+    Stdio,
+    /// `--http 127.0.0.1:PORT` alone.
+    Http,
+}
+
+fn start_proxy(dir: &Path, what: &str, args: &[String], face: Face) -> Started {
     let port = free_port();
     let log = dir.join(format!("{what}.log"));
-    // `wrap` takes the server's command after `--`: the admin flag goes before it.
+    // `wrap` takes the server's command after `--`: the face flags go before it.
     let split = args.iter().position(|a| a == "--").unwrap_or(args.len());
+    let http = match face {
+        Face::Stdio => None,
+        Face::Http => Some(free_port()),
+    };
+    let http_args = http.map(|p| vec!["--http".to_string(), format!("127.0.0.1:{p}")]);
     let mut child = tokio::process::Command::new(supervisor_bin())
         .args(&args[..split])
         .args(["--admin", &format!("127.0.0.1:{port}")])
+        .args(http_args.unwrap_or_default())
         .args(&args[split..])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::piped())
@@ -128,6 +147,7 @@ fn start_proxy(dir: &Path, what: &str, args: &[String]) -> Started {
         stdin,
         lines: BufReader::new(stdout).lines(),
         port,
+        http,
         what: what.to_string(),
         log,
     }
@@ -158,8 +178,31 @@ impl Started {
         self.stdin.flush().await.expect("flush");
     }
 
-    /// The client's handshake and a tools/list, answered: every server is initialized.
+    /// The client's handshake and a tools/list, answered: every server is initialized. Over
+    /// HTTP, by the test kit's raw client (which declares no capabilities).
     async fn handshake(&mut self) {
+        if let Some(port) = self.http {
+            // Bounded: the port may take a moment to listen.
+            let url = format!("http://127.0.0.1:{port}/mcp");
+            let deadline = Instant::now() + LIMIT;
+            let client = loop {
+                match RawHttp::connect(&url, LIMIT).await {
+                    Ok(client) => break client,
+                    Err(error) => assert!(
+                        Instant::now() < deadline,
+                        "{}: no handshake over HTTP: {error:#}",
+                        self.what
+                    ),
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            };
+            let (list, _) = client
+                .request("tools/list", json!({}))
+                .await
+                .unwrap_or_else(|e| panic!("{}: tools/list over HTTP: {e:#}", self.what));
+            assert!(list["tools"].is_array(), "{}: {list}", self.what);
+            return;
+        }
         // A host's capabilities: server-everything asks such a client for its roots, and the
         // request left pending (this client answers none) keeps it running after stdin ends.
         let capabilities =
@@ -255,15 +298,17 @@ async fn kill_and_check(mut proxy: Started, names: &[String], cases: &[&Case], h
     watched.0.clear();
 }
 
-/// One `wrap` per case, all started at once, then each killed as told.
-async fn wrap_killed(how: Kill, tag: &str) {
+/// One `wrap` per case (of `only`, when given), all started at once, then each killed as told.
+async fn wrap_killed(how: Kill, face: Face, only: &[&str], tag: &str) {
     let dir = temp_dir(tag);
-    let cases = cases();
+    let mut cases = cases();
+    cases.retain(|c| only.is_empty() || only.contains(&c.name));
     let mut proxies = Vec::new();
     for case in &cases {
         let mut args = vec!["wrap".to_string(), "--no-catalog".into(), "--".into()];
         args.extend(case.argv.iter().cloned());
-        proxies.push(start_proxy(&dir, &format!("wrap-{}", case.name), &args));
+        let what = format!("wrap-{face:?}-{}", case.name);
+        proxies.push(start_proxy(&dir, &what, &args, face));
     }
     for (proxy, case) in proxies.into_iter().zip(&cases) {
         let name = wrap_name(proxy.port).await;
@@ -285,7 +330,7 @@ async fn wrap_name(port: u16) -> String {
 }
 
 /// One `serve` of every case.
-async fn serve_killed(how: Kill, tag: &str) {
+async fn serve_killed(how: Kill, face: Face, tag: &str) {
     let dir = temp_dir(tag);
     let config = dir.join("servers.json");
     let cases = cases();
@@ -295,7 +340,7 @@ async fn serve_killed(how: Kill, tag: &str) {
         .collect();
     write_config(&config, Value::Object(servers));
     let args = ["serve", "--config", &path_str(&config), "--no-catalog"].map(String::from);
-    let proxy = start_proxy(&dir, "serve", &args);
+    let proxy = start_proxy(&dir, &format!("serve-{face:?}"), &args, face);
     let names: Vec<String> = cases.iter().map(|c| c.name.to_string()).collect();
     let refs: Vec<&Case> = cases.iter().collect();
     kill_and_check(proxy, &names, &refs, how).await;
@@ -304,20 +349,51 @@ async fn serve_killed(how: Kill, tag: &str) {
 
 #[tokio::test]
 async fn wrap_killed_by_pid_leaves_no_outside_server() {
-    wrap_killed(Kill::Pid, "outside-orphan-wrap-pid").await;
+    wrap_killed(Kill::Pid, Face::Stdio, &[], "outside-orphan-wrap-pid").await;
 }
 
 #[tokio::test]
 async fn wrap_killed_with_its_process_group_leaves_no_outside_server() {
-    wrap_killed(Kill::Group, "outside-orphan-wrap-group").await;
+    wrap_killed(Kill::Group, Face::Stdio, &[], "outside-orphan-wrap-group").await;
 }
 
 #[tokio::test]
 async fn serve_killed_by_pid_leaves_no_outside_server() {
-    serve_killed(Kill::Pid, "outside-orphan-serve-pid").await;
+    serve_killed(Kill::Pid, Face::Stdio, "outside-orphan-serve-pid").await;
 }
 
 #[tokio::test]
 async fn serve_killed_with_its_process_group_leaves_no_outside_server() {
-    serve_killed(Kill::Group, "outside-orphan-serve-group").await;
+    serve_killed(Kill::Group, Face::Stdio, "outside-orphan-serve-group").await;
+}
+
+#[tokio::test]
+async fn serve_over_http_killed_by_pid_leaves_no_outside_server() {
+    serve_killed(Kill::Pid, Face::Http, "outside-orphan-serve-http-pid").await;
+}
+
+#[tokio::test]
+async fn serve_over_http_killed_with_its_process_group_leaves_no_outside_server() {
+    serve_killed(Kill::Group, Face::Http, "outside-orphan-serve-http-group").await;
+}
+
+/// Over HTTP, `wrap` of the wrapped servers only: the SDK server under `sh -c` (which ignores
+/// the end of stdin and SIGTERM) and server-everything under `npx`.
+const WRAPPED: [&str; 2] = ["py_sh", "everything_npx"];
+
+#[tokio::test]
+async fn wrap_over_http_killed_by_pid_leaves_no_outside_server() {
+    wrap_killed(
+        Kill::Pid,
+        Face::Http,
+        &WRAPPED,
+        "outside-orphan-wrap-http-pid",
+    )
+    .await;
+}
+
+#[tokio::test]
+async fn wrap_over_http_killed_with_its_process_group_leaves_no_outside_server() {
+    let tag = "outside-orphan-wrap-http-group";
+    wrap_killed(Kill::Group, Face::Http, &WRAPPED, tag).await;
 }
