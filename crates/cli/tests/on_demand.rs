@@ -11,7 +11,6 @@
 
 mod support;
 
-use std::path::Path;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -76,20 +75,6 @@ async fn echo(proxy: &mut Proxy, tool: &str, message: &str) {
     assert_eq!(result["content"][0]["text"], message, "{result}");
 }
 
-fn serve_args(config: &Path, state: &Path, port: u16) -> Vec<String> {
-    [
-        "serve",
-        "--config",
-        &path_str(config),
-        "--state-dir",
-        &path_str(state),
-        "--admin",
-        &format!("127.0.0.1:{port}"),
-    ]
-    .map(str::to_string)
-    .to_vec()
-}
-
 #[tokio::test]
 async fn serve_starts_an_on_demand_server_on_its_first_call_and_stops_it_when_idle() {
     let dir = temp_dir("on-demand-serve");
@@ -110,7 +95,7 @@ async fn serve_starts_an_on_demand_server_on_its_first_call_and_stops_it_when_id
 
     // Run 1, no saved catalog: it runs once to learn its lists, then stops.
     let port = free_port();
-    let mut proxy = Proxy::start(&serve_args(&config, &state, port));
+    let mut proxy = Proxy::start(&serve_args(&config, &state, Some(port)));
     proxy.initialize().await;
     let lazy = until_state(port, "lazy", "idle").await;
     assert_eq!(
@@ -123,7 +108,7 @@ async fn serve_starts_an_on_demand_server_on_its_first_call_and_stops_it_when_id
 
     // Run 2: the saved catalog is listed at once; nothing of "lazy" runs.
     let port = free_port();
-    let mut proxy = Proxy::start(&serve_args(&config, &state, port));
+    let mut proxy = Proxy::start(&serve_args(&config, &state, Some(port)));
     let proxy_pid = proxy.child.id().expect("the proxy runs");
     proxy.initialize().await;
     assert_eq!(proxy.tool_names().await, names, "listed from the catalog");

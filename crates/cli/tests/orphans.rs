@@ -31,24 +31,15 @@ enum Kill {
 /// The fault server ignoring the end of stdin, writing its pid to `pid_file`: directly, or as a
 /// grandchild under `sh -c` (the `; true` keeps `sh` from exec'ing it) that ignores SIGTERM as
 /// well, like `sh` itself (`trap '' TERM` is inherited), so that only SIGKILL ends them.
-fn server_command(pid_file: &Path, under_sh: bool) -> Vec<String> {
+fn server_command(pid_file: &Path, sh: bool) -> Vec<String> {
     let direct = vec![
         fault_bin().display().to_string(),
         "--ignore-stdin-eof".into(),
         "--pid-file".into(),
         pid_file.display().to_string(),
     ];
-    if under_sh {
-        let line = direct
-            .iter()
-            .map(|a| format!("'{a}'"))
-            .collect::<Vec<_>>()
-            .join(" ");
-        vec![
-            "sh".into(),
-            "-c".into(),
-            format!("trap '' TERM; {line}; true"),
-        ]
+    if sh {
+        support::under_sh(&direct)
     } else {
         direct
     }

@@ -10,8 +10,7 @@
 
 mod support;
 
-use std::path::Path;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::*;
@@ -33,100 +32,12 @@ async fn set_dyn(proxy: &mut Proxy, set_tools: &str, description: &str) {
     assert_ne!(result["isError"], true, "{result}");
 }
 
-/// Poll tools/list (bounded by `limit`) until `name` is listed with `description`, or not
-/// listed when it is `None`; returns how long it took. (The server's own list_changed may reach
-/// the client before the proxy's re-sync is done, so the list itself is watched.)
-async fn listed_as(
-    proxy: &mut Proxy,
-    name: &str,
-    description: Option<&str>,
-    limit: Duration,
-) -> Duration {
-    let began = Instant::now();
-    loop {
-        let tool = listed(proxy, name).await;
-        let now = tool
-            .as_ref()
-            .map(|t| t["description"].as_str().unwrap_or_default());
-        if now == description {
-            return began.elapsed();
-        }
-        assert!(
-            began.elapsed() < limit,
-            "{name} never listed as {description:?} within {limit:?}; it is {tool:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-}
-
-/// The definition of `name` in the proxy's tools/list, if listed.
-async fn listed(proxy: &mut Proxy, name: &str) -> Option<Value> {
-    let list = proxy.request("tools/list", json!({})).await;
-    list["tools"]
-        .as_array()
-        .expect("a tools array")
-        .iter()
-        .find(|t| t["name"] == name)
-        .cloned()
-}
-
-/// `mcp-supervisor approve ARGS`: its exit code and stdout.
-fn approve(list: &[String]) -> (i32, String) {
-    let output = std::process::Command::new(supervisor_bin())
-        .arg("approve")
-        .args(list)
-        .output()
-        .expect("run approve");
-    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
-    let stderr = String::from_utf8_lossy(&output.stderr);
-    (
-        output.status.code().unwrap_or(-1),
-        format!("{stdout}{stderr}"),
-    )
-}
-
-/// A call refused with a JSON-RPC error that names the approval.
-fn assert_refused(answer: &Value, server: &str) {
-    let message = answer["error"]["message"].as_str().unwrap_or_default();
-    assert_eq!(answer["error"]["code"], -32602, "{answer}");
-    assert!(
-        message.contains(&format!("mcp-supervisor approve {server}"))
-            && message.contains("description"),
-        "{answer}"
-    );
-}
-
-/// Wait (bounded) until `/status` counts `n` withheld tools of `fault`.
-async fn withheld_until(port: u16, n: u64) {
-    let began = Instant::now();
-    loop {
-        let (_, status) = get_json(&format!("http://127.0.0.1:{port}/status")).await;
-        if server(&status, "fault")["withheldTools"] == n {
-            return;
-        }
-        assert!(
-            began.elapsed() < ANSWER_LIMIT,
-            "withheldTools never {n}: {status}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
-
 fn fault(pin: Option<&str>) -> Value {
     let mut server = json!({ "command": fault_bin(), "health": { "intervalMs": 0 } });
     if let Some(pin) = pin {
         server["pin"] = pin.into();
     }
     server
-}
-
-fn serve_args(config: &Path, state: &Path, admin: Option<u16>) -> Vec<String> {
-    let mut list = args(&["serve", "--config", &path_str(config)]);
-    list.extend(args(&["--state-dir", &path_str(state)]));
-    if let Some(port) = admin {
-        list.extend(args(&["--admin", &format!("127.0.0.1:{port}")]));
-    }
-    list
 }
 
 #[tokio::test]
@@ -165,7 +76,7 @@ async fn serve_warns_then_blocks_a_changed_description_until_approved_and_keeps_
     let mut proxy = Proxy::start_logged(&serve_args(&config, &state, Some(port)), &log);
     proxy.initialize().await;
     set_dyn(&mut proxy, "fault__set_tools", RUG_PULL).await;
-    withheld_until(port, 1).await;
+    withheld_until(port, "fault", 1).await;
     assert!(listed(&mut proxy, "fault__dyn").await.is_none(), "withheld");
     assert!(
         listed(&mut proxy, "fault__echo").await.is_some(),
@@ -178,12 +89,7 @@ async fn serve_warns_then_blocks_a_changed_description_until_approved_and_keeps_
         )
         .await;
     assert_refused(&answer, "fault");
-    let metrics = reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text");
+    let metrics = metrics_text(port).await;
     assert!(
         metrics.contains("mcp_supervisor_withheld_tools{server=\"fault\"} 1"),
         "{metrics}"
@@ -209,7 +115,7 @@ async fn serve_warns_then_blocks_a_changed_description_until_approved_and_keeps_
         )
         .await;
     assert_ne!(result["isError"], true, "{result}");
-    withheld_until(port, 0).await;
+    withheld_until(port, "fault", 0).await;
     // Nothing more to approve.
     let (code, out) = approve(&approval);
     assert_eq!(code, 0, "{out}");

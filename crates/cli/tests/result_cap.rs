@@ -7,7 +7,7 @@ mod support;
 
 use serde_json::json;
 
-use support::{StdioClient, fault_bin, free_port, temp_dir, write_config};
+use support::{StdioClient, assert_cuts, fault_bin, free_port, temp_dir, write_config};
 
 const CAP: usize = 1000;
 
@@ -60,14 +60,7 @@ async fn check_cut(client: &mut StdioClient, tool: &str, admin: u16, server: &st
         "{note}"
     );
 
-    let metrics = reqwest::get(format!("http://127.0.0.1:{admin}/metrics"))
-        .await
-        .expect("GET /metrics")
-        .text()
-        .await
-        .expect("metrics text");
-    let line = format!("mcp_supervisor_results_cut_total{{server=\"{server}\"}} 1");
-    assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
+    assert_cuts(admin, server, 1).await;
 }
 
 #[tokio::test]

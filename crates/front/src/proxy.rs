@@ -567,7 +567,7 @@ impl Proxy {
                 let uri = params
                     .and_then(|p| member_str(p, "uri"))
                     .unwrap_or_default();
-                let server = self.resource_owner(&uri)?;
+                let server = self.resource_owner(&uri, &args).await?;
                 self.send(&server, method, params, args).await
             }
             "logging/setLevel" => {
@@ -1007,7 +1007,7 @@ impl Proxy {
         };
         let key = text(path).unwrap_or_default();
         if !is_prompt {
-            let server = self.resource_owner(&key)?;
+            let server = self.resource_owner(&key, &args).await?;
             return self.send(&server, method, Some(params), args).await;
         }
         let Some((server, name)) = self.resolve_prompt(&key, &args).await else {
@@ -1056,18 +1056,55 @@ impl Proxy {
     }
 
     /// The server that owns `uri`: the one that listed it, or whose template it matches, or
-    /// the only one. A read never lists anything by the way: an unknown URI is an error that
-    /// says to list first.
-    pub(crate) fn resource_owner(&self, uri: &str) -> Result<String, RpcError> {
-        self.hub
-            .routes()
-            .resource_owner(uri, &self.hub.servers())
-            .ok_or_else(|| {
-                RpcError::new(
-                    -32002,
-                    format!("Resource not found: no server is known to offer \"{uri}\"; list the resources (resources/list, resources/templates/list) to see what is offered"),
-                )
-            })
+    /// the only one. A URI no client listed here yet (a client may read what it cached, or what
+    /// a tool's result linked to) goes to the one server whose held lists offer it. A read never
+    /// lists anything by the way, and never guesses: a URI that no server, or several, offer is
+    /// an error that says to list first.
+    pub(crate) async fn resource_owner(
+        &self,
+        uri: &str,
+        args: &CallArgs,
+    ) -> Result<String, RpcError> {
+        let known = self.hub.routes().resource_owner(uri, &self.hub.servers());
+        let owner = match known {
+            Some(server) => Some(server),
+            None => self.held_owner(uri, args).await,
+        };
+        owner.ok_or_else(|| {
+            RpcError::new(
+                -32002,
+                format!("Resource not found: no server is known to offer \"{uri}\"; list the resources (resources/list, resources/templates/list) to see what is offered"),
+            )
+        })
+    }
+
+    /// The one server whose held lists (SPEC §9) offer `uri`, listed or under one of its URI
+    /// templates; `None` when no server does, or several do.
+    async fn held_owner(&self, uri: &str, args: &CallArgs) -> Option<String> {
+        let (listed, templated) = futures::future::join(
+            self.held_parts("resources/list", "resources", args),
+            self.held_parts("resources/templates/list", "resourceTemplates", args),
+        )
+        .await;
+        let items = |parts: &[(String, Arc<[Box<RawValue>]>)], server: &str, key: &str| {
+            parts
+                .iter()
+                .filter(|(s, _)| s == server)
+                .flat_map(|(_, part)| part.iter().filter_map(|item| member_str(item, key)))
+                .map(|text| (text, server.to_string()))
+                .collect::<Vec<_>>()
+        };
+        let mut owners = self.hub.servers().into_iter().filter(|server| {
+            // The server's own routes alone, as a list of it would teach them.
+            let own = mcp_supervisor::routes::Routes::default();
+            own.learn_resources(items(&listed, server, "uri"));
+            own.learn_templates(items(&templated, server, "uriTemplate"));
+            own.resource_owner(uri, &[]).is_some()
+        });
+        match (owners.next(), owners.next()) {
+            (Some(server), None) => Some(server),
+            _ => None,
+        }
     }
 
     /// `tasks/list` in `serve`: every server's tasks, their ids namespaced.

@@ -4,7 +4,10 @@
 #[allow(unused_imports)] // each test binary uses a different part
 pub use mcp_supervisor_testkit::{alive, fault_bin, free_port, gone_within, kill9, temp_dir};
 
+mod pins;
 mod stdio_proxy;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use pins::*;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use stdio_proxy::*;
 
@@ -44,6 +47,38 @@ pub async fn serve_http_without_catalog(path: &Path) -> Running {
         &[],
     )
     .await
+}
+
+/// `argv` as a grandchild under `sh -c` (the `; true` keeps `sh` from exec'ing it), `sh` and
+/// the server ignoring SIGTERM (`trap '' TERM` is inherited): only SIGKILL ends them.
+pub fn under_sh(argv: &[String]) -> Vec<String> {
+    let line = argv
+        .iter()
+        .map(|a| format!("'{a}'"))
+        .collect::<Vec<_>>()
+        .join(" ");
+    vec![
+        "sh".into(),
+        "-c".into(),
+        format!("trap '' TERM; {line}; true"),
+    ]
+}
+
+/// The text of `/metrics` on the admin `port`.
+pub async fn metrics_text(port: u16) -> String {
+    reqwest::get(format!("http://127.0.0.1:{port}/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("metrics text")
+}
+
+/// `/metrics` on the admin `port` counts `cuts` results of `server` cut to `maxResultBytes`.
+pub async fn assert_cuts(port: u16, server: &str, cuts: u64) {
+    let metrics = metrics_text(port).await;
+    let line = format!("mcp_supervisor_results_cut_total{{server=\"{server}\"}} {cuts}");
+    assert!(metrics.lines().any(|l| l == line), "{line} in:\n{metrics}");
 }
 
 /// A running proxy; on drop it gets SIGINT (so it stops its servers at once: SIGTERM would

@@ -168,6 +168,16 @@ pub async fn log_until(log: &Path, needles: &[&str]) -> String {
     }
 }
 
+/// `serve --config CONFIG --state-dir STATE [--admin 127.0.0.1:PORT]`.
+pub fn serve_args(config: &Path, state: &Path, admin: Option<u16>) -> Vec<String> {
+    let mut list = args(&["serve", "--config", &path_str(config)]);
+    list.extend(args(&["--state-dir", &path_str(state)]));
+    if let Some(port) = admin {
+        list.extend(args(&["--admin", &format!("127.0.0.1:{port}")]));
+    }
+    list
+}
+
 pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }

@@ -1,0 +1,101 @@
+//! Resource reads routed without a list first (SPEC §9: resources are synced per server and a
+//! URI is routed by the server that listed it), with outside software: a `serve` of
+//! server-everything and the Python SDK server, whose client reads before it ever lists
+//! (a client that cached the URIs, or got them from a tool). A URI server-everything lists, one
+//! of its URI templates, and the resource link its `get-resource-links` tool returns each reach
+//! server-everything and are answered by it.
+//!
+//! The proxy is stopped by closing its stdin (it stops its servers), then SIGKILL by pid.
+
+mod interop_support;
+mod outside_support;
+mod support;
+
+use outside_support::*;
+use serde_json::{Value, json};
+use support::{StdioClient, free_port, path_str, temp_dir, write_config};
+
+/// `resources/read` of `uri`: the text (or blob) of its first content, or the whole answer.
+async fn read(client: &mut StdioClient, uri: &str) -> Result<Value, Value> {
+    let answer = client
+        .request("resources/read", json!({ "uri": uri }))
+        .await;
+    let content = &answer["result"]["contents"][0];
+    match content["uri"] == uri {
+        true => Ok(content.clone()),
+        false => Err(answer),
+    }
+}
+
+#[tokio::test]
+async fn a_client_reads_a_resource_of_one_of_two_servers_without_listing_first() {
+    let dir = temp_dir("outside-resources");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({
+            "everything": entry(&everything(), json!({})),
+            "py": entry(&py_server(&[]), json!({})),
+        }),
+    );
+    let admin = free_port();
+    let admin_addr = format!("127.0.0.1:{admin}");
+    let config = path_str(&config);
+    let mut client = StdioClient::start(&[
+        "serve",
+        "--config",
+        &config,
+        "--admin",
+        &admin_addr,
+        "--no-catalog",
+    ])
+    .await;
+    until_state(admin, &["everything", "py"], "ready").await;
+
+    // A URI it lists, read by a client that never listed.
+    let listed = "demo://resource/static/document/architecture.md";
+    let content = read(&mut client, listed)
+        .await
+        .expect("the listed resource");
+    assert!(
+        content["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("Architecture")),
+        "{content}"
+    );
+    // A URI of one of its templates (`demo://resource/dynamic/text/{resourceId}`).
+    let templated = "demo://resource/dynamic/text/3";
+    let content = read(&mut client, templated)
+        .await
+        .expect("a templated resource");
+    assert!(
+        content["text"]
+            .as_str()
+            .is_some_and(|t| t.starts_with("Resource 3:")),
+        "{content}"
+    );
+    // The link a tool of it returns.
+    let links = client
+        .request(
+            "tools/call",
+            json!({ "name": "everything__get-resource-links", "arguments": { "count": 2 } }),
+        )
+        .await;
+    let link = links["result"]["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|b| b["type"] == "resource_link"))
+        .and_then(|b| b["uri"].as_str())
+        .unwrap_or_else(|| panic!("a resource link: {links}"))
+        .to_string();
+    let content = read(&mut client, &link).await.expect("the linked resource");
+    assert!(
+        content.get("text").or(content.get("blob")).is_some(),
+        "{content}"
+    );
+    // A URI nobody offers is still an error that says so.
+    let unknown = read(&mut client, "nowhere://nothing").await;
+    let error = unknown.expect_err("no server offers it");
+    assert_eq!(error["error"]["code"], -32002, "{error}");
+    client.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
