@@ -492,6 +492,10 @@ impl FaultServer {
             start + Duration::from_millis(100),
             Duration::from_millis(100),
         );
+        // A late tick is not made up for in a burst: progress only ever increases (a burst
+        // once the sleep was nearly over sent the capped value twice).
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        let mut sent = None;
         loop {
             tokio::select! {
                 () = tokio::time::sleep_until(deadline) => break,
@@ -501,6 +505,10 @@ impl FaultServer {
                 _ = tick.tick(), if token.is_some() => {
                     if let Some(token) = &token {
                         let done = u64::try_from(start.elapsed().as_millis()).unwrap_or(u64::MAX).min(ms);
+                        if sent.is_some_and(|last| done <= last) {
+                            continue;
+                        }
+                        sent = Some(done);
                         let param = ProgressNotificationParam::new(token.clone(), done as f64)
                             .with_total(ms as f64)
                             .with_message(format!("slept {done} of {ms} ms"));
