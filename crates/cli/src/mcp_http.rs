@@ -55,7 +55,8 @@ use tokio_util::sync::CancellationToken;
 
 use mcp_supervisor::hub::SessionEnd;
 use mcp_supervisor_front::proxy::{
-    Client, Kind, Message as ClientMessage, Proxy, SESSION_VERSIONS, STATELESS_VERSION, error_text,
+    Client, Kind, Message as ClientMessage, OUTBOX, Proxy, SESSION_VERSIONS, STATELESS_VERSION,
+    error_text,
 };
 use mcp_supervisor_front::seal;
 
@@ -323,7 +324,7 @@ impl McpHttp {
     /// `initialize` without a session: a new client; a session for it once its answer is not an
     /// error (a refused `initialize` opens none: 400 with the error).
     async fn initialize(&self, message: &ClientMessage) -> Response {
-        let (out, messages) = mpsc::unbounded_channel();
+        let (out, messages) = mpsc::channel(OUTBOX);
         let client = self.proxy.connect(out);
         let mut opening = Opening {
             proxy: &self.proxy,
@@ -458,7 +459,7 @@ impl McpHttp {
                 &format!("{SESSIONLESS_IN_FLIGHT} requests without a session are unanswered"),
             );
         };
-        let (out, _unrelated) = mpsc::unbounded_channel();
+        let (out, _unrelated) = mpsc::channel(OUTBOX);
         let client = self.proxy.connect(out);
         client.set_stateless();
         let (related_tx, related) = mpsc::unbounded_channel();
@@ -749,7 +750,7 @@ impl Sessions {
         }
         match self.sealing.keys.open(id, now, self.sealing.max_age) {
             Ok((sealed, issued_ms)) => {
-                let (out, messages) = mpsc::unbounded_channel();
+                let (out, messages) = mpsc::channel(OUTBOX);
                 let client = self.proxy.resume(out, sealed);
                 let session = self.open(id.to_string(), issued_ms, client, messages);
                 self.metrics()
@@ -780,11 +781,7 @@ impl Sessions {
     /// A new session for `client` (its `initialize` was just answered). Its id seals what that
     /// `initialize` fixed, so any replica with the key resumes it; failing that (a client with
     /// nothing fixed, or the crypto library failing), a random UUID only this process knows.
-    fn open_new(
-        &self,
-        client: Arc<Client>,
-        messages: mpsc::UnboundedReceiver<String>,
-    ) -> Arc<Session> {
+    fn open_new(&self, client: Arc<Client>, messages: mpsc::Receiver<String>) -> Arc<Session> {
         let now = seal::now_ms();
         let sealed = client
             .session()
@@ -805,7 +802,7 @@ impl Sessions {
         id: String,
         issued_ms: u64,
         client: Arc<Client>,
-        mut messages: mpsc::UnboundedReceiver<String>,
+        mut messages: mpsc::Receiver<String>,
     ) -> Arc<Session> {
         let session = Arc::new(Session {
             id,
@@ -1503,8 +1500,8 @@ mod tests {
         sessions_aged(Duration::from_secs(86_400))
     }
 
-    fn open(sessions: &Sessions) -> (Arc<Session>, mpsc::UnboundedSender<String>) {
-        let (out, messages) = mpsc::unbounded_channel();
+    fn open(sessions: &Sessions) -> (Arc<Session>, mpsc::Sender<String>) {
+        let (out, messages) = mpsc::channel(OUTBOX);
         let client = sessions.proxy.connect(out.clone());
         let id = uuid::Uuid::new_v4().to_string();
         (sessions.open(id, seal::now_ms(), client, messages), out)
@@ -1575,7 +1572,7 @@ mod tests {
         assert!(sessions.get_or_resume(&id).is_none());
         assert_eq!(count(&sessions.metrics().sessions_expired), 1);
         // Held, but issued too long ago: ended, and refused.
-        let (out, messages) = mpsc::unbounded_channel();
+        let (out, messages) = mpsc::channel(OUTBOX);
         let client = sessions.proxy.connect(out);
         let held = sessions.open(id.clone(), old, client, messages);
         assert!(sessions.get_or_resume(&id).is_none());

@@ -6,6 +6,10 @@
 //!
 //! On the HTTP face, a session with 256 requests unanswered gets its next one refused at once
 //! (429, a JSON-RPC error that says to wait), and is served again once answers are out.
+//!
+//! A client that does not read while a server floods it with notifications has a bounded queue
+//! of them: past it notifications are left out (and counted), and once it reads, the call's
+//! answer comes.
 
 mod support;
 
@@ -25,18 +29,24 @@ fn ledger_lines(path: &std::path::Path) -> usize {
         .unwrap_or(0)
 }
 
-#[test]
-fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_it_reads() {
-    let dir = temp_dir("backpressure");
-    let ledger = dir.join("ledger");
+/// `wrap` in front of the fault server (its ledger at `ledger`), initialized: the child, its
+/// stdin and its stdout.
+fn wrap_fault(
+    ledger: &std::path::Path,
+    stderr: Stdio,
+) -> (
+    std::process::Child,
+    std::process::ChildStdin,
+    BufReader<std::process::ChildStdout>,
+) {
     let mut child = Command::new(supervisor_bin())
         .args(["wrap", "--no-catalog", "--"])
         .arg(fault_bin())
         .arg("--ledger")
-        .arg(&ledger)
+        .arg(ledger)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::null())
+        .stderr(stderr)
         .spawn()
         .expect("spawn wrap");
     let mut stdin = child.stdin.take().expect("stdin");
@@ -54,6 +64,15 @@ fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_
         json!({"jsonrpc": "2.0", "method": "notifications/initialized"})
     )
     .expect("write initialized");
+    (child, stdin, stdout)
+}
+
+#[test]
+fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_it_reads() {
+    let dir = temp_dir("backpressure");
+    let ledger = dir.join("ledger");
+    let (mut child, mut stdin, mut stdout) = wrap_fault(&ledger, Stdio::null());
+    let mut line = String::new();
 
     // Send every call from a thread of its own: once the proxy stops reading, the writes block.
     let writer = std::thread::spawn(move || {
@@ -193,5 +212,63 @@ async fn an_http_session_past_its_requests_in_flight_is_refused_at_once_then_ser
         }
     }
     drop(proxy);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[test]
+fn a_client_that_does_not_read_a_flood_of_notifications_gets_some_left_out_and_its_answer() {
+    const SENT: usize = 20_000;
+    let dir = temp_dir("backpressure-flood");
+    let ledger = dir.join("ledger");
+    let (mut child, mut stdin, mut stdout) = wrap_fault(&ledger, Stdio::piped());
+    let mut line = String::new();
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "flood", "arguments": {"count": SENT, "bytes": 1024},
+        "_meta": {"progressToken": "f"}}});
+    writeln!(stdin, "{call}").expect("write the call");
+    stdin.flush().expect("flush");
+    // Nothing is read until the server has sent every notification.
+    let began = Instant::now();
+    while !std::fs::read_to_string(&ledger).is_ok_and(|t| t.contains("flood")) {
+        assert!(
+            began.elapsed() < Duration::from_secs(60),
+            "the flood never ended"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    // Now read: every line whole; the answer comes; some notifications were left out.
+    let (mut progress, mut answered) = (0usize, false);
+    while !answered {
+        line.clear();
+        assert!(
+            stdout.read_line(&mut line).expect("read") > 0,
+            "wrap ended first"
+        );
+        let message: Value = serde_json::from_str(&line).expect("a whole JSON line");
+        match message["method"].as_str() {
+            Some("notifications/progress") => progress += 1,
+            _ if message["id"] == 1 => {
+                assert_eq!(
+                    message["result"]["content"][0]["text"],
+                    format!("sent {SENT}")
+                );
+                answered = true;
+            }
+            _ => {}
+        }
+    }
+    assert!(progress > 0, "the first notifications came");
+    assert!(
+        progress < SENT,
+        "a client that did not read had notifications left out: {progress}"
+    );
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut log = String::new();
+    let _ = std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut log);
+    assert!(
+        log.contains("notifications are dropped"),
+        "said in the log: {log}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }

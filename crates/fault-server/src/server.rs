@@ -102,6 +102,8 @@ enum Kind {
     Extra,
     /// A fixture of the conformance suite (`--conformance`).
     Conformance,
+    /// Send many log notifications, then answer.
+    Flood,
 }
 
 /// State shared by every handler instance (one per HTTP session, or the stdio one).
@@ -150,6 +152,14 @@ struct ElicitArgs {
 struct SleepArgs {
     /// How long to sleep, in milliseconds.
     ms: u64,
+}
+
+#[derive(Deserialize, JsonSchema)]
+struct FloodArgs {
+    /// How many `notifications/progress` to send before answering.
+    count: u64,
+    /// About how many bytes each one carries.
+    bytes: usize,
 }
 
 #[derive(Deserialize, JsonSchema)]
@@ -294,6 +304,14 @@ fn builtin_tools() -> Vec<(Kind, Tool)> {
                 "pid",
                 "Reply with the server's process id (structured: pid and this request's JSON-RPC id).",
                 schema_for_empty_input(),
+            ),
+        ),
+        (
+            Kind::Flood,
+            Tool::new(
+                "flood",
+                "Send count progress notifications (the call needs a progressToken) carrying a message of bytes bytes each, as fast as they go out, then reply \"sent N\" (with --ledger, after appending \"flood N\").",
+                schema::<FloodArgs>(),
             ),
         ),
         (
@@ -827,6 +845,28 @@ impl ServerHandler for FaultServer {
                 }
                 self.shared.abandoned(&context).await;
                 Err(McpError::internal_error("garbage call cancelled", None))
+            }
+            Kind::Flood => {
+                let FloodArgs { count, bytes } = args(arguments)?;
+                let Some(token) = context.meta.get_progress_token() else {
+                    return tool_error("flood sends progress: call it with a progressToken");
+                };
+                let message = "x".repeat(bytes.min(1 << 20));
+                for done in 1..=count {
+                    let param = ProgressNotificationParam::new(token.clone(), done as f64)
+                        .with_total(count as f64)
+                        .with_message(message.clone());
+                    if let Err(error) = context.peer.notify_progress(param).await {
+                        tracing::debug!(%error, "flood: a notification was not sent");
+                    }
+                }
+                // With --ledger, a line says that all of them went out.
+                if let Some(path) = &self.shared.options.ledger
+                    && let Err(error) = append_line(path, &format!("flood {count}"))
+                {
+                    tracing::warn!(%error, "flood: the ledger line was not written");
+                }
+                text(format!("sent {count}"))
             }
             Kind::Pid => {
                 // The request id as the server saw it shows which way a client sent the call.

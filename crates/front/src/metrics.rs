@@ -41,6 +41,9 @@ pub struct Metrics {
     pub sessions_forged: AtomicU64,
     /// Sealed session ids refused: older than `sessionMaxAgeMs`.
     pub sessions_expired: AtomicU64,
+    /// Notifications not delivered to a client whose queue of messages for no request was
+    /// full (it did not read).
+    pub notifications_dropped: AtomicU64,
 }
 
 impl Metrics {
@@ -152,6 +155,13 @@ impl Metrics {
             "counter",
             "Tool results larger than the server's maxResultBytes that reached their client cut.",
             &|s| s.results_cut,
+        );
+        family(
+            &mut out,
+            "mcp_supervisor_notifications_dropped_total",
+            "counter",
+            "Notifications not delivered to a client that did not read while its queue of messages for no request was full.",
+            &[("", self.notifications_dropped.load(Ordering::Relaxed))],
         );
         family(
             &mut out,

@@ -43,6 +43,19 @@ const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
 /// servers to open (SPEC §11); one not open by then is not carried in its session id.
 const UPSTREAM_SESSION_WAIT: Duration = Duration::from_secs(10);
 
+/// How many messages that belong to no request (notifications, the servers' requests no call
+/// caused) wait for one client at most; past it, see [`Client::send`].
+pub const OUTBOX: usize = 1024;
+
+/// Why a message for a client was not queued.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Undelivered {
+    /// The client has gone away.
+    Gone,
+    /// Its queue is full: it does not read ([`OUTBOX`]).
+    Full,
+}
+
 /// The protocol version of the stateless era.
 pub const STATELESS_VERSION: &str = mcp_supervisor::core::versions::STATELESS;
 /// The protocol versions this face speaks with an `initialize` (the 2025 era), newest first.
@@ -317,9 +330,10 @@ impl Proxy {
 
     /// A new downstream client (a stdio connection or an HTTP session). `out` carries what
     /// belongs to no request of its: notifications, and server requests no call of its caused.
-    pub fn connect(self: &Arc<Self>, out: mpsc::UnboundedSender<String>) -> Arc<Client> {
+    pub fn connect(self: &Arc<Self>, out: mpsc::Sender<String>) -> Arc<Client> {
         let client = Arc::new(Client {
             out,
+            metrics: self.metrics.clone(),
             next: AtomicU64::new(1),
             waiting: Mutex::new(Some(HashMap::new())),
             calls: Mutex::default(),
@@ -340,11 +354,7 @@ impl Proxy {
     /// A client whose session began elsewhere (another process that sealed `session` into the
     /// id the client holds): connected as if its `initialize` had been answered here and its
     /// `notifications/initialized` received. Messages for no request go to `out`.
-    pub fn resume(
-        self: &Arc<Self>,
-        out: mpsc::UnboundedSender<String>,
-        session: Session,
-    ) -> Arc<Client> {
+    pub fn resume(self: &Arc<Self>, out: mpsc::Sender<String>, session: Session) -> Arc<Client> {
         let client = self.connect(out);
         let declared = session
             .capabilities
@@ -390,7 +400,7 @@ impl Proxy {
     pub(crate) fn tell_clients(&self, text: &str) {
         for client in self.clients() {
             if client.initialized.load(Ordering::SeqCst) {
-                client.send(text.to_string());
+                let _ = client.send(text.to_string());
             }
         }
     }
@@ -1180,7 +1190,9 @@ fn object_params<'a>(method: &str, params: Option<&'a RawValue>) -> Result<&'a R
 type Waiters = HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>;
 
 pub struct Client {
-    out: mpsc::UnboundedSender<String>,
+    /// Messages for no request, bounded ([`OUTBOX`]).
+    out: mpsc::Sender<String>,
+    metrics: Arc<crate::metrics::Metrics>,
     next: AtomicU64,
     /// The servers' requests sent to this client, by our id, waiting for its answer.
     /// `None` once the client has gone away.
@@ -1247,9 +1259,30 @@ impl Client {
             .is_some_and(|w| w.contains_key(&id))
     }
 
-    /// Send a message that belongs to no request.
-    pub fn send(&self, text: String) -> bool {
-        self.out.send(text).is_ok()
+    /// Send a message that belongs to no request. Its queue is bounded ([`OUTBOX`]): while it
+    /// is full (the client does not read), the message is not queued, and a notification so
+    /// left out is counted and logged.
+    pub fn send(&self, text: String) -> Result<(), Undelivered> {
+        match self.out.try_send(text) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(text)) => {
+                // A server's request left out is its caller's to report (an error back).
+                if !text.starts_with(r#"{"jsonrpc":"2.0","id":"#) {
+                    let dropped = self
+                        .metrics
+                        .notifications_dropped
+                        .fetch_add(1, Ordering::Relaxed);
+                    if dropped.is_power_of_two() || dropped == 0 {
+                        tracing::warn!(
+                            dropped = dropped + 1,
+                            "a client does not read: its queue of {OUTBOX} messages is full, and notifications are dropped"
+                        );
+                    }
+                }
+                Err(Undelivered::Full)
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Undelivered::Gone),
+        }
     }
 
     /// The client answered one of the servers' requests.
@@ -1335,11 +1368,11 @@ impl Scope {
         Arc::new(Self::of(&self.client))
     }
 
-    pub(crate) fn deliver(&self, text: String) -> bool {
+    pub(crate) fn deliver(&self, text: String) -> Result<(), Undelivered> {
         if let Some(related) = &self.related
             && related.send(text.clone()).is_ok()
         {
-            return true;
+            return Ok(());
         }
         self.client.send(text)
     }
@@ -1372,11 +1405,28 @@ impl Downstream for Scope {
             None => false,
         };
         let text = request_text(id, method, params.as_deref());
-        let sent = open && self.deliver(text);
+        let sent = if open {
+            self.deliver(text)
+        } else {
+            Err(Undelivered::Gone)
+        };
+        if sent.is_err() {
+            lock(&client.waiting).as_mut().map(|w| w.remove(&id));
+        }
+        let unsent = match sent {
+            Ok(()) => None,
+            Err(Undelivered::Gone) => Some(RpcError::new(-32603, "the client has gone away")),
+            Err(Undelivered::Full) => Some(RpcError::new(
+                -32603,
+                format!(
+                    "the client is not reading: {OUTBOX} messages wait for it, so {method} was not sent"
+                ),
+            )),
+        };
         let client = client.clone();
         Box::pin(async move {
-            if !sent {
-                return Err(RpcError::new(-32603, "the client has gone away"));
+            if let Some(error) = unsent {
+                return Err(error);
             }
             let mut guard = Waiting { client, id };
             let answer = rx.await;
@@ -1386,7 +1436,7 @@ impl Downstream for Scope {
     }
 
     fn notify(&self, method: &str, params: Option<Box<RawValue>>) {
-        self.deliver(notification_text(method, params.as_deref()));
+        let _ = self.deliver(notification_text(method, params.as_deref()));
     }
 
     fn client(&self) -> Option<(usize, Arc<dyn Downstream>)> {
@@ -1438,7 +1488,7 @@ impl Drop for Waiting {
             .is_some()
         {
             let params = json!({ "requestId": self.id, "reason": "the server gave up on it" });
-            self.client.send(notification_text(
+            let _ = self.client.send(notification_text(
                 "notifications/cancelled",
                 serde_json::value::to_raw_value(&params).ok().as_deref(),
             ));
@@ -1505,7 +1555,7 @@ impl Downstream for Unrelated {
 
     fn notify(&self, method: &str, params: Option<Box<RawValue>>) {
         if let Some(client) = self.only_client() {
-            client.send(notification_text(method, params.as_deref()));
+            let _ = client.send(notification_text(method, params.as_deref()));
         }
     }
 }
@@ -1812,11 +1862,56 @@ pub(crate) fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValu
 mod tests {
     use super::*;
 
+    /// A client that does not read: past OUTBOX messages for no request, notifications are
+    /// left out and counted, a server's request fails at once with an error that says why, and
+    /// once the client reads, both go through again.
+    #[tokio::test]
+    async fn a_client_that_does_not_read_has_a_bounded_outbox() {
+        let hub = Arc::new(Hub::start(mcp_supervisor::core::config::Config::default()));
+        let proxy = Proxy::new(hub, Mode::Aggregate);
+        let (out, mut seen) = mpsc::channel(OUTBOX);
+        let client = proxy.connect(out);
+        let note = || notification_text("notifications/message", None);
+        for _ in 0..OUTBOX {
+            assert_eq!(client.send(note()), Ok(()));
+        }
+        for _ in 0..3 {
+            assert_eq!(client.send(note()), Err(Undelivered::Full));
+        }
+        assert_eq!(
+            proxy
+                .metrics()
+                .notifications_dropped
+                .load(Ordering::Relaxed),
+            3
+        );
+        let scope: Arc<dyn Downstream> = Scope::of(&client).whole();
+        let refused = scope.request("roots/list", None).await.unwrap_err();
+        assert!(
+            refused.message.contains("not reading"),
+            "{}",
+            refused.message
+        );
+        assert!(lock(&client.waiting).as_ref().is_some_and(|w| w.is_empty()));
+        // It reads one: there is room again.
+        assert!(seen.recv().await.is_some());
+        assert_eq!(client.send(note()), Ok(()));
+        assert_eq!(
+            proxy
+                .metrics()
+                .notifications_dropped
+                .load(Ordering::Relaxed),
+            3
+        );
+        drop(seen);
+        assert_eq!(client.send(note()), Err(Undelivered::Gone));
+    }
+
     #[tokio::test]
     async fn a_client_behind_on_server_events_is_told_to_list_again() {
         let hub = Arc::new(Hub::start(mcp_supervisor::core::config::Config::default()));
         let proxy = Proxy::new(hub, Mode::Aggregate);
-        let (out, mut seen) = mpsc::unbounded_channel();
+        let (out, mut seen) = mpsc::channel(OUTBOX);
         let client = proxy.connect(out);
         client.initialized.store(true, Ordering::SeqCst);
         // Five events into a channel that holds two: the reader misses three.

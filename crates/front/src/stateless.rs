@@ -308,7 +308,7 @@ impl Proxy {
         let ack = to_raw(&json!({ "notifications": accepted }))?;
         // Subscribed before the acknowledgment: nothing after it is missed.
         let mut events = self.hub.subscribe();
-        scope.deliver(notification_text(
+        let _ = scope.deliver(notification_text(
             "notifications/subscriptions/acknowledged",
             tagged(Some(&ack)).as_deref(),
         ));
@@ -361,7 +361,7 @@ impl Proxy {
                         scope.deliver(notification_text(
                             method,
                             tagged(params.as_deref()).as_deref(),
-                        ))
+                        )) != Err(crate::proxy::Undelivered::Gone)
                     });
                     if !delivered {
                         break;
@@ -371,10 +371,11 @@ impl Proxy {
                 Ok(_) => continue,
                 Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
             };
-            if !scope.deliver(notification_text(
+            if scope.deliver(notification_text(
                 &method,
                 tagged(params.as_deref()).as_deref(),
-            )) {
+            )) == Err(crate::proxy::Undelivered::Gone)
+            {
                 break;
             }
         }
@@ -450,7 +451,7 @@ impl Proxy {
             let scope = scope.clone();
             Arc::new(move |method: &str, params: Option<Box<RawValue>>| {
                 if method == "notifications/progress" {
-                    scope.deliver(notification_text(method, params.as_deref()));
+                    let _ = scope.deliver(notification_text(method, params.as_deref()));
                 }
             })
         };

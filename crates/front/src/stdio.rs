@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
 use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
 
-use crate::proxy::{Kind, Message, Proxy, error_text};
+use crate::proxy::{Kind, Message, OUTBOX, Proxy, error_text};
 
 /// The longest line accepted from the client; a longer one gets an error answer.
 const MAX_LINE: usize = 64 * 1024 * 1024;
@@ -76,9 +76,10 @@ where
 {
     let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
     let mut lines = FramedRead::new(input, codec);
-    // Notifications and the servers' requests: bounded by what the servers send (each server's
-    // stream is read one message at a time).
-    let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+    // Notifications and the servers' requests no call caused, at most OUTBOX waiting (past it
+    // the message face leaves notifications out and fails such requests: the client does not
+    // read); and the answers to bad input, for which reading waits.
+    let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOX);
     // Answers, each holding its request's place until it is written.
     let (answer_tx, answer_rx) = mpsc::channel::<(String, OwnedSemaphorePermit)>(MAX_IN_FLIGHT);
     let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
@@ -88,11 +89,13 @@ where
         let line = match line {
             Ok(line) => line,
             Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
-                let _ = out_tx.send(error_text(
-                    None,
-                    -32600,
-                    &format!("Invalid Request: the message is longer than {MAX_LINE} bytes"),
-                ));
+                let _ = out_tx
+                    .send(error_text(
+                        None,
+                        -32600,
+                        &format!("Invalid Request: the message is longer than {MAX_LINE} bytes"),
+                    ))
+                    .await;
                 continue;
             }
             Err(AnyDelimiterCodecError::Io(error)) => {
@@ -104,17 +107,19 @@ where
             continue;
         }
         let Ok(text) = String::from_utf8(line.to_vec()) else {
-            let _ = out_tx.send(error_text(
-                None,
-                -32700,
-                "Parse error: the message is not UTF-8",
-            ));
+            let _ = out_tx
+                .send(error_text(
+                    None,
+                    -32700,
+                    "Parse error: the message is not UTF-8",
+                ))
+                .await;
             continue;
         };
         let message = match Message::read(&text) {
             Ok(message) => message,
             Err(answer) => {
-                let _ = out_tx.send(answer);
+                let _ = out_tx.send(answer).await;
                 continue;
             }
         };
@@ -133,7 +138,7 @@ where
             }
             _ => {
                 if let Some(answer) = proxy.handle_message(&client, &message, None).await {
-                    let _ = out_tx.send(answer);
+                    let _ = out_tx.send(answer).await;
                 }
             }
         }
@@ -160,7 +165,7 @@ where
 /// end.
 async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
     mut output: W,
-    mut messages: mpsc::UnboundedReceiver<String>,
+    mut messages: mpsc::Receiver<String>,
     mut answers: mpsc::Receiver<(String, OwnedSemaphorePermit)>,
     places: Arc<Semaphore>,
 ) -> W {
@@ -210,7 +215,7 @@ async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
 fn drain(
     batch: &mut String,
     written: &mut Vec<OwnedSemaphorePermit>,
-    messages: &mut mpsc::UnboundedReceiver<String>,
+    messages: &mut mpsc::Receiver<String>,
     answers: &mut mpsc::Receiver<(String, OwnedSemaphorePermit)>,
 ) {
     while let Ok(message) = messages.try_recv() {
@@ -240,7 +245,7 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn answers_made_together_go_out_in_one_write() {
         let output = Writes::default();
-        let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+        let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOX);
         let (answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
         let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let writer = tokio::spawn(write_lines(
@@ -250,7 +255,7 @@ mod tests {
             places.clone(),
         ));
         // First a lone message, written once the writer runs: it then waits for the next.
-        out_tx.send("{}".into()).expect("send");
+        out_tx.try_send("{}".into()).expect("send");
         written(&output, 1).await;
         let spawner = {
             let places = places.clone();
@@ -290,12 +295,12 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn a_lone_message_is_written_at_once() {
         let output = Writes::default();
-        let (out_tx, out_rx) = mpsc::unbounded_channel::<String>();
+        let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOX);
         let (_answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
         let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
         let _writer = tokio::spawn(write_lines(output.clone(), out_rx, answer_rx, places));
         out_tx
-            .send("{\n\"method\":\"notifications/x\"}".into())
+            .try_send("{\n\"method\":\"notifications/x\"}".into())
             .expect("send");
         written(&output, 1).await;
         let writes = output.taken();
