@@ -333,7 +333,7 @@ async fn startup_options() {
         std::fs::read_to_string(&pid_file).expect("pid file").trim(),
         server.child.id().expect("pid").to_string()
     );
-    // 15 built-ins + 7 extras, 5 per page.
+    // 17 built-ins + 7 extras, 5 per page.
     let mut cursor: Option<String> = None;
     let mut total = 0;
     let mut pages = 0;
@@ -350,7 +350,7 @@ async fn startup_options() {
             None => break,
         }
     }
-    assert_eq!((total, pages), (23, 5));
+    assert_eq!((total, pages), (24, 5));
     drop(server);
     let _ = std::fs::remove_dir_all(dir);
 }
