@@ -375,7 +375,7 @@ impl McpHttp {
                 &format!("this session has {SESSION_IN_FLIGHT} requests unanswered"),
             );
         };
-        let (related_tx, related) = mpsc::unbounded_channel();
+        let (related_tx, related) = mpsc::channel(OUTBOX);
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
             let (proxy, client) = (self.proxy.clone(), session.client.clone());
@@ -462,7 +462,7 @@ impl McpHttp {
         let (out, _unrelated) = mpsc::channel(OUTBOX);
         let client = self.proxy.connect(out);
         client.set_stateless();
-        let (related_tx, related) = mpsc::unbounded_channel();
+        let (related_tx, related) = mpsc::channel(OUTBOX);
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
             let proxy = self.proxy.clone();
@@ -619,7 +619,7 @@ enum Message {
 struct CallMessages {
     pending: VecDeque<Message>,
     /// `None` once closed (after the answer) or once every sender is gone.
-    related: Option<mpsc::UnboundedReceiver<String>>,
+    related: Option<mpsc::Receiver<String>>,
     /// `None` once the answer is queued.
     answer: Option<BoxFuture<'static, String>>,
     _call: Call,
@@ -663,7 +663,7 @@ impl CallMessages {
 }
 
 /// The next message of a receiver that may be gone (then never).
-async fn recv(receiver: &mut Option<mpsc::UnboundedReceiver<String>>) -> Option<String> {
+async fn recv(receiver: &mut Option<mpsc::Receiver<String>>) -> Option<String> {
     match receiver {
         Some(receiver) => receiver.recv().await,
         None => std::future::pending().await,

@@ -139,19 +139,25 @@ fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_
     let _ = std::fs::remove_dir_all(dir);
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http_session_past_its_requests_in_flight_is_refused_at_once_then_served_again() {
-    const LIMIT: Duration = Duration::from_secs(30);
-    const IN_FLIGHT: usize = 256;
-    let dir = temp_dir("backpressure-http");
-    let ledger = dir.join("ledger");
+/// `serve --http` in front of the fault server (its ledger at `ledger`), the server ready.
+async fn serve_fault(dir: &std::path::Path, ledger: &std::path::Path, limit: Duration) -> Running {
     let config = dir.join("servers.json");
     write_config(
         &config,
         json!({ "fault": { "command": fault_bin(), "args": ["--ledger", ledger] } }),
     );
     let proxy = serve_http_without_catalog(&config).await;
-    status_until(&proxy, LIMIT, |s| state_is(s, "fault", "ready")).await;
+    status_until(&proxy, limit, |s| state_is(s, "fault", "ready")).await;
+    proxy
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_session_past_its_requests_in_flight_is_refused_at_once_then_served_again() {
+    const LIMIT: Duration = Duration::from_secs(30);
+    const IN_FLIGHT: usize = 256;
+    let dir = temp_dir("backpressure-http");
+    let ledger = dir.join("ledger");
+    let proxy = serve_fault(&dir, &ledger, LIMIT).await;
     let client = std::sync::Arc::new(
         RawHttp::connect(&proxy.url("/mcp"), Duration::from_secs(120))
             .await
@@ -271,4 +277,79 @@ fn a_client_that_does_not_read_a_flood_of_notifications_gets_some_left_out_and_i
         "said in the log: {log}"
     );
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The same over the HTTP face: a POST whose event stream is not read while the call floods it
+/// with progress has some left out, and its answer ends the stream once it is read.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http_call_whose_stream_is_not_read_gets_some_progress_left_out_and_its_answer() {
+    const SENT: usize = 20_000;
+    const LIMIT: Duration = Duration::from_secs(60);
+    let dir = temp_dir("backpressure-http-flood");
+    let ledger = dir.join("ledger");
+    let proxy = serve_fault(&dir, &ledger, LIMIT).await;
+    let session = RawHttp::connect(&proxy.url("/mcp"), LIMIT)
+        .await
+        .expect("a session");
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "fault__flood", "arguments": {"count": SENT, "bytes": 1024},
+        "_meta": {"progressToken": "f"}}});
+    let response = reqwest::Client::new()
+        .post(proxy.url("/mcp"))
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-session-id", session.session().expect("a session id"))
+        .body(call.to_string())
+        .send()
+        .await
+        .expect("the POST");
+    assert_eq!(response.status(), 200);
+    // Nothing of the stream is read until the server has sent every notification.
+    let began = Instant::now();
+    while !std::fs::read_to_string(&ledger).is_ok_and(|t| t.contains("flood")) {
+        assert!(began.elapsed() < LIMIT, "the flood never ended");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let body = tokio::time::timeout(LIMIT, response.text())
+        .await
+        .expect("the stream ends")
+        .expect("the stream");
+    let events: Vec<Value> = body
+        .lines()
+        .filter_map(|l| l.strip_prefix("data: "))
+        .filter_map(|d| serde_json::from_str(d).ok())
+        .collect();
+    let progress = events
+        .iter()
+        .filter(|e| e["method"] == "notifications/progress")
+        .count();
+    let answer = events.iter().find(|e| e["id"] == 1).expect("the answer");
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        format!("sent {SENT}")
+    );
+    assert!(progress > 0, "the first notifications came");
+    assert!(
+        progress < SENT,
+        "a stream that was not read had some left out: {progress}"
+    );
+    let metrics = dropped_total(&proxy).await;
+    assert!(metrics > 0.0, "counted: {metrics}");
+    drop(proxy);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `mcp_supervisor_notifications_dropped_total` from the proxy's `/metrics`.
+async fn dropped_total(proxy: &Running) -> f64 {
+    let text = reqwest::get(proxy.url("/metrics"))
+        .await
+        .expect("GET /metrics")
+        .text()
+        .await
+        .expect("its text");
+    text.lines()
+        .find_map(|l| l.strip_prefix("mcp_supervisor_notifications_dropped_total "))
+        .and_then(|v| v.trim().parse().ok())
+        .unwrap_or(-1.0)
 }

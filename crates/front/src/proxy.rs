@@ -47,6 +47,37 @@ const UPSTREAM_SESSION_WAIT: Duration = Duration::from_secs(10);
 /// caused) wait for one client at most; past it, see [`Client::send`].
 pub const OUTBOX: usize = 1024;
 
+/// Queue `text` on one of a client's bounded queues ([`OUTBOX`] messages); see [`left_out`].
+fn queue(
+    queue: &mpsc::Sender<String>,
+    text: String,
+    metrics: &crate::metrics::Metrics,
+) -> Result<(), Undelivered> {
+    match queue.try_send(text) {
+        Ok(()) => Ok(()),
+        Err(mpsc::error::TrySendError::Full(text)) => Err(left_out(&text, metrics)),
+        Err(mpsc::error::TrySendError::Closed(_)) => Err(Undelivered::Gone),
+    }
+}
+
+/// A message that found its client's queue full (the client does not read): a notification is
+/// left out, counted and logged; a server's request left out is its caller's to report (an
+/// error back to the server).
+fn left_out(text: &str, metrics: &crate::metrics::Metrics) -> Undelivered {
+    if !text.starts_with(r#"{"jsonrpc":"2.0","id":"#) {
+        let dropped = metrics
+            .notifications_dropped
+            .fetch_add(1, Ordering::Relaxed);
+        if dropped == 0 || dropped.is_power_of_two() {
+            tracing::warn!(
+                dropped = dropped + 1,
+                "a client does not read: its queue of {OUTBOX} messages is full, and notifications are dropped"
+            );
+        }
+    }
+    Undelivered::Full
+}
+
 /// Why a message for a client was not queued.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Undelivered {
@@ -419,7 +450,7 @@ impl Proxy {
         self: &Arc<Self>,
         client: &Arc<Client>,
         text: &str,
-        related: Option<mpsc::UnboundedSender<String>>,
+        related: Option<mpsc::Sender<String>>,
     ) -> Option<String> {
         match Message::read(text) {
             Ok(message) => self.handle_message(client, &message, related).await,
@@ -432,7 +463,7 @@ impl Proxy {
         self: &Arc<Self>,
         client: &Arc<Client>,
         message: &Message,
-        related: Option<mpsc::UnboundedSender<String>>,
+        related: Option<mpsc::Sender<String>>,
     ) -> Option<String> {
         let params = message.params();
         match (&message.kind, message.id()) {
@@ -1263,26 +1294,7 @@ impl Client {
     /// is full (the client does not read), the message is not queued, and a notification so
     /// left out is counted and logged.
     pub fn send(&self, text: String) -> Result<(), Undelivered> {
-        match self.out.try_send(text) {
-            Ok(()) => Ok(()),
-            Err(mpsc::error::TrySendError::Full(text)) => {
-                // A server's request left out is its caller's to report (an error back).
-                if !text.starts_with(r#"{"jsonrpc":"2.0","id":"#) {
-                    let dropped = self
-                        .metrics
-                        .notifications_dropped
-                        .fetch_add(1, Ordering::Relaxed);
-                    if dropped.is_power_of_two() || dropped == 0 {
-                        tracing::warn!(
-                            dropped = dropped + 1,
-                            "a client does not read: its queue of {OUTBOX} messages is full, and notifications are dropped"
-                        );
-                    }
-                }
-                Err(Undelivered::Full)
-            }
-            Err(mpsc::error::TrySendError::Closed(_)) => Err(Undelivered::Gone),
-        }
+        queue(&self.out, text, &self.metrics)
     }
 
     /// The client answered one of the servers' requests.
@@ -1351,7 +1363,7 @@ impl Capabilities {
 /// own stream when it has one.
 pub struct Scope {
     pub(crate) client: Arc<Client>,
-    related: Option<mpsc::UnboundedSender<String>>,
+    related: Option<mpsc::Sender<String>>,
 }
 
 impl Scope {
@@ -1368,12 +1380,19 @@ impl Scope {
         Arc::new(Self::of(&self.client))
     }
 
+    /// What relates to the request goes to its own stream while that is open (bounded as a
+    /// client's queue is); once it closed, to the client as a whole.
     pub(crate) fn deliver(&self, text: String) -> Result<(), Undelivered> {
-        if let Some(related) = &self.related
-            && related.send(text.clone()).is_ok()
-        {
-            return Ok(());
-        }
+        let text = match &self.related {
+            Some(related) => match related.try_send(text) {
+                Ok(()) => return Ok(()),
+                Err(mpsc::error::TrySendError::Full(text)) => {
+                    return Err(left_out(&text, &self.client.metrics));
+                }
+                Err(mpsc::error::TrySendError::Closed(text)) => text,
+            },
+            None => text,
+        };
         self.client.send(text)
     }
 }
