@@ -56,7 +56,7 @@ use tokio_util::sync::CancellationToken;
 use mcp_supervisor::hub::SessionEnd;
 use mcp_supervisor_front::proxy::{
     Client, Kind, Message as ClientMessage, OUTBOX, Proxy, SESSION_VERSIONS, STATELESS_VERSION,
-    error_text,
+    error_text, string_of,
 };
 use mcp_supervisor_front::seal;
 
@@ -1155,9 +1155,7 @@ fn stateless_meta(params: Option<&RawValue>) -> StatelessMeta {
     let Some(params) = params.and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok()) else {
         return StatelessMeta::default();
     };
-    // A member's value when it is a JSON string.
-    let as_string =
-        |v: Option<&RawValue>| v.and_then(|v| serde_json::from_str::<String>(v.get()).ok());
+    let as_string = |v: Option<&RawValue>| v.and_then(string_of);
     let (version, capabilities) = match params.meta {
         Some(meta) => (
             as_string(meta.version),

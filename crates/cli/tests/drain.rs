@@ -126,30 +126,7 @@ impl Session {
     async fn open(proxy: &Running) -> Self {
         let client = reqwest::Client::new();
         let url = proxy.url("/mcp");
-        let response = client
-            .post(&url)
-            .bearer_auth(TOKEN)
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .json(&json!({
-                "jsonrpc": "2.0", "id": 0, "method": "initialize",
-                "params": {
-                    "protocolVersion": VERSION,
-                    "capabilities": {},
-                    "clientInfo": { "name": "drain-test", "version": "0" }
-                }
-            }))
-            .timeout(LIMIT)
-            .send()
-            .await
-            .expect("POST initialize");
-        assert_eq!(response.status().as_u16(), 200, "initialize is accepted");
-        let id = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .expect("initialize answers with an Mcp-Session-Id")
-            .to_string();
+        let (_, id) = post_initialize(&client, &url, Some(TOKEN), json!({}), "drain-test").await;
         let session = Self { client, url, id };
         let (status, _) = session
             .post(

@@ -190,31 +190,8 @@ impl Session {
     async fn open_with(proxy: &Running, capabilities: Value) -> Self {
         let client = reqwest::Client::new();
         let url = proxy.url("/mcp");
-        let response = client
-            .post(&url)
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .json(&json!({
-                "jsonrpc": "2.0",
-                "id": 0,
-                "method": "initialize",
-                "params": {
-                    "protocolVersion": VERSION,
-                    "capabilities": capabilities,
-                    "clientInfo": { "name": "http-face-test", "version": "0" }
-                }
-            }))
-            .timeout(LIMIT)
-            .send()
-            .await
-            .expect("POST initialize");
-        assert_eq!(response.status().as_u16(), 200, "initialize is accepted");
-        let id = response
-            .headers()
-            .get("mcp-session-id")
-            .and_then(|v| v.to_str().ok())
-            .expect("initialize answers with an Mcp-Session-Id")
-            .to_string();
+        let (response, id) =
+            post_initialize(&client, &url, None, capabilities, "http-face-test").await;
         let answer = read(response).await;
         assert!(answer.is_json(), "{answer:?}");
         let result = answer.response(&json!(0));

@@ -189,24 +189,15 @@ async fn serve_starts_an_on_demand_server_on_its_first_call_and_stops_it_when_id
 async fn wrap_on_demand_answers_from_its_saved_catalog_and_starts_the_server_on_the_first_call() {
     let dir = temp_dir("on-demand-wrap");
     let state = dir.join("state");
+    let server = [path_str(&fault_bin())];
     let wrap = |port: u16| {
-        let mut list: Vec<String> = [
-            "wrap",
-            "--on-demand",
-            "--idle-timeout-ms",
-            &IDLE_MS.to_string(),
-            "--health-interval-ms",
-            "0",
-            "--admin",
-            &format!("127.0.0.1:{port}"),
-            "--state-dir",
-            &path_str(&state),
-            "--",
-        ]
-        .map(str::to_string)
-        .to_vec();
-        list.push(path_str(&fault_bin()));
-        list
+        wrap_on_demand_args(
+            port,
+            &state,
+            IDLE_MS,
+            &["--health-interval-ms", "0"],
+            &server,
+        )
     };
 
     // Run 1, no saved catalog: the server answers the handshake, then stops once listed.

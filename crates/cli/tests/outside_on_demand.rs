@@ -22,7 +22,7 @@ use std::time::Duration;
 
 use outside_support::*;
 use serde_json::{Value, json};
-use support::{Proxy, free_port, path_str, serve_args, temp_dir, write_config};
+use support::{Proxy, free_port, serve_args, temp_dir, wrap_on_demand_args, write_config};
 
 /// The idle timeout of the on-demand servers here.
 const IDLE_MS: u64 = 1500;
@@ -193,23 +193,7 @@ async fn serve_lists_outside_servers_from_the_catalog_and_runs_them_only_while_u
 async fn wrap_on_demand(tag: &str, server: &[String], needle: &str, reply: fn(&str) -> String) {
     let dir = temp_dir(tag);
     let state = dir.join("state");
-    let wrap = |port: u16| {
-        let mut list: Vec<String> = [
-            "wrap",
-            "--on-demand",
-            "--idle-timeout-ms",
-            &IDLE_MS.to_string(),
-            "--admin",
-            &format!("127.0.0.1:{port}"),
-            "--state-dir",
-            &path_str(&state),
-            "--",
-        ]
-        .map(str::to_string)
-        .to_vec();
-        list.extend(server.iter().cloned());
-        list
-    };
+    let wrap = |port: u16| wrap_on_demand_args(port, &state, IDLE_MS, &[], server);
 
     let port = free_port();
     let mut proxy = Proxy::start(&wrap(port));

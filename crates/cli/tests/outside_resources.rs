@@ -13,7 +13,7 @@ mod support;
 
 use outside_support::*;
 use serde_json::{Value, json};
-use support::{StdioClient, free_port, path_str, temp_dir, write_config};
+use support::{StdioClient, temp_dir, write_config};
 
 /// `resources/read` of `uri`: the text (or blob) of its first content, or the whole answer.
 async fn read(client: &mut StdioClient, uri: &str) -> Result<Value, Value> {
@@ -38,18 +38,7 @@ async fn a_client_reads_a_resource_of_one_of_two_servers_without_listing_first()
             "py": entry(&py_server(&[]), json!({})),
         }),
     );
-    let admin = free_port();
-    let admin_addr = format!("127.0.0.1:{admin}");
-    let config = path_str(&config);
-    let mut client = StdioClient::start(&[
-        "serve",
-        "--config",
-        &config,
-        "--admin",
-        &admin_addr,
-        "--no-catalog",
-    ])
-    .await;
+    let (mut client, admin) = serve_with_admin(&config).await;
     until_state(admin, &["everything", "py"], "ready").await;
 
     // A URI it lists, read by a client that never listed.

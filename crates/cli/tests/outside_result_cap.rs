@@ -13,7 +13,7 @@ mod support;
 
 use outside_support::*;
 use serde_json::{Value, json};
-use support::{StdioClient, assert_cuts, free_port, path_str, temp_dir, write_config};
+use support::{StdioClient, assert_cuts, free_port, temp_dir, write_config};
 
 const CAP: usize = 1000;
 
@@ -150,18 +150,7 @@ async fn serve_cuts_outside_servers_results_over_max_result_bytes() {
             "py": entry(&py_server(&["--big"]), capped),
         }),
     );
-    let admin = free_port();
-    let admin_addr = format!("127.0.0.1:{admin}");
-    let config = path_str(&config);
-    let mut client = StdioClient::start(&[
-        "serve",
-        "--config",
-        &config,
-        "--admin",
-        &admin_addr,
-        "--no-catalog",
-    ])
-    .await;
+    let (mut client, admin) = serve_with_admin(&config).await;
     check_everything(&mut client, "everything__").await;
     check_py(&mut client, "py__").await;
     assert_cuts(admin, "everything", 2).await;

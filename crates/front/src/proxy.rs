@@ -103,23 +103,14 @@ pub enum Mode {
 /// What kind of JSON-RPC message a text is, read from its envelope only.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
-    Request {
-        method: String,
-    },
-    Notification {
-        method: String,
-    },
+    Request { method: String },
+    Notification { method: String },
     Response,
-    /// Not JSON (-32700) or not a JSON-RPC message (-32600): the error answer says which.
-    Invalid(String),
 }
 
-/// Read a message's kind (a [`Message`] keeps the rest of its envelope as well).
-pub fn kind(text: &str) -> Kind {
-    match Message::read(text) {
-        Ok(message) => message.kind,
-        Err(answer) => Kind::Invalid(answer),
-    }
+/// A JSON string's value, if the text is one.
+pub fn string_of(raw: &RawValue) -> Option<String> {
+    serde_json::from_str::<String>(raw.get()).ok()
 }
 
 /// A client's message, its envelope read once: a face reads each message on arrival, and
@@ -1034,10 +1025,7 @@ impl Proxy {
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
         let params = object_params(method, params)?;
-        let text = |path: &[&str]| {
-            members::member_at(params, path)
-                .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-        };
+        let text = |path: &[&str]| members::member_at(params, path).and_then(string_of);
         let (path, is_prompt): (&[&str], bool) = if method == "prompts/get" {
             (&["name"], true)
         } else {
@@ -1178,9 +1166,7 @@ impl Proxy {
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
         let params = object_params(method, params)?;
-        let public = members::member(params, "taskId")
-            .and_then(|v| serde_json::from_str::<String>(v.get()).ok())
-            .unwrap_or_default();
+        let public = member_str(params, "taskId").unwrap_or_default();
         let Some((server, task)) = mcp_supervisor::routes::task_route(&public) else {
             return Err(RpcError::new(
                 -32602,
@@ -1957,32 +1943,38 @@ mod tests {
         );
     }
 
+    fn kind_of(text: &str) -> Kind {
+        Message::read(text).expect("a message").kind
+    }
+
     #[test]
     fn kinds_are_read_from_the_envelope() {
         assert_eq!(
-            kind(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
+            kind_of(r#"{"jsonrpc":"2.0","id":1,"method":"tools/list"}"#),
             Kind::Request {
                 method: "tools/list".into()
             }
         );
         assert_eq!(
-            kind(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
+            kind_of(r#"{"jsonrpc":"2.0","method":"notifications/initialized"}"#),
             Kind::Notification {
                 method: "notifications/initialized".into()
             }
         );
         assert_eq!(
-            kind(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
+            kind_of(r#"{"jsonrpc":"2.0","id":"a","result":{}}"#),
             Kind::Response
         );
         assert_eq!(
-            kind(r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":null}"#),
+            kind_of(r#"{"jsonrpc":"2.0","id":7,"method":"ping","params":null}"#),
             Kind::Request {
                 method: "ping".into()
             }
         );
         assert_eq!(
-            kind(r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"_meta":{"progressToken":1}}}"#),
+            kind_of(
+                r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"_meta":{"progressToken":1}}}"#
+            ),
             Kind::Request { method: "x".into() }
         );
         for (text, code) in [
@@ -2006,7 +1998,7 @@ mod tests {
                 -32600,
             ),
         ] {
-            let Kind::Invalid(answer) = kind(text) else {
+            let Err(answer) = Message::read(text) else {
                 panic!("{text} is not a message");
             };
             let answer: Value = serde_json::from_str(&answer).unwrap();

@@ -26,7 +26,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::proxy::{
     Client, Mode, Named, Proxy, STATELESS_VERSION, Scope, call_through, member_str, raw_json,
-    to_raw,
+    string_of, to_raw,
 };
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
@@ -94,11 +94,6 @@ pub fn is_stateless(client: &Client, method: &str, params: Option<&RawValue>) ->
         client.stateless.store(true, Ordering::SeqCst);
     }
     stateless
-}
-
-/// A JSON string's value, if the text is one.
-fn string_of(raw: &RawValue) -> Option<String> {
-    serde_json::from_str::<String>(raw.get()).ok()
 }
 
 impl Proxy {

@@ -13,6 +13,24 @@ use serde_json::Value;
 
 use crate::interop_support::{everything_stdio, path_str, py_script, python, tool};
 
+/// `serve --config CONFIG --admin 127.0.0.1:PORT --no-catalog` over stdio: its client, and the
+/// admin port.
+pub async fn serve_with_admin(config: &Path) -> (crate::support::StdioClient, u16) {
+    let admin = crate::support::free_port();
+    let admin_addr = format!("127.0.0.1:{admin}");
+    let config = path_str(config);
+    let client = crate::support::StdioClient::start(&[
+        "serve",
+        "--config",
+        &config,
+        "--admin",
+        &admin_addr,
+        "--no-catalog",
+    ])
+    .await;
+    (client, admin)
+}
+
 /// The bound of any wait for a state here.
 pub const LIMIT: Duration = Duration::from_secs(30);
 

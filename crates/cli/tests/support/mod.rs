@@ -320,3 +320,45 @@ impl StdioClient {
         assert!(exited.is_ok(), "the proxy did not exit after stdin closed");
     }
 }
+
+/// POST a 2025-06-18 `initialize` to `url` (with a bearer `token` when given), declaring
+/// `capabilities`, as client `name`; checks it was accepted and returns the response (its body
+/// unread) and the session id it gave.
+pub async fn post_initialize(
+    client: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    capabilities: Value,
+    name: &str,
+) -> (reqwest::Response, String) {
+    let mut request = client
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream");
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    let response = request
+        .json(&serde_json::json!({
+            "jsonrpc": "2.0",
+            "id": 0,
+            "method": "initialize",
+            "params": {
+                "protocolVersion": "2025-06-18",
+                "capabilities": capabilities,
+                "clientInfo": { "name": name, "version": "0" }
+            }
+        }))
+        .timeout(Duration::from_secs(20))
+        .send()
+        .await
+        .expect("POST initialize");
+    assert_eq!(response.status().as_u16(), 200, "initialize is accepted");
+    let id = response
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|v| v.to_str().ok())
+        .expect("initialize answers with an Mcp-Session-Id")
+        .to_string();
+    (response, id)
+}

@@ -178,6 +178,28 @@ pub fn serve_args(config: &Path, state: &Path, admin: Option<u16>) -> Vec<String
     list
 }
 
+/// `wrap --on-demand --idle-timeout-ms IDLE_MS [EXTRA…] --admin 127.0.0.1:PORT --state-dir STATE
+/// -- SERVER…`.
+pub fn wrap_on_demand_args(
+    port: u16,
+    state: &Path,
+    idle_ms: u64,
+    extra: &[&str],
+    server: &[String],
+) -> Vec<String> {
+    let mut list = args(&[
+        "wrap",
+        "--on-demand",
+        "--idle-timeout-ms",
+        &idle_ms.to_string(),
+    ]);
+    list.extend(args(extra));
+    list.extend(args(&["--admin", &format!("127.0.0.1:{port}")]));
+    list.extend(args(&["--state-dir", &path_str(state), "--"]));
+    list.extend(server.iter().cloned());
+    list
+}
+
 pub fn args(list: &[&str]) -> Vec<String> {
     list.iter().map(|s| s.to_string()).collect()
 }

@@ -87,16 +87,16 @@ impl StdioWire {
         false
     }
 
+    /// Queue `line` for the writer task: what says when it went out, or `None` when the wire
+    /// is closed.
+    fn queue_line(&self, line: Vec<u8>) -> Option<oneshot::Receiver<bool>> {
+        let (done, written) = oneshot::channel();
+        self.order(Order::Line(line, done)).then_some(written)
+    }
+
     /// Queue `line` and wait until the writer task wrote it.
     async fn queued_line(&self, line: Vec<u8>) -> Result<(), Failure> {
-        let (done, written) = oneshot::channel();
-        if !self.order(Order::Line(line, done)) {
-            return Err(Failure::TransportClosedBeforeSend);
-        }
-        match written.await {
-            Ok(true) => Ok(()),
-            _ => Err(Failure::TransportClosedBeforeSend),
-        }
+        went_out(self.queue_line(line)).await
     }
 
     /// Read `stdout` line by line straight into `peer` (no hop between), and end the peer when
@@ -160,19 +160,23 @@ impl Wire for StdioWire {
                         _ => 0,
                     };
                     line.drain(..n);
-                    let (done, written) = oneshot::channel();
-                    let queued = self.order(Order::Line(line, done));
+                    let written = self.queue_line(line);
                     drop(pipe);
-                    if !queued {
-                        return Err(Failure::TransportClosedBeforeSend);
-                    }
-                    match written.await {
-                        Ok(true) => Ok(()),
-                        _ => Err(Failure::TransportClosedBeforeSend),
-                    }
+                    went_out(written).await
                 }
             }
         })
+    }
+}
+
+/// Whether a queued line went out (`None`: it was not queued, the wire is closed).
+async fn went_out(written: Option<oneshot::Receiver<bool>>) -> Result<(), Failure> {
+    let Some(written) = written else {
+        return Err(Failure::TransportClosedBeforeSend);
+    };
+    match written.await {
+        Ok(true) => Ok(()),
+        _ => Err(Failure::TransportClosedBeforeSend),
     }
 }
 
