@@ -1,8 +1,9 @@
 //! `pipe-relay`: the cost floor of an extra hop on the stdio face. It starts a stdio child and
 //! copies bytes, our stdin → the child's stdin and the child's stdout → our stdout, with
-//! `tokio::io::copy`: no framing, no parsing, no ids. When our stdin and stdout are pipes (as when
-//! `peers` drives it) they are read and written as non-blocking pipes on the runtime's reactor,
-//! as the child's pipes are; otherwise, or with `--tokio-stdio`, through `tokio::io::stdin` and
+//! `tokio::io::copy`: no framing, no parsing, no ids. When our stdin and stdout are pipes or
+//! stream sockets (as when `peers` or the node client drives it: node gives its children socket
+//! pairs) they are read and written non-blocking on the runtime's reactor, as the child's pipes
+//! are; otherwise, or with `--tokio-stdio`, through `tokio::io::stdin` and
 //! `stdout` (a blocking read or write on tokio's blocking threads for each chunk, as
 //! `mcp-supervisor`'s stdio face reads and writes them).
 //!
@@ -10,49 +11,30 @@
 //! until the child exits, until SIGTERM/SIGINT, until `--max-secs`, or until its parent dies
 //! (PR_SET_PDEATHSIG), and then kills its child.
 
-use std::os::fd::AsFd;
 use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use tokio::io::{AsyncRead, AsyncWrite};
-use tokio::net::unix::pipe;
 use tokio::process::Command;
 
 type Reader = Box<dyn AsyncRead + Unpin + Send>;
 type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 
-/// Our stdin as a non-blocking pipe when it is one (and not `tokio_stdio`), else tokio's
-/// (blocking-thread) stdin.
+/// Our stdin on the reactor as `mcp-supervisor`'s stdio face opens it (a pipe or a stream
+/// socket), unless `tokio_stdio`.
 fn our_stdin(tokio_stdio: bool) -> Reader {
-    if tokio_stdio {
-        return Box::new(tokio::io::stdin());
-    }
-    let pipe = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| pipe::Receiver::from_owned_fd(fd).ok());
-    match pipe {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdin()),
+    match tokio_stdio {
+        true => Box::new(tokio::io::stdin()),
+        false => mcp_supervisor_front::stdio::our_stdin(),
     }
 }
 
-/// Our stdout as a non-blocking pipe when it is one (and not `tokio_stdio`), else tokio's
-/// (blocking-thread) stdout.
+/// Our stdout, the same way.
 fn our_stdout(tokio_stdio: bool) -> Writer {
-    if tokio_stdio {
-        return Box::new(tokio::io::stdout());
-    }
-    let pipe = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| pipe::Sender::from_owned_fd(fd).ok());
-    match pipe {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdout()),
+    match tokio_stdio {
+        true => Box::new(tokio::io::stdout()),
+        false => mcp_supervisor_front::stdio::our_stdout(),
     }
 }
 

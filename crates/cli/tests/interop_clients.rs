@@ -375,6 +375,35 @@ fn the_inspector_cli_lists_and_calls_tools_through_the_http_face() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The inspector CLI starts `wrap` itself, over stdio, as a desktop host does: Node gives its
+/// child socket pairs, not pipes, and `wrap` serves them on its reactor (its log says so).
+#[test]
+fn the_inspector_cli_calls_a_tool_through_wrap_over_stdio() {
+    let dir = temp_dir("inspector-stdio");
+    let home = dir.join("home");
+    std::fs::create_dir_all(&home).expect("inspector HOME");
+    let mut cmd = Command::new(tool("mcp-inspector"));
+    cmd.args(["--cli", "--method", "tools/call", "--tool-name", "echo"])
+        .args(["--tool-arg", "message=through stdio", "--"])
+        .arg(sup())
+        .args(support::WRAP_LOGGING_STDIO)
+        .arg(fault_bin())
+        .env("HOME", &home)
+        .env_remove("RUST_LOG");
+    let what = "inspector --cli tools/call echo over stdio";
+    let (status, out, err) = run_bounded(what, cmd, &dir, Duration::from_secs(60));
+    assert!(status.success(), "{what} failed ({status}):\n{out}\n{err}");
+    let called: Value = serde_json::from_str(&out)
+        .unwrap_or_else(|e| panic!("{what} printed no JSON ({e}):\n{out}\n{err}"));
+    assert_eq!(
+        called["content"],
+        json!([{ "type": "text", "text": "through stdio" }]),
+        "{called}"
+    );
+    support::assert_stdio_sockets_on_reactor(&err);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// What `wrap` may not change, from a `describe` summary. Known and deliberate omissions, both
 /// from rmcp 3.11's typed model, which has no field for them: a tool's `execution`
 /// (`taskSupport`) and the `tasks` capability of the 2025-11-25 task-augmented calls, which the

@@ -36,36 +36,64 @@ pub async fn run(proxy: Arc<Proxy>) {
     serve(proxy, our_stdin(), our_stdout()).await;
 }
 
-type Input = Box<dyn AsyncRead + Unpin + Send>;
-type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
+/// A reader of the client's messages.
+pub type Input = Box<dyn AsyncRead + Unpin + Send>;
+/// A writer of the client's messages.
+pub type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 
-/// Our stdin: read on the runtime's reactor when it is a pipe (as when a host starts us), else
-/// through tokio's blocking-thread stdin (a terminal, a file).
-fn our_stdin() -> Input {
+/// Our stdin: read on the runtime's reactor when it is a pipe or a stream socket, which is how a
+/// host starts us (Node's `child_process`, which Electron hosts use, gives its children socket
+/// pairs, not pipes); else (a terminal, a file) through tokio's blocking-thread stdin, which
+/// costs a hand-off between threads for every read.
+pub fn our_stdin() -> Input {
     use std::os::fd::AsFd;
-    let pipe = std::io::stdin()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok());
-    match pipe {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdin()),
-    }
+    on_reactor(
+        std::io::stdin().as_fd(),
+        "stdin",
+        |fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map(|p| Box::new(p) as Input),
+        |socket| Box::new(socket) as Input,
+    )
+    .unwrap_or_else(|| Box::new(tokio::io::stdin()))
 }
 
 /// Our stdout, the same way.
-fn our_stdout() -> Output {
+pub fn our_stdout() -> Output {
     use std::os::fd::AsFd;
-    let pipe = std::io::stdout()
-        .as_fd()
-        .try_clone_to_owned()
-        .ok()
-        .and_then(|fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).ok());
-    match pipe {
-        Some(pipe) => Box::new(pipe),
-        None => Box::new(tokio::io::stdout()),
+    on_reactor(
+        std::io::stdout().as_fd(),
+        "stdout",
+        |fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).map(|p| Box::new(p) as Output),
+        |socket| Box::new(socket) as Output,
+    )
+    .unwrap_or_else(|| Box::new(tokio::io::stdout()))
+}
+
+/// A copy of `fd` made non-blocking and registered with the runtime's reactor, when it is a
+/// stream socket (`socket`) or a pipe (`pipe`); `None` for anything else.
+fn on_reactor<T>(
+    fd: std::os::fd::BorrowedFd<'_>,
+    name: &str,
+    pipe: impl FnOnce(std::os::fd::OwnedFd) -> std::io::Result<T>,
+    socket: impl FnOnce(tokio::net::UnixStream) -> T,
+) -> Option<T> {
+    use nix::sys::socket::{SockType, getsockopt, sockopt};
+    let fd = fd.try_clone_to_owned().ok()?;
+    let (end, kind) = if matches!(getsockopt(&fd, sockopt::SockType), Ok(SockType::Stream)) {
+        // Reads and writes of a stream are plain `read`/`write` calls: any stream socket serves.
+        let stream = std::os::unix::net::UnixStream::from(fd);
+        let end = stream
+            .set_nonblocking(true)
+            .ok()
+            .and_then(|()| tokio::net::UnixStream::from_std(stream).ok());
+        (end.map(socket), "a stream socket")
+    } else {
+        (pipe(fd).ok(), "a pipe")
+    };
+    match end {
+        Some(_) => tracing::debug!("{name} is {kind}, used on the reactor"),
+        None => tracing::debug!("{name} is neither a pipe nor a stream socket: a blocking thread"),
     }
+    end
 }
 
 /// Serve one client on `input` and `output` until `input` ends.

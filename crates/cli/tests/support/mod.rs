@@ -195,6 +195,23 @@ pub fn pid_of(status: &Value, name: &str) -> Option<u32> {
     server(status, name)["pid"].as_u64().map(|p| p as u32)
 }
 
+/// `wrap`'s arguments, up to its server's command, with the stdio face's debug lines logged.
+pub const WRAP_LOGGING_STDIO: [&str; 4] = [
+    "wrap",
+    "--log-level",
+    "info,mcp_supervisor_front::stdio=debug",
+    "--",
+];
+
+/// Panics unless `log` (of a `wrap` run with [`WRAP_LOGGING_STDIO`]) says both stdin and stdout
+/// were stream sockets used on the reactor.
+pub fn assert_stdio_sockets_on_reactor(log: &str) {
+    for end in ["stdin", "stdout"] {
+        let line = format!("{end} is a stream socket, used on the reactor");
+        assert!(log.contains(&line), "no {line:?} in wrap's log:\n{log}");
+    }
+}
+
 /// A raw JSON-RPC client of `mcp-supervisor ARGS` over its stdio: requests and their answers as
 /// JSON values, the notifications it saw kept. Every wait is bounded by [`STDIO_LIMIT`]; a
 /// server's request to the client is refused with a JSON-RPC error.
