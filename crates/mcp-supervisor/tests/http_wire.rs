@@ -59,7 +59,7 @@ fn request(id: u64, method: &str, params: Value) -> String {
 
 struct Peer {
     wire: HttpWire,
-    rx: mpsc::UnboundedReceiver<Incoming>,
+    rx: mcp_supervisor::upstream::wire::IncomingRx,
 }
 
 impl Peer {
@@ -68,8 +68,15 @@ impl Peer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mcp_supervisor::upstream::wire::incoming();
         let wire = HttpWire::new(url, &headers, tx).expect("a valid wire");
+        Self { wire, rx }
+    }
+
+    /// A peer whose queue of received messages holds at most `bound`.
+    fn bounded(url: &str, bound: usize) -> Self {
+        let (tx, rx) = mpsc::channel(bound);
+        let wire = HttpWire::new(url, &[], tx).expect("a valid wire");
         Self { wire, rx }
     }
 
@@ -205,6 +212,54 @@ async fn progress_comes_on_the_calls_own_stream_before_its_result() {
         assert_eq!(message["params"]["progressToken"], "p-3", "{message}");
         assert_eq!(*related, Some(3), "{message} is related to its call");
     }
+    peer.wire.close();
+}
+
+/// A server that sends faster than the peer takes: the wire waits at the queue's bound instead
+/// of reading on into memory, and loses nothing: every notification comes, in order, then the
+/// answer.
+#[tokio::test]
+async fn a_flood_past_the_incoming_bound_waits_for_the_peer_and_loses_nothing() {
+    const BOUND: usize = 8;
+    const COUNT: u64 = 3000;
+    let dir = temp_dir("wire-flood");
+    let port = free_port();
+    let _server = fault_server(port, &dir, "server").await;
+    let mut peer = Peer::bounded(&fault_url(port), BOUND);
+    peer.handshake().await;
+
+    let call = request(
+        3,
+        "tools/call",
+        json!({ "name": "flood", "arguments": { "count": COUNT, "bytes": 64 },
+                "_meta": { "progressToken": "f" } }),
+    );
+    peer.send(&call, Some(3)).await.expect("tools/call POST");
+    // The queue fills to its bound, and no further, while nobody reads.
+    within("the queue filling", async {
+        while peer.rx.len() < BOUND {
+            tokio::task::yield_now().await;
+        }
+    })
+    .await;
+    assert_eq!(
+        peer.rx.len(),
+        BOUND,
+        "the queue holds no more than its bound"
+    );
+    let (before, answer) = peer.until_answer(3).await;
+    assert_eq!(
+        answer["result"]["content"][0]["text"],
+        format!("sent {COUNT}"),
+        "{answer}"
+    );
+    let progress: Vec<f64> = before
+        .iter()
+        .filter_map(|(m, _)| m["params"]["progress"].as_f64())
+        .collect();
+    assert_eq!(progress.len(), COUNT as usize, "every notification came");
+    let out_of_order = progress.iter().zip(1..).find(|(p, n)| **p != *n as f64);
+    assert_eq!(out_of_order, None, "the notifications came in order");
     peer.wire.close();
 }
 

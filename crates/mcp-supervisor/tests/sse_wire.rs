@@ -242,7 +242,7 @@ impl Server {
 
 struct Peer {
     wire: SseWire,
-    rx: mpsc::UnboundedReceiver<Incoming>,
+    rx: mcp_supervisor::upstream::wire::IncomingRx,
 }
 
 impl Peer {
@@ -251,7 +251,7 @@ impl Peer {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect();
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mcp_supervisor::upstream::wire::incoming();
         let wire = SseWire::new(url, &headers, tx).expect("a valid wire");
         Self { wire, rx }
     }

@@ -390,7 +390,7 @@ impl Inner {
                 && !stale
                 && answers(&body, id)
             {
-                return match deliver(&tx, body, request) {
+                return match deliver(&tx, body, request).await {
                     Ok(_) => Ok(()),
                     Err(PeerGone) => Err(Failure::TransportClosedBeforeSend),
                 };
@@ -417,7 +417,7 @@ impl Inner {
                 if body.trim().is_empty() {
                     return accepted(request);
                 }
-                match deliver(&tx, body, request) {
+                match deliver(&tx, body, request).await {
                     Ok(true) => Ok(()),
                     Ok(false) => match request {
                         None => Ok(()),
@@ -543,10 +543,12 @@ impl Inner {
                 Some(resumed) => response = resumed,
                 None => {
                     if !self.ct.is_cancelled() {
-                        let _ = tx.send(Incoming::Lost {
-                            id,
-                            failure: Failure::ConnectionLostAfterSend,
-                        });
+                        let _ = tx
+                            .send(Incoming::Lost {
+                                id,
+                                failure: Failure::ConnectionLostAfterSend,
+                            })
+                            .await;
                     }
                     return;
                 }
@@ -742,7 +744,7 @@ impl Inner {
                 continue;
             };
             delivered = true;
-            match deliver(tx, data, request) {
+            match deliver(tx, data, request).await {
                 Ok(true) => return (StreamEnd::Answered, delivered),
                 Ok(false) => {}
                 Err(PeerGone) => return (StreamEnd::Stopped, delivered),
@@ -807,9 +809,9 @@ async fn read_json_body(response: &mut Response) -> Result<String, Failure> {
 /// The peer dropped its receiver.
 struct PeerGone;
 
-/// Hands `text` (one message, or each element of a batch array) to the peer. Returns whether one
-/// of them is the answer to `request`.
-fn deliver(tx: &IncomingTx, text: String, request: Option<u64>) -> Result<bool, PeerGone> {
+/// Hands `text` (one message, or each element of a batch array) to the peer, waiting while its
+/// queue is full. Returns whether one of them is the answer to `request`.
+async fn deliver(tx: &IncomingTx, text: String, request: Option<u64>) -> Result<bool, PeerGone> {
     let mut answered = false;
     let batch = if text.trim_start().starts_with('[') {
         serde_json::from_str::<Vec<&RawValue>>(&text)
@@ -827,6 +829,7 @@ fn deliver(tx: &IncomingTx, text: String, request: Option<u64>) -> Result<bool, 
             text: message,
             related: request,
         })
+        .await
         .map_err(|_| PeerGone)?;
     }
     Ok(answered)
@@ -897,11 +900,14 @@ mod tests {
         assert!(!answers("not json", 7));
     }
 
-    #[test]
-    fn a_batch_is_delivered_element_by_element_as_written() {
-        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    #[tokio::test]
+    async fn a_batch_is_delivered_element_by_element_as_written() {
+        let (tx, mut rx) = super::super::wire::incoming();
         let batch = r#"[{"jsonrpc":"2.0","method":"a"} , {"jsonrpc":"2.0","id":3,"result":{ }}]"#;
-        assert!(matches!(deliver(&tx, batch.into(), Some(3)), Ok(true)));
+        assert!(matches!(
+            deliver(&tx, batch.into(), Some(3)).await,
+            Ok(true)
+        ));
         let mut texts = Vec::new();
         while let Ok(Incoming::Message { text, related }) = rx.try_recv() {
             assert_eq!(related, Some(3));
@@ -918,7 +924,7 @@ mod tests {
 
     #[test]
     fn reserved_and_invalid_headers_are_refused_by_name() {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = super::super::wire::incoming();
         let url = "http://127.0.0.1:1/mcp";
         let err = |h: &[(&str, &str)]| {
             let h: Vec<(String, String)> = h

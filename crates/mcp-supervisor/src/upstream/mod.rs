@@ -194,7 +194,7 @@ impl Connector for ServerConnector {
                 }))
             }
             TransportConfig::Http { url, headers } => {
-                let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
+                let (incoming_tx, incoming_rx) = wire::incoming();
                 let auth = self
                     .auth
                     .clone()
@@ -227,7 +227,7 @@ impl Connector for ServerConnector {
                 Ok(link)
             }
             TransportConfig::Sse { url, headers } => {
-                let (incoming_tx, incoming_rx) = mpsc::unbounded_channel();
+                let (incoming_tx, incoming_rx) = wire::incoming();
                 let sse = sse_wire::SseWire::new(url, &exposed(headers), incoming_tx)?;
                 // The event stream's end is the generation's: lost, or closed when told.
                 let ended = sse.ended();
@@ -247,7 +247,7 @@ impl ServerConnector {
     fn remote_link(
         &self,
         wire: Arc<dyn Wire>,
-        incoming: mpsc::UnboundedReceiver<wire::Incoming>,
+        incoming: wire::IncomingRx,
         events: LinkEvents,
         closed: watch::Receiver<bool>,
         closed_tx: Option<watch::Sender<bool>>,

@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 
-use super::wire::{Incoming, Wire};
+use super::wire::{Incoming, IncomingRx, Wire};
 use crate::link::{CallOptions, Downstream, LinkEvent, LinkEvents, RpcError};
 pub(crate) use members::{member, with_member};
 
@@ -93,7 +93,7 @@ impl Peer {
     /// calls [`Peer::end`] when its connection ends.
     pub(crate) fn start(
         wire: Arc<dyn Wire>,
-        incoming: Option<mpsc::UnboundedReceiver<Incoming>>,
+        incoming: Option<IncomingRx>,
         fallback: Arc<dyn Downstream>,
         events: LinkEvents,
         client_timeout: Duration,
@@ -534,7 +534,7 @@ impl Drop for Outstanding<'_> {
 }
 
 /// Read what the wire hands in until it ends; then nothing more can come.
-async fn read(peer: std::sync::Weak<Peer>, mut incoming: mpsc::UnboundedReceiver<Incoming>) {
+async fn read(peer: std::sync::Weak<Peer>, mut incoming: IncomingRx) {
     while let Some(message) = incoming.recv().await {
         let Some(peer) = peer.upgrade() else { return };
         peer.deliver(message);

@@ -309,7 +309,7 @@ impl Inner {
                 text: data,
                 related: None,
             };
-            if tx.send(message).is_err() {
+            if tx.send(message).await.is_err() {
                 return StreamEnd::Stopped;
             }
         }
@@ -450,7 +450,7 @@ mod tests {
 
     #[tokio::test]
     async fn reserved_and_invalid_headers_and_urls_are_refused_by_name() {
-        let (tx, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let (tx, _rx) = super::super::wire::incoming();
         let err = |url: &str, h: &[(&str, &str)]| {
             let h: Vec<(String, String)> = h
                 .iter()

@@ -32,10 +32,23 @@ pub enum Incoming {
     },
 }
 
-/// Where a wire that runs apart from its peer (streamable HTTP) sends what it receives. The
-/// wire's end being dropped (every sender gone) means no message can come any more: the
-/// generation's connection ended. (The stdio wire hands each line to its peer directly.)
-pub type IncomingTx = mpsc::UnboundedSender<Incoming>;
+/// Where a wire that runs apart from its peer (streamable HTTP, legacy SSE) sends what it
+/// receives. The wire's end being dropped (every sender gone) means no message can come any
+/// more: the generation's connection ended. (The stdio wire hands each line to its peer
+/// directly.) Bounded at [`INCOMING`]: when the peer falls behind, the wire waits before it
+/// reads on, so a server that floods is held back by its own connection, not by our memory.
+pub type IncomingTx = mpsc::Sender<Incoming>;
+
+/// The receiving end of [`IncomingTx`].
+pub type IncomingRx = mpsc::Receiver<Incoming>;
+
+/// How many received messages may wait for the peer before the wire stops reading.
+pub const INCOMING: usize = 1024;
+
+/// A new queue for what a wire receives, bounded at [`INCOMING`].
+pub fn incoming() -> (IncomingTx, IncomingRx) {
+    mpsc::channel(INCOMING)
+}
 
 /// One generation's transport.
 pub trait Wire: Send + Sync + 'static {
