@@ -10,7 +10,9 @@
 //!   upstream.
 //! - `GET` opens the session's standalone stream: what belongs to no request. Its events carry
 //!   ids; the last [`KEPT_EVENTS`] are kept, for replay after `Last-Event-ID` and for delivery
-//!   once a stream opens. One at a time per session.
+//!   once a stream opens. One at a time per session. A stream whose client does not read
+//!   ends once it holds [`KEPT_EVENTS`] unread, so the client resumes it from the kept events
+//!   rather than the proxy queueing without bound.
 //! - `DELETE` ends a session: its calls are cancelled and its streams end.
 //! - When the proxy stops (at the end of its drain window, [`crate::drain`]), a call still
 //!   running is answered with the stopping error (and so cancelled upstream), and every event
@@ -706,7 +708,8 @@ struct Events {
     kept: VecDeque<(u64, Arc<str>)>,
     /// The highest id handed to a GET stream.
     delivered: u64,
-    stream: Option<mpsc::UnboundedSender<(u64, Arc<str>)>>,
+    /// The open stream's queue, bounded at [`KEPT_EVENTS`].
+    stream: Option<mpsc::Sender<(u64, Arc<str>)>>,
 }
 
 /// When the session was last used, and how many calls and streams keep it alive.
@@ -968,10 +971,16 @@ impl Session {
             events.kept.pop_front();
         }
         if let Some(stream) = &events.stream {
-            if stream.send((id, text)).is_ok() {
-                events.delivered = id;
-            } else {
-                events.stream = None;
+            match stream.try_send((id, text)) {
+                Ok(()) => events.delivered = id,
+                Err(mpsc::error::TrySendError::Full(_)) => {
+                    // Its client does not read: the stream ends after what it holds, and the
+                    // client resumes it with `Last-Event-ID`, from the kept events, which still
+                    // hold this one and everything after what the stream held.
+                    tracing::debug!(id, "the standalone stream is not read: it ends, to resume");
+                    events.stream = None;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => events.stream = None,
             }
         }
     }
@@ -984,10 +993,7 @@ impl Session {
     fn attach(
         &self,
         last_event_id: Option<&str>,
-    ) -> Option<(
-        Vec<(u64, Arc<str>)>,
-        mpsc::UnboundedReceiver<(u64, Arc<str>)>,
-    )> {
+    ) -> Option<(Vec<(u64, Arc<str>)>, mpsc::Receiver<(u64, Arc<str>)>)> {
         let mut events = lock(&self.events);
         if last_event_id.is_none() && events.stream.as_ref().is_some_and(|s| !s.is_closed()) {
             return None;
@@ -1005,7 +1011,7 @@ impl Session {
         if let Some((id, _)) = replay.last() {
             events.delivered = events.delivered.max(*id);
         }
-        let (tx, rx) = mpsc::unbounded_channel();
+        let (tx, rx) = mpsc::channel(KEPT_EVENTS);
         events.stream = Some(tx);
         Some((replay, rx))
     }
@@ -1665,6 +1671,31 @@ mod tests {
         // Shutdown ends the session.
         shutdown.cancel();
         session.ended.cancelled().await;
+    }
+
+    #[tokio::test]
+    async fn a_standalone_stream_not_read_ends_and_resumes_without_a_gap() {
+        let (sessions, _shutdown) = sessions();
+        let (session, _) = open(&sessions);
+        let (replay, mut live) = session.attach(None).expect("a stream");
+        assert!(replay.is_empty());
+        // The client reads nothing while more than its stream holds arrive.
+        let sent = KEPT_EVENTS as u64 + 40;
+        for n in 1..=sent {
+            session.push(format!("m{n}"));
+        }
+        // It gets what the stream held, and then the end of the stream.
+        let mut last = 0;
+        while let Some((id, text)) = live.recv().await {
+            assert_eq!((id, &*text), (last + 1, &*format!("m{}", last + 1)));
+            last = id;
+        }
+        assert_eq!(last, KEPT_EVENTS as u64, "the stream held its bound");
+        // It resumes after the last id it read, and gets the rest, with no gap.
+        let resume = last.to_string();
+        let (replay, _live) = session.attach(Some(&resume)).expect("resumed");
+        let ids: Vec<u64> = replay.iter().map(|(id, _)| *id).collect();
+        assert_eq!(ids, (last + 1..=sent).collect::<Vec<_>>());
     }
 
     #[test]
