@@ -16,9 +16,10 @@
 use std::sync::Arc;
 
 use futures::StreamExt;
+use mcp_supervisor::upstream::lines::{LineCodec, LineError, one_line};
 use tokio::io::{AsyncRead, AsyncWriteExt};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
-use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
+use tokio_util::codec::FramedRead;
 
 use crate::proxy::{Kind, Message, OUTBOX, Proxy, error_text};
 
@@ -102,8 +103,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
-    let mut lines = FramedRead::new(input, codec);
+    let mut lines = FramedRead::new(input, LineCodec::new(MAX_LINE));
     // Notifications and the servers' requests no call caused, at most OUTBOX waiting (past it
     // the message face leaves notifications out and fails such requests: the client does not
     // read); and the answers to bad input, for which reading waits.
@@ -116,7 +116,7 @@ where
     while let Some(line) = lines.next().await {
         let line = match line {
             Ok(line) => line,
-            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
+            Err(LineError::TooLong) => {
                 let _ = out_tx
                     .send(error_text(
                         None,
@@ -126,7 +126,7 @@ where
                     .await;
                 continue;
             }
-            Err(AnyDelimiterCodecError::Io(error)) => {
+            Err(LineError::Io(error)) => {
                 tracing::debug!("reading stdin failed: {error}");
                 break;
             }
@@ -256,7 +256,7 @@ fn drain(
 }
 
 fn push_line(batch: &mut String, message: String) {
-    batch.push_str(&mcp_supervisor::upstream::stdio::one_line(message));
+    batch.push_str(&one_line(message));
     batch.push('\n');
 }
 

@@ -9,6 +9,7 @@
 pub(crate) mod era;
 mod http_common;
 pub mod http_wire;
+pub mod lines;
 pub(crate) mod process;
 pub(crate) mod rpc;
 pub mod sse_wire;

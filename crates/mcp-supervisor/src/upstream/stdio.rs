@@ -1,7 +1,7 @@
 //! The stdio wire of one generation: JSON-RPC messages as lines on the child's stdin and
 //! stdout.
 //!
-//! It frames lines (tokio-util's line codec, with a length limit) and nothing else: every line
+//! It frames lines ([`super::lines`], with a length limit) and nothing else: every line
 //! from the child goes to the peer as it came, every message to the child is written as one whole
 //! line. It never parses a message, and never writes a partial line.
 //!
@@ -22,8 +22,9 @@ use mcp_supervisor_core::classify::Failure;
 use tokio::io::{AsyncWrite, AsyncWriteExt};
 use tokio::process::{ChildStdin, ChildStdout};
 use tokio::sync::{mpsc, oneshot};
-use tokio_util::codec::{AnyDelimiterCodec, AnyDelimiterCodecError, FramedRead};
+use tokio_util::codec::FramedRead;
 
+use super::lines::{LineCodec, LineError, one_line};
 use super::rpc::Peer;
 use super::wire::{Incoming, Wire};
 use crate::link::BoxFuture;
@@ -268,19 +269,8 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
     }
 }
 
-/// A JSON text on one line. Outside strings (which cannot hold a raw line break) a line break is
-/// only whitespace, so it becomes a space: the message is the same, the framing stays whole.
-pub fn one_line(text: String) -> String {
-    if text.contains(['\n', '\r']) {
-        text.replace(['\n', '\r'], " ")
-    } else {
-        text
-    }
-}
-
 async fn read(stdout: ChildStdout, peer: Weak<Peer>) {
-    let codec = AnyDelimiterCodec::new_with_max_length(b"\n".to_vec(), Vec::new(), MAX_LINE);
-    let mut lines = FramedRead::new(stdout, codec);
+    let mut lines = FramedRead::new(stdout, LineCodec::new(MAX_LINE));
     while let Some(line) = lines.next().await {
         match line {
             Ok(line) => {
@@ -299,10 +289,10 @@ async fn read(stdout: ChildStdout, peer: Weak<Peer>) {
                     related: None,
                 });
             }
-            Err(AnyDelimiterCodecError::MaxChunkLengthExceeded) => {
+            Err(LineError::TooLong) => {
                 tracing::warn!("a line from the server exceeded {MAX_LINE} bytes and was dropped");
             }
-            Err(AnyDelimiterCodecError::Io(error)) => {
+            Err(LineError::Io(error)) => {
                 tracing::debug!("reading the server's stdout failed: {error}");
                 break;
             }
@@ -449,12 +439,5 @@ mod tests {
         assert!(queued.await.unwrap().is_ok());
         let written = String::from_utf8(pipe.0.lock().unwrap().clone()).unwrap();
         assert_eq!(written, "{\"id\":1}\n{\"id\":2}\n{\"id\":3}\n");
-    }
-
-    #[test]
-    fn line_breaks_between_tokens_become_spaces() {
-        assert_eq!(one_line("{\n \"a\": 1\r\n}".into()), "{  \"a\": 1  }");
-        let same = r#"{"a":"x\ny"}"#.to_string();
-        assert_eq!(one_line(same.clone()), same);
     }
 }
