@@ -666,18 +666,22 @@ pub fn notification_text(method: &str, params: Option<&RawValue>) -> String {
 
 /// A JSON-RPC response to `id`: the result, or the error.
 pub fn response_text(id: &RawValue, answer: Result<Box<RawValue>, RpcError>) -> String {
-    match answer {
-        Ok(result) => format!(
-            r#"{{"jsonrpc":"2.0","id":{},"result":{}}}"#,
-            id.get(),
-            result.get()
-        ),
-        Err(error) => format!(
-            r#"{{"jsonrpc":"2.0","id":{},"error":{}}}"#,
-            id.get(),
-            error.to_json()
-        ),
-    }
+    let error;
+    let (member, body) = match &answer {
+        Ok(result) => (r#","result":"#, result.get()),
+        Err(e) => {
+            error = e.to_json();
+            (r#","error":"#, error.as_str())
+        }
+    };
+    // Sized once, with room for the line break a stdio writer adds.
+    let mut text = String::with_capacity(24 + id.get().len() + member.len() + body.len() + 2);
+    text.push_str(r#"{"jsonrpc":"2.0","id":"#);
+    text.push_str(id.get());
+    text.push_str(member);
+    text.push_str(body);
+    text.push('}');
+    text
 }
 
 /// The start of a long text, for a log line.
