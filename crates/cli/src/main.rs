@@ -18,6 +18,11 @@ mod telemetry;
 
 use std::process::ExitCode;
 
+/// mimalloc rather than the system's allocator: a relayed message is a few allocations of about
+/// its size, and glibc's malloc spent about a sixth of the proxy's CPU on them.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 use clap::Parser;
 
 fn main() -> ExitCode {
