@@ -399,10 +399,14 @@ struct Activity {
 pub(crate) struct Requesting<'a>(&'a watch::Sender<Activity>);
 
 impl<'a> Requesting<'a> {
+    /// The supervisor is woken only when the count leaves or reaches zero: that is all the idle
+    /// timeout and a learning start look at (the time is read with the count), and a busy
+    /// server's calls then cost its supervisor nothing.
     fn enter(activity: &'a watch::Sender<Activity>) -> Self {
-        activity.send_modify(|a| {
+        activity.send_if_modified(|a| {
             a.under_way += 1;
             a.last = Instant::now();
+            a.under_way == 1
         });
         Self(activity)
     }
@@ -410,9 +414,10 @@ impl<'a> Requesting<'a> {
 
 impl Drop for Requesting<'_> {
     fn drop(&mut self) {
-        self.0.send_modify(|a| {
+        self.0.send_if_modified(|a| {
             a.under_way = a.under_way.saturating_sub(1);
             a.last = Instant::now();
+            a.under_way == 0
         });
     }
 }
@@ -1601,7 +1606,8 @@ impl Supervisor {
                     link.close(CloseHow::Graceful);
                     break ReadyEnd::NeedsAuth(why);
                 }
-                Ok(()) = activity.changed() => {
+                // Only the idle timeout and a learning start need to hear of clients' calls.
+                Ok(()) = activity.changed(), if idle_after.is_some() || learning => {
                     let now = *activity.borrow_and_update();
                     idle_at = idle_due(&now);
                     if now.under_way > 0 || now.last > since {
