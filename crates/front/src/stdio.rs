@@ -159,7 +159,10 @@ where
                 };
                 let (proxy, client, answers) = (proxy.clone(), client.clone(), answer_tx.clone());
                 tokio::spawn(async move {
-                    if let Some(answer) = proxy.handle_message(&client, &message, None).await {
+                    // Boxed: the task stays small, so spawning it and storing its end do not
+                    // copy the few kilobytes of a call's state.
+                    let answer = Box::pin(proxy.handle_message(&client, &message, None)).await;
+                    if let Some(answer) = answer {
                         let _ = answers.send((answer, place)).await;
                     }
                 });
