@@ -202,6 +202,58 @@ fn python_client_through_serve_in_front_of_the_fault_server() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Every call of a burst answered once with its own text, and the connection still serving.
+fn check_burst(summary: &Value, calls: usize, text: &str, ctx: &str) {
+    let outcomes = summary["outcomes"].as_array().cloned().unwrap_or_default();
+    assert_eq!(outcomes.len(), calls, "{ctx}: one outcome per call");
+    for (i, outcome) in outcomes.iter().enumerate() {
+        assert!(
+            outcome["ok"] == true && outcome["text"] == text,
+            "{ctx}: call {i}: {outcome}"
+        );
+    }
+    assert_ok_call(&summary["echo_after"], "after the burst", ctx);
+}
+
+/// The bounds on requests in flight, met by the official Python SDK client sending more calls
+/// at once than they admit: over stdio, `wrap` stops reading past 256 (the rest wait in the
+/// pipe) and every one of 600 calls is answered, once; over HTTP the client's own connection
+/// pool keeps it under a session's 256, and its 300 calls are all answered too, in both eras.
+#[test]
+fn python_client_bursts_past_the_in_flight_bounds_are_all_answered() {
+    let dir = temp_dir("py-burst");
+    let sleep = ["--sleep-ms", "500"];
+    let wrap = strings(&[
+        &sup(),
+        "wrap",
+        "--no-catalog",
+        "--",
+        &path_str(&fault_bin()),
+    ]);
+    let extra = [&["--calls", "600"][..], &sleep[..]].concat();
+    let summary = run_driver(
+        &dir,
+        "burst",
+        "legacy",
+        &Target::Stdio(wrap),
+        &extra,
+        DRIVER_LIMIT,
+    );
+    check_burst(&summary, 600, "slept 500 ms", "stdio");
+
+    let config = path_str(&fault_config(&dir));
+    let args = strings(&["serve", "--config", &config]);
+    let (mut proxy, port) = start_http_proxy(&dir, "proxy http", &args);
+    let extra = [&["--calls", "300", "--prefix", "fault__"][..], &sleep[..]].concat();
+    for mode in MODES {
+        let target = Target::Url(mcp_url(port));
+        let summary = run_driver(&dir, "burst", mode, &target, &extra, DRIVER_LIMIT);
+        check_burst(&summary, 300, "slept 500 ms", &format!("http/{mode}"));
+    }
+    proxy.stop();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 fn check_everything_run(summary: &Value, mode: &str, ctx: &str) {
     assert_era(summary, mode, ctx);
     let tools = strs(&summary["tools"]);

@@ -16,6 +16,8 @@ Scenarios:
     crash       count tools/list_changed around a crash and reconnect, then a positive control
     describe    tool definitions, prompt names, resource URIs, serverInfo, an unknown tool's answer
     echo        list tools, then call echo twice (a strict server's tools through a proxy)
+    burst       --calls calls of `sleep` (--sleep-ms) at once on one connection, then echo; each
+                call's outcome (its text or its error) in the order sent
     callbacks   server-everything's requests to the client (roots/list, sampling/createMessage,
                 elicitation/create), answered by this client's callbacks with --tag in each answer;
                 with --no-capabilities it declares none (and has no callbacks)
@@ -43,7 +45,11 @@ READ_TIMEOUT_S = 20.0
 
 def parse_args() -> argparse.Namespace:
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["fault", "everything", "crash", "describe", "callbacks", "echo"])
+    parser.add_argument(
+        "scenario", choices=["fault", "everything", "crash", "describe", "callbacks", "echo", "burst"]
+    )
+    parser.add_argument("--calls", type=int, default=300, help="burst: calls sent at once")
+    parser.add_argument("--sleep-ms", type=int, default=1000, help="burst: each call's sleep")
     parser.add_argument("--tag", default="client", help="callbacks: this client's own value")
     parser.add_argument("--no-capabilities", action="store_true", help="callbacks: declare none")
     parser.add_argument("--url", help="streamable HTTP endpoint")
@@ -340,7 +346,31 @@ async def scenario_callbacks(args: argparse.Namespace) -> dict[str, Any]:
         return out
 
 
+async def scenario_burst(args: argparse.Namespace) -> dict[str, Any]:
+    p = args.prefix
+    outcomes: list[dict[str, Any]] = [{} for _ in range(args.calls)]
+    async with make_client(args) as client:
+        out = header(client)
+
+        async def one(i: int) -> None:
+            try:
+                result = await client.call_tool(p + "sleep", {"ms": args.sleep_ms})
+                outcomes[i] = {"ok": not result.is_error, "text": text_of(result)}
+            except MCPError as error:
+                outcomes[i] = {"ok": False, "code": error.code, "error": error.error.message}
+            except Exception as error:  # noqa: BLE001 - recorded for the Rust test to judge
+                outcomes[i] = {"ok": False, "error": f"{type(error).__name__}: {error}"}
+
+        async with anyio.create_task_group() as group:
+            for i in range(args.calls):
+                group.start_soon(one, i)
+        out["outcomes"] = outcomes
+        out["echo_after"] = await timed_call(client, p + "echo", {"message": "after the burst"})
+        return out
+
+
 SCENARIOS = {
+    "burst": scenario_burst,
     "callbacks": scenario_callbacks,
     "fault": scenario_fault,
     "everything": scenario_everything,
