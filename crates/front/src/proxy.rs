@@ -47,19 +47,6 @@ const UPSTREAM_SESSION_WAIT: Duration = Duration::from_secs(10);
 /// caused) wait for one client at most; past it, see [`Client::send`].
 pub const OUTBOX: usize = 1024;
 
-/// Queue `text` on one of a client's bounded queues ([`OUTBOX`] messages); see [`left_out`].
-fn queue(
-    queue: &mpsc::Sender<String>,
-    text: String,
-    metrics: &crate::metrics::Metrics,
-) -> Result<(), Undelivered> {
-    match queue.try_send(text) {
-        Ok(()) => Ok(()),
-        Err(mpsc::error::TrySendError::Full(text)) => Err(left_out(&text, metrics)),
-        Err(mpsc::error::TrySendError::Closed(_)) => Err(Undelivered::Gone),
-    }
-}
-
 /// A message that found its client's queue full (the client does not read): a notification is
 /// left out, counted and logged; a server's request left out is its caller's to report (an
 /// error back to the server).
@@ -355,6 +342,7 @@ impl Proxy {
     pub fn connect(self: &Arc<Self>, out: mpsc::Sender<String>) -> Arc<Client> {
         let client = Arc::new(Client {
             out,
+            owed: Arc::default(),
             metrics: self.metrics.clone(),
             next: AtomicU64::new(1),
             waiting: Mutex::new(Some(HashMap::new())),
@@ -1209,6 +1197,9 @@ type Waiters = HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>;
 pub struct Client {
     /// Messages for no request, bounded ([`OUTBOX`]).
     out: mpsc::Sender<String>,
+    /// The `*/list_changed` notifications left out while its queue was full (bits of
+    /// [`RESYNC`]), owed to it once it reads again.
+    owed: Arc<Owed>,
     metrics: Arc<crate::metrics::Metrics>,
     next: AtomicU64,
     /// The servers' requests sent to this client, by our id, waiting for its answer.
@@ -1279,8 +1270,20 @@ impl Client {
     /// Send a message that belongs to no request. Its queue is bounded ([`OUTBOX`]): while it
     /// is full (the client does not read), the message is not queued, and a notification so
     /// left out is counted and logged.
+    ///
+    /// A `*/list_changed` so left out is owed: once the client reads again (its queue has room),
+    /// it gets that notification, once, so that its lists do not go stale without a word.
     pub fn send(&self, text: String) -> Result<(), Undelivered> {
-        queue(&self.out, text, &self.metrics)
+        match self.out.try_send(text) {
+            Ok(()) => Ok(()),
+            Err(mpsc::error::TrySendError::Full(text)) => {
+                if let Some(bit) = RESYNC.iter().position(|m| names_method(&text, m)) {
+                    self.owed.owe(bit, &self.out);
+                }
+                Err(left_out(&text, &self.metrics))
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => Err(Undelivered::Gone),
+        }
     }
 
     /// The client answered one of the servers' requests.
@@ -1304,6 +1307,63 @@ impl Client {
             call.cancel();
         }
     }
+}
+
+/// The `*/list_changed` notifications a client is owed, and whether a task is waiting for room
+/// in its queue to send them.
+#[derive(Default)]
+struct Owed {
+    /// Bits of [`RESYNC`].
+    methods: std::sync::atomic::AtomicU8,
+    /// A task waits for room in the client's queue (one at a time).
+    waiting: std::sync::atomic::AtomicBool,
+}
+
+impl Owed {
+    /// Owe `RESYNC[bit]`; unless a task already waits for room, start one that sends what is
+    /// owed as soon as the client's queue has room, and ends when nothing is owed.
+    fn owe(self: &Arc<Self>, bit: usize, out: &mpsc::Sender<String>) {
+        self.methods.fetch_or(1 << bit, Ordering::SeqCst);
+        if self.waiting.swap(true, Ordering::SeqCst) {
+            return;
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.waiting.store(false, Ordering::SeqCst);
+            return;
+        };
+        let (owed, out) = (self.clone(), out.clone());
+        runtime.spawn(async move {
+            loop {
+                let methods = owed.methods.swap(0, Ordering::SeqCst);
+                if methods == 0 {
+                    owed.waiting.store(false, Ordering::SeqCst);
+                    // Owed again just now, by a sender that saw this task still waiting.
+                    if owed.methods.load(Ordering::SeqCst) != 0
+                        && !owed.waiting.swap(true, Ordering::SeqCst)
+                    {
+                        continue;
+                    }
+                    return;
+                }
+                for (bit, method) in RESYNC.iter().enumerate() {
+                    if methods & (1 << bit) != 0 {
+                        // Waits while the client does not read; ends with the client.
+                        let Ok(room) = out.reserve().await else {
+                            return;
+                        };
+                        room.send(notification_text(method, None));
+                    }
+                }
+            }
+        });
+    }
+}
+
+/// Whether `text` is a notification of `method` (as [`notification_text`] writes one).
+fn names_method(text: &str, method: &str) -> bool {
+    text.strip_prefix(r#"{"jsonrpc":"2.0","method":""#)
+        .and_then(|rest| rest.strip_prefix(method))
+        .is_some_and(|rest| rest.starts_with('"'))
 }
 
 /// What a client declared it can do, as far as routing a server's request needs.
@@ -1870,16 +1930,25 @@ mod tests {
     /// A client that does not read: past OUTBOX messages for no request, notifications are
     /// left out and counted, a server's request fails at once with an error that says why, and
     /// once the client reads, both go through again.
-    #[tokio::test]
-    async fn a_client_that_does_not_read_has_a_bounded_outbox() {
+    fn note() -> String {
+        notification_text("notifications/message", None)
+    }
+
+    /// A proxy and a client of it whose queue is full of [`note`]s: the client has not read.
+    fn client_with_a_full_queue() -> (Arc<Proxy>, Arc<Client>, mpsc::Receiver<String>) {
         let hub = Arc::new(Hub::start(mcp_supervisor::core::config::Config::default()));
         let proxy = Proxy::new(hub, Mode::Aggregate);
-        let (out, mut seen) = mpsc::channel(OUTBOX);
+        let (out, seen) = mpsc::channel(OUTBOX);
         let client = proxy.connect(out);
-        let note = || notification_text("notifications/message", None);
         for _ in 0..OUTBOX {
             assert_eq!(client.send(note()), Ok(()));
         }
+        (proxy, client, seen)
+    }
+
+    #[tokio::test]
+    async fn a_client_that_does_not_read_has_a_bounded_outbox() {
+        let (proxy, client, mut seen) = client_with_a_full_queue();
         for _ in 0..3 {
             assert_eq!(client.send(note()), Err(Undelivered::Full));
         }
@@ -1910,6 +1979,45 @@ mod tests {
         );
         drop(seen);
         assert_eq!(client.send(note()), Err(Undelivered::Gone));
+    }
+
+    /// A `*/list_changed` left out while the client did not read is owed: once it reads, it
+    /// gets that notification once, after what was queued; a progress notification left out
+    /// is only counted.
+    #[tokio::test]
+    async fn a_list_change_left_out_is_sent_once_the_client_reads_again() {
+        let (_proxy, client, mut seen) = client_with_a_full_queue();
+        let changed = |m: &str| notification_text(&format!("notifications/{m}/list_changed"), None);
+        for m in ["tools", "prompts", "tools"] {
+            assert_eq!(client.send(changed(m)), Err(Undelivered::Full));
+        }
+        assert_eq!(
+            client.send(notification_text("notifications/progress", None)),
+            Err(Undelivered::Full)
+        );
+        // The client reads: what was queued, then each list change it missed, once.
+        let mut after = Vec::new();
+        for n in 0..OUTBOX + 2 {
+            let text = tokio::time::timeout(std::time::Duration::from_secs(5), seen.recv())
+                .await
+                .unwrap_or_else(|_| panic!("message {n} came in time"))
+                .expect("the client is connected");
+            if n >= OUTBOX {
+                after.push(text);
+            }
+        }
+        assert_eq!(after, [changed("tools"), changed("prompts")]);
+        assert!(seen.try_recv().is_err(), "nothing else is owed");
+        // Owed again later, it is sent again.
+        for _ in 0..OUTBOX {
+            assert_eq!(client.send(note()), Ok(()));
+        }
+        assert_eq!(client.send(changed("resources")), Err(Undelivered::Full));
+        for _ in 0..OUTBOX {
+            seen.recv().await.expect("queued");
+        }
+        let owed = tokio::time::timeout(std::time::Duration::from_secs(5), seen.recv()).await;
+        assert_eq!(owed.ok().flatten(), Some(changed("resources")));
     }
 
     #[tokio::test]
