@@ -177,20 +177,25 @@ async fn an_http_session_past_its_requests_in_flight_is_refused_at_once_then_ser
             })
         })
         .collect();
-    // The next request is refused at once once they are all in (a bounded wait for them).
+    // They are all in (the proxy counts them; a bounded wait) before anything else is sent: a
+    // request sent sooner would take a place of its own, and refuse the last hanging call.
     let began = Instant::now();
-    let refused = loop {
-        match client.answer("tools/list", json!({})).await {
-            Err(e) if e.to_string().contains("429") => break e.to_string(),
-            Err(e) => panic!("tools/list failed otherwise: {e}"),
-            Ok(_) => {
-                assert!(
-                    began.elapsed() < LIMIT,
-                    "never refused past {IN_FLIGHT} in flight"
-                );
-                tokio::time::sleep(Duration::from_millis(20)).await;
-            }
+    let in_flight = format!("mcp_supervisor_calls_in_flight {IN_FLIGHT}");
+    loop {
+        let metrics = metrics_text(proxy.port).await;
+        if metrics.lines().any(|line| line == in_flight) {
+            break;
         }
+        assert!(
+            began.elapsed() < LIMIT,
+            "the hanging calls were never all in flight:\n{metrics}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // The next request is refused at once.
+    let refused = match client.answer("tools/list", json!({})).await {
+        Err(e) if e.to_string().contains("429") => e.to_string(),
+        other => panic!("tools/list past {IN_FLIGHT} in flight was not refused: {other:?}"),
     };
     assert!(refused.contains("-32000"), "{refused}");
     assert!(
