@@ -15,15 +15,12 @@ use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
-use tokio::io::{AsyncRead, AsyncWrite};
+use mcp_supervisor_front::stdio::{Input, Output};
 use tokio::process::Command;
-
-type Reader = Box<dyn AsyncRead + Unpin + Send>;
-type Writer = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// Our stdin on the reactor as `mcp-supervisor`'s stdio face opens it (a pipe or a stream
 /// socket), unless `tokio_stdio`.
-fn our_stdin(tokio_stdio: bool) -> Reader {
+fn our_stdin(tokio_stdio: bool) -> Input {
     match tokio_stdio {
         true => Box::new(tokio::io::stdin()),
         false => mcp_supervisor_front::stdio::our_stdin(),
@@ -31,7 +28,7 @@ fn our_stdin(tokio_stdio: bool) -> Reader {
 }
 
 /// Our stdout, the same way.
-fn our_stdout(tokio_stdio: bool) -> Writer {
+fn our_stdout(tokio_stdio: bool) -> Output {
     match tokio_stdio {
         true => Box::new(tokio::io::stdout()),
         false => mcp_supervisor_front::stdio::our_stdout(),

@@ -871,10 +871,7 @@ impl Sessions {
         };
         tracing::debug!(session = %short(&session.id), ?how, "session closed here; its calls are cancelled");
         session.ended.cancel();
-        match how {
-            SessionEnd::Ended => self.proxy.disconnect(&session.client),
-            SessionEnd::LetGo => self.proxy.let_go(&session.client),
-        }
+        self.proxy.forget(&session.client, how);
         true
     }
 

@@ -16,7 +16,7 @@
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
 use std::collections::{BTreeMap, HashMap};
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 use std::time::Duration;
 
@@ -398,7 +398,8 @@ impl Proxy {
         self.forget(client, SessionEnd::LetGo);
     }
 
-    fn forget(&self, client: &Arc<Client>, how: SessionEnd) {
+    /// [`Proxy::disconnect`] or [`Proxy::let_go`], as `how` says.
+    pub fn forget(&self, client: &Arc<Client>, how: SessionEnd) {
         client.close();
         // Its own instances of isolated servers end with it (SPEC §11).
         self.hub.end_session(session_key(client), how);
@@ -1198,8 +1199,8 @@ pub struct Client {
     /// Messages for no request, bounded ([`OUTBOX`]).
     out: mpsc::Sender<String>,
     /// The `*/list_changed` notifications left out while its queue was full (bits of
-    /// [`RESYNC`]), owed to it once it reads again.
-    owed: Arc<Owed>,
+    /// [`RESYNC`]), owed to it once it reads again ([`owe`]).
+    owed: Arc<AtomicU8>,
     metrics: Arc<crate::metrics::Metrics>,
     next: AtomicU64,
     /// The servers' requests sent to this client, by our id, waiting for its answer.
@@ -1278,7 +1279,7 @@ impl Client {
             Ok(()) => Ok(()),
             Err(mpsc::error::TrySendError::Full(text)) => {
                 if let Some(bit) = RESYNC.iter().position(|m| names_method(&text, m)) {
-                    self.owed.owe(bit, &self.out);
+                    owe(&self.owed, bit, &self.out);
                 }
                 Err(left_out(&text, &self.metrics))
             }
@@ -1309,54 +1310,29 @@ impl Client {
     }
 }
 
-/// The `*/list_changed` notifications a client is owed, and whether a task is waiting for room
-/// in its queue to send them.
-#[derive(Default)]
-struct Owed {
-    /// Bits of [`RESYNC`].
-    methods: std::sync::atomic::AtomicU8,
-    /// A task waits for room in the client's queue (one at a time).
-    waiting: std::sync::atomic::AtomicBool,
-}
-
-impl Owed {
-    /// Owe `RESYNC[bit]`; unless a task already waits for room, start one that sends what is
-    /// owed as soon as the client's queue has room, and ends when nothing is owed.
-    fn owe(self: &Arc<Self>, bit: usize, out: &mpsc::Sender<String>) {
-        self.methods.fetch_or(1 << bit, Ordering::SeqCst);
-        if self.waiting.swap(true, Ordering::SeqCst) {
-            return;
-        }
-        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
-            self.waiting.store(false, Ordering::SeqCst);
+/// Owe `RESYNC[bit]` to the client whose queue is `out`. The first debt starts a task that
+/// waits for room in the queue (while the client does not read; it ends with the client) and
+/// then sends each list change owed by then, once; a debt after that starts the next task.
+fn owe(owed: &Arc<AtomicU8>, bit: usize, out: &mpsc::Sender<String>) {
+    if owed.fetch_or(1 << bit, Ordering::SeqCst) != 0 {
+        return; // its task is waiting
+    }
+    let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+        owed.store(0, Ordering::SeqCst);
+        return;
+    };
+    let (owed, out) = (owed.clone(), out.clone());
+    runtime.spawn(async move {
+        let Ok(room) = out.reserve_many(RESYNC.len()).await else {
             return;
         };
-        let (owed, out) = (self.clone(), out.clone());
-        runtime.spawn(async move {
-            loop {
-                let methods = owed.methods.swap(0, Ordering::SeqCst);
-                if methods == 0 {
-                    owed.waiting.store(false, Ordering::SeqCst);
-                    // Owed again just now, by a sender that saw this task still waiting.
-                    if owed.methods.load(Ordering::SeqCst) != 0
-                        && !owed.waiting.swap(true, Ordering::SeqCst)
-                    {
-                        continue;
-                    }
-                    return;
-                }
-                for (bit, method) in RESYNC.iter().enumerate() {
-                    if methods & (1 << bit) != 0 {
-                        // Waits while the client does not read; ends with the client.
-                        let Ok(room) = out.reserve().await else {
-                            return;
-                        };
-                        room.send(notification_text(method, None));
-                    }
-                }
+        let methods = owed.swap(0, Ordering::SeqCst);
+        for ((bit, method), place) in RESYNC.iter().enumerate().zip(room) {
+            if methods & (1 << bit) != 0 {
+                place.send(notification_text(method, None));
             }
-        });
-    }
+        }
+    });
 }
 
 /// Whether `text` is a notification of `method` (as [`notification_text`] writes one).
