@@ -15,6 +15,7 @@
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
+use std::borrow::Cow;
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, Weak};
@@ -800,19 +801,25 @@ impl Proxy {
 
     /// What a client's `tools/call` names: the tool's public name and the params to send it, or
     /// in search mode `search_tools`' answer (`call_tool` names the call). Both eras.
-    pub(crate) async fn named_call(&self, params: Option<&RawValue>) -> Result<Named, RpcError> {
+    pub(crate) async fn named_call<'a>(
+        &self,
+        params: Option<&'a RawValue>,
+    ) -> Result<Named<'a>, RpcError> {
         let params = params.ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?;
         let name = member_str(params, "name")
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
         if !self.searching() {
             return Ok(Named::Call {
                 name,
-                params: params.to_owned(),
+                params: Cow::Borrowed(params),
             });
         }
         Ok(match self.exposed(&name, params).await {
             crate::exposure::Exposed::Answer(answer) => Named::Answer(answer),
-            crate::exposure::Exposed::Call { name, params } => Named::Call { name, params },
+            crate::exposure::Exposed::Call { name, params } => Named::Call {
+                name,
+                params: Cow::Owned(params),
+            },
         })
     }
 
@@ -1738,8 +1745,21 @@ pub(crate) fn to_raw(value: &Value) -> Result<Box<RawValue>, RpcError> {
     serde_json::value::to_raw_value(value).map_err(|e| RpcError::new(-32603, e.to_string()))
 }
 
-/// A string member of a JSON object.
+/// A string member of a JSON object. A JSON parser takes the last of two members of one name
+/// (a server's does too), so the whole object is read, unless `name` is its first member and can
+/// be there only once: its quoted name appears once in the text, and no escape could spell it
+/// another way. Then only that member is read (a tool call's `name` comes before its arguments,
+/// which are most of the text).
 pub(crate) fn member_str(object: &RawValue, name: &str) -> Option<String> {
+    let text = object.get();
+    if let Some(value) = first_member(text, name)
+        && only_once(text, name)
+    {
+        let mut deserializer = serde_json::Deserializer::from_str(value);
+        return Option::<String>::deserialize(&mut deserializer)
+            .ok()
+            .flatten();
+    }
     struct Member<'n>(&'n str, Option<String>);
     impl<'de> serde::de::DeserializeSeed<'de> for Member<'_> {
         type Value = Option<String>;
@@ -1766,10 +1786,33 @@ pub(crate) fn member_str(object: &RawValue, name: &str) -> Option<String> {
             Ok(self.1)
         }
     }
-    let mut deserializer = serde_json::Deserializer::from_str(object.get());
+    let mut deserializer = serde_json::Deserializer::from_str(text);
     serde::de::DeserializeSeed::deserialize(Member(name, None), &mut deserializer)
         .ok()
         .flatten()
+}
+
+/// The text from the value on, when `name` (plain text, no escapes) is the object's first
+/// member, as written without escapes.
+fn first_member<'t>(object: &'t str, name: &str) -> Option<&'t str> {
+    const SPACE: [char; 4] = [' ', '\t', '\n', '\r'];
+    let rest = object.trim_start_matches(SPACE).strip_prefix('{')?;
+    let rest = rest.trim_start_matches(SPACE).strip_prefix('"')?;
+    let rest = rest.strip_prefix(name)?.strip_prefix('"')?;
+    rest.trim_start_matches(SPACE).strip_prefix(':')
+}
+
+/// Whether no member but one can be named `name` in `object`: no escape in the text, and
+/// `"name"` in it once.
+fn only_once(object: &str, name: &str) -> bool {
+    let bytes = object.as_bytes();
+    memchr::memchr(b'\\', bytes).is_none()
+        && memchr::memmem::find_iter(bytes, name.as_bytes())
+            .filter(|&at| {
+                at > 0 && bytes[at - 1] == b'"' && bytes.get(at + name.len()) == Some(&b'"')
+            })
+            .nth(1)
+            .is_none()
 }
 
 fn read_error(error: &RawValue) -> RpcError {
@@ -1848,9 +1891,13 @@ pub struct Session {
 }
 
 /// A client's `tools/call`, resolved ([`Proxy::named_call`]).
-pub(crate) enum Named {
-    /// Call the tool of this public name with these params.
-    Call { name: String, params: Box<RawValue> },
+pub(crate) enum Named<'a> {
+    /// Call the tool of this public name with these params (the client's own, unless search
+    /// mode made them).
+    Call {
+        name: String,
+        params: Cow<'a, RawValue>,
+    },
     /// Answered here (search mode's `search_tools`, or a `call_tool` that names nothing).
     Answer(Result<Box<RawValue>, RpcError>),
 }
@@ -2029,6 +2076,43 @@ mod tests {
 
     fn kind_of(text: &str) -> Kind {
         Message::read(text).expect("a message").kind
+    }
+
+    /// A member is what a JSON parser reads: of two of one name, the last, however the second
+    /// is spelled; reading stops early only where no second one can be.
+    #[test]
+    fn a_member_is_the_one_a_parser_reads() {
+        let long = format!(
+            r#"{{"name":"echo","arguments":{{"text":"{}"}}}}"#,
+            "x".repeat(4096)
+        );
+        let cases: [(&str, Option<&str>); 15] = [
+            (r#"{"name":"echo","arguments":{}}"#, Some("echo")),
+            (&long, Some("echo")),
+            (
+                r#"{"arguments":{"name":"inner"},"name":"echo"}"#,
+                Some("echo"),
+            ),
+            (r#"{"name":"a","arguments":{},"name":"b"}"#, Some("b")),
+            (r#"{"name":"a","n\u0061me":"b"}"#, Some("b")),
+            (r#"{"name":"a","arguments":{"t":"\"name\""}}"#, Some("a")),
+            (" {\n \"name\" :\t\"echo\" ,\"arguments\":{}}", Some("echo")),
+            (r#"{"name":"a","arguments":{"t":"name"}}"#, Some("a")),
+            (r#"{"name":"a","arguments":{"name":"b"}}"#, Some("a")),
+            (r#"{"names":"a","name":"b"}"#, Some("b")),
+            (r#"{"arguments":{}}"#, None),
+            (r#"{"name":7}"#, None),
+            (r#"{"name":null,"arguments":{}}"#, None),
+            (r#"["name"]"#, None),
+            (r#"{"name":"\u00e9t\u00e9"}"#, Some("été")),
+        ];
+        for (text, name) in cases {
+            assert_eq!(
+                member_str(&raw_json(text), "name").as_deref(),
+                name,
+                "{text}"
+            );
+        }
     }
 
     #[test]

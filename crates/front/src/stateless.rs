@@ -402,7 +402,7 @@ impl Proxy {
         cancel: CancellationToken,
     ) -> Result<Box<RawValue>, RpcError> {
         let (name, params) = match self.named_call(params).await? {
-            Named::Call { name, params } => (name, params),
+            Named::Call { name, params } => (name, params.into_owned()),
             Named::Answer(answer) => return answer,
         };
         #[derive(Deserialize)]

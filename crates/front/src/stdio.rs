@@ -134,7 +134,8 @@ where
         if line.iter().all(u8::is_ascii_whitespace) {
             continue;
         }
-        let Ok(text) = String::from_utf8(line.to_vec()) else {
+        // Read where it lies in the buffer: the message copies only the parts it keeps.
+        let Ok(text) = std::str::from_utf8(&line) else {
             let _ = out_tx
                 .send(error_text(
                     None,
@@ -144,7 +145,7 @@ where
                 .await;
             continue;
         };
-        let message = match Message::read(&text) {
+        let message = match Message::read(text) {
             Ok(message) => message,
             Err(answer) => {
                 let _ = out_tx.send(answer).await;
