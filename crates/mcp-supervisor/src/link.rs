@@ -60,6 +60,12 @@ pub trait Link: Send + Sync + 'static {
         params: Option<&'a RawValue>,
         opts: CallOptions,
     ) -> BoxFuture<'a, Result<Box<RawValue>, Failure>>;
+    /// Whether [`Link::request`] surely ends by `opts.timeout`: then the call path sets no
+    /// timer of its own around it. A link that cannot promise it keeps the default, and the call
+    /// path ends its requests a little past their deadline itself.
+    fn keeps_deadlines(&self) -> bool {
+        false
+    }
     /// A notification upstream (`notifications/roots/list_changed`, ...), best effort.
     fn notify(&self, method: &str, params: Option<&RawValue>);
     /// Begin closing. `Graceful` closes stdin, then signals; `Kill` kills the process group at

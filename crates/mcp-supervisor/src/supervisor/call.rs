@@ -137,8 +137,9 @@ impl SupervisorHandle {
         let mut safety = request.safety;
         safety.listed_in_retry_tools |= config.retry_tools.contains(&request.tool);
         let cancel = request.cancel.clone().unwrap_or_default();
-        let server = self.name.to_string();
-        let tool = request.tool.clone();
+        // Named in an error only (made then).
+        let server: &str = &self.name;
+        let tool: &str = &request.tool;
         // A client's request, for the idle timeout, from now until it ends however it ends.
         let _requesting = self.requesting();
 
@@ -160,24 +161,27 @@ impl SupervisorHandle {
                     Ok(ready) => ready,
                     Err(not_ready) => {
                         if cancel.is_cancelled() {
-                            return Err(CallError::Cancelled { server, tool });
+                            return Err(CallError::Cancelled {
+                                server: server.to_string(),
+                                tool: tool.to_string(),
+                            });
                         }
                         return Err(match first_failure {
                             Some(first) => CallError::ReconnectFailed {
-                                server,
-                                tool,
+                                server: server.to_string(),
+                                tool: tool.to_string(),
                                 first,
                                 reconnect: not_ready_text(&not_ready),
                             },
-                            None => not_ready.into_error(server, tool),
+                            None => not_ready.into_error(server.to_string(), tool.to_string()),
                         });
                     }
                 };
             let remaining = deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
                 return Err(CallError::TimedOut {
-                    server,
-                    tool,
+                    server: server.to_string(),
+                    tool: tool.to_string(),
                     after_ms: limit.as_millis(),
                 });
             }
@@ -194,10 +198,15 @@ impl SupervisorHandle {
                 let _busy = InFlight::enter(&self.shared.in_flight);
                 // The link ends the call at its deadline; this outer bound only guards against
                 // a link that would not.
-                let bound = deadline + OUTER_GRACE;
-                match tokio::time::timeout_at(bound, link.request(method, params, options)).await {
-                    Ok(outcome) => outcome,
-                    Err(_) => Err(Failure::DeadlinePassed),
+                let request = link.request(method, params, options);
+                if link.keeps_deadlines() {
+                    request.await
+                } else {
+                    let bound = deadline + OUTER_GRACE;
+                    match tokio::time::timeout_at(bound, request).await {
+                        Ok(outcome) => outcome,
+                        Err(_) => Err(Failure::DeadlinePassed),
+                    }
                 }
             };
             let failure = match outcome {
@@ -212,7 +221,7 @@ impl SupervisorHandle {
             let replay_allowed = !resent;
             match classify::recovery(verdict, safety) {
                 Recovery::Return => {
-                    return Err(self.returned(verdict, failure, generation, &server, &tool, limit));
+                    return Err(self.returned(verdict, failure, generation, server, tool, limit));
                 }
                 Recovery::ReconnectAndSend if replay_allowed => {
                     // Not delivered (the server did not run it), or outcome unknown for a tool
@@ -227,14 +236,14 @@ impl SupervisorHandle {
                     let restored = self.restored(deadline, generation, &cancel).await;
                     return Err(match verdict {
                         Verdict::NotDelivered => CallError::NotDelivered {
-                            server,
-                            tool,
+                            server: server.to_string(),
+                            tool: tool.to_string(),
                             cause,
                             restored,
                         },
                         _ => CallError::OutcomeUnknown {
-                            server,
-                            tool,
+                            server: server.to_string(),
+                            tool: tool.to_string(),
                             cause,
                             restored,
                         },
@@ -250,8 +259,8 @@ impl SupervisorHandle {
                         AfterProbe::SendAgain | AfterProbe::FailUnknown => {
                             let restored = Restored::Yes { generation };
                             return Err(CallError::OutcomeUnknown {
-                                server,
-                                tool,
+                                server: server.to_string(),
+                                tool: tool.to_string(),
                                 cause,
                                 restored,
                             });
@@ -269,8 +278,8 @@ impl SupervisorHandle {
                             } else {
                                 let restored = self.restored(deadline, generation, &cancel).await;
                                 return Err(CallError::OutcomeUnknown {
-                                    server,
-                                    tool,
+                                    server: server.to_string(),
+                                    tool: tool.to_string(),
                                     cause,
                                     restored,
                                 });

@@ -400,13 +400,16 @@ pub(crate) struct Requesting<'a>(&'a watch::Sender<Activity>);
 
 impl<'a> Requesting<'a> {
     /// The supervisor is woken only when the count leaves or reaches zero: that is all the idle
-    /// timeout and a learning start look at (the time is read with the count), and a busy
-    /// server's calls then cost its supervisor nothing.
+    /// timeout and a learning start look at (the time is read with the count, and only then
+    /// changes), and a busy server's calls then cost its supervisor nothing.
     fn enter(activity: &'a watch::Sender<Activity>) -> Self {
         activity.send_if_modified(|a| {
             a.under_way += 1;
-            a.last = Instant::now();
-            a.under_way == 1
+            let first = a.under_way == 1;
+            if first {
+                a.last = Instant::now();
+            }
+            first
         });
         Self(activity)
     }
@@ -416,8 +419,11 @@ impl Drop for Requesting<'_> {
     fn drop(&mut self) {
         self.0.send_if_modified(|a| {
             a.under_way = a.under_way.saturating_sub(1);
-            a.last = Instant::now();
-            a.under_way == 0
+            let last = a.under_way == 0;
+            if last {
+                a.last = Instant::now();
+            }
+            last
         });
     }
 }

@@ -590,6 +590,12 @@ impl Link for WireLink {
         })
     }
 
+    /// A request of the handshake era is one exchange under one timer (the peer's); one of the
+    /// stateless era may take several, so it keeps the call path's bound too.
+    fn keeps_deadlines(&self) -> bool {
+        self.stateless.get().is_none()
+    }
+
     fn notify(&self, method: &str, params: Option<&RawValue>) {
         let stripped = match self.stateless.get() {
             Some(_) => None,

@@ -126,7 +126,7 @@ impl Peer {
     /// One thing the wire saw.
     pub(crate) fn deliver(self: &Arc<Self>, message: Incoming) {
         match message {
-            Incoming::Message { text, related } => self.receive(text, related),
+            Incoming::Message { text, related } => self.receive(&text, related),
             Incoming::Lost { id, failure } => {
                 if let Some(waiter) = self.take(id) {
                     let _ = waiter.tx.send(Err(failure));
@@ -223,17 +223,19 @@ impl Peer {
         } else {
             self.wire.send_with(text, Some(id), headers)
         };
-        let sent = within(send, deadline, &opts, &mut guard).await?;
-        if let Err(failure) = sent {
-            guard.forget();
-            return Err(failure);
-        }
-        let outcome = within(rx, deadline, &opts, &mut guard).await?;
+        // The send, then the answer: one wait, under one timer.
+        let exchange = async move {
+            send.await?;
+            Ok(rx.await)
+        };
+        let outcome = within(exchange, deadline, &opts, &mut guard).await?;
         guard.forget();
         match outcome {
-            Ok(answer) => answer,
+            Ok(Ok(answer)) => answer,
             // The peer closed (the connection ended) with this request in flight.
-            Err(_) => Err(Failure::ConnectionLostAfterSend),
+            Ok(Err(_)) => Err(Failure::ConnectionLostAfterSend),
+            // It did not go out.
+            Err(failure) => Err(failure),
         }
     }
 
@@ -286,11 +288,11 @@ impl Peer {
     }
 
     /// One message from the server.
-    fn receive(self: &Arc<Self>, text: String, related: Option<u64>) {
-        let Ok(envelope) = Envelope::read(&text) else {
+    pub(crate) fn receive(self: &Arc<Self>, text: &str, related: Option<u64>) {
+        let Ok(envelope) = Envelope::read(text) else {
             tracing::warn!(
                 "dropped a message from the server that is not a JSON-RPC message: {}",
-                clip(&text)
+                clip(text)
             );
             return;
         };
@@ -330,10 +332,7 @@ impl Peer {
                 {
                     let _ = waiter.tx.send(Err(server_error(error)));
                 } else {
-                    tracing::debug!(
-                        "dropped an id-less message from the server: {}",
-                        clip(&text)
-                    );
+                    tracing::debug!("dropped an id-less message from the server: {}", clip(text));
                 }
             }
         }
@@ -479,6 +478,8 @@ async fn within<T>(
     guard: &mut Outstanding<'_>,
 ) -> Result<T, Failure> {
     tokio::select! {
+        // The work first: its end is what is waited for (and a timer is set only if it waits).
+        biased;
         out = work => Ok(out),
         () = tokio::time::sleep_until(deadline) => {
             guard.cancel("the request timed out");

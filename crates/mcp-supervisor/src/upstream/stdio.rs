@@ -26,7 +26,7 @@ use tokio_util::codec::FramedRead;
 
 use super::lines::{LineCodec, LineError, one_line};
 use super::rpc::Peer;
-use super::wire::{Incoming, Wire};
+use super::wire::Wire;
 use crate::link::BoxFuture;
 
 /// The longest line accepted from a server; a longer one is dropped whole.
@@ -277,17 +277,15 @@ async fn read(stdout: ChildStdout, peer: Weak<Peer>) {
                 if line.iter().all(u8::is_ascii_whitespace) {
                     continue;
                 }
-                let Ok(text) = String::from_utf8(line.to_vec()) else {
+                // Read where it lies in the buffer: the peer copies only what it keeps.
+                let Ok(text) = std::str::from_utf8(&line) else {
                     tracing::warn!("dropped a line from the server that is not UTF-8");
                     continue;
                 };
                 let Some(peer) = peer.upgrade() else {
                     return; // the generation is gone
                 };
-                peer.deliver(Incoming::Message {
-                    text,
-                    related: None,
-                });
+                peer.receive(text, None);
             }
             Err(LineError::TooLong) => {
                 tracing::warn!("a line from the server exceeded {MAX_LINE} bytes and was dropped");
