@@ -161,7 +161,7 @@ impl Connector for ServerConnector {
                     events,
                     client_timeout,
                 );
-                StdioWire::read_into(spawned.stdout, Arc::downgrade(&peer));
+                stdio.read_into(spawned.stdout, Arc::downgrade(&peer));
                 // A closed stdout ends the generation even if the process lingers.
                 {
                     let mut shut = peer.shut_signal();

@@ -19,7 +19,7 @@ use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
 use tokio::task::AbortHandle;
 
-use super::wire::{Incoming, IncomingRx, Wire};
+use super::wire::{Incoming, IncomingRx, Posted, Wire};
 use crate::link::{CallOptions, Downstream, LinkEvent, LinkEvents, RpcError};
 pub(crate) use members::{member, with_member};
 
@@ -218,25 +218,46 @@ impl Peer {
         let text = request_text(id, method, params);
         // One deadline for the send and the answer together.
         let deadline = tokio::time::Instant::now() + opts.timeout;
-        let send = if alone {
-            self.wire.send_alone(text, Some(id), headers)
+        // Among others, a request is posted where the wire can: it is written with them, and
+        // only a failed write wakes it. Else it is sent, and its send waited for.
+        let (send, written) = if alone {
+            (Some(self.wire.send_alone(text, Some(id), headers)), None)
         } else {
-            self.wire.send_with(text, Some(id), headers)
+            match self.wire.post(text, id) {
+                Posted::Queued(written) => (None, Some(written)),
+                Posted::Closed => {
+                    guard.forget();
+                    return Err(Failure::TransportClosedBeforeSend);
+                }
+                Posted::NotOffered(text) => {
+                    (Some(self.wire.send_with(text, Some(id), headers)), None)
+                }
+            }
         };
         // The send, then the answer: one wait, under one timer.
         let exchange = async move {
-            send.await?;
-            Ok(rx.await)
+            if let Some(send) = send {
+                send.await?;
+            }
+            match rx.await {
+                Ok(answer) => answer,
+                // The peer closed (the connection ended) with this request in flight: after it
+                // went out, or (posted, and its write failed or never came) before.
+                Err(_) => {
+                    let went_out = match written {
+                        Some(written) => written.await == Ok(true),
+                        None => true,
+                    };
+                    Err(match went_out {
+                        true => Failure::ConnectionLostAfterSend,
+                        false => Failure::TransportClosedBeforeSend,
+                    })
+                }
+            }
         };
         let outcome = within(exchange, deadline, &opts, &mut guard).await?;
         guard.forget();
-        match outcome {
-            Ok(Ok(answer)) => answer,
-            // The peer closed (the connection ended) with this request in flight.
-            Ok(Err(_)) => Err(Failure::ConnectionLostAfterSend),
-            // It did not go out.
-            Err(failure) => Err(failure),
-        }
+        outcome
     }
 
     /// Send a notification, best effort, after every notification sent before it.

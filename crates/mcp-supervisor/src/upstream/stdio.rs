@@ -10,7 +10,9 @@
 //! alone (the only one outstanding: nothing is coming to share its write) is written by its own
 //! sender when the pipe is free and nothing waits, in one non-blocking attempt, so it costs no
 //! hand-off; what that attempt does not write goes to the writer task, first in line, so a line
-//! is never left half written, even when its sender is dropped.
+//! is never left half written, even when its sender is dropped. A request sent among others is
+//! posted: its sender does not wait for the write (it waits for the answer), and a write that
+//! fails fails it through its peer, so the write costs its call no wake-up of its own.
 
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -19,14 +21,14 @@ use std::task::Poll;
 
 use futures::StreamExt;
 use mcp_supervisor_core::classify::Failure;
-use tokio::io::{AsyncWrite, AsyncWriteExt};
-use tokio::process::{ChildStdin, ChildStdout};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::process::ChildStdin;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::codec::FramedRead;
 
 use super::lines::{LineCodec, LineError, one_line};
 use super::rpc::Peer;
-use super::wire::Wire;
+use super::wire::{Incoming, Posted, Wire};
 use crate::link::BoxFuture;
 
 /// The longest line accepted from a server; a longer one is dropped whole.
@@ -48,6 +50,8 @@ struct Shared {
     /// Orders sent and not yet taken, under the pipe's lock, by the writer task: a sender
     /// writes for itself only when none wait, so nothing overtakes a line sent before.
     queued: AtomicUsize,
+    /// The peer that reads the answers: a posted request whose write fails is failed there.
+    peer: std::sync::OnceLock<Weak<Peer>>,
 }
 
 type Pipe = Box<dyn AsyncWrite + Unpin + Send>;
@@ -55,7 +59,7 @@ type Pipe = Box<dyn AsyncWrite + Unpin + Send>;
 /// What the writer task is asked to do, in order.
 enum Order {
     /// Write this line (with its line break); say whether it went out.
-    Line(Vec<u8>, oneshot::Sender<bool>),
+    Line(Vec<u8>, Sent),
     /// Close stdin once everything sent before is written; say when done.
     Close(oneshot::Sender<()>),
 }
@@ -73,6 +77,7 @@ impl StdioWire {
         let shared = Arc::new(Shared {
             pipe: tokio::sync::Mutex::new(Some(Box::new(stdin))),
             queued: AtomicUsize::new(0),
+            peer: std::sync::OnceLock::new(),
         });
         tokio::spawn(write_lines(shared.clone(), queue));
         Arc::new(Self { orders, shared })
@@ -92,7 +97,8 @@ impl StdioWire {
     /// is closed.
     fn queue_line(&self, line: Vec<u8>) -> Option<oneshot::Receiver<bool>> {
         let (done, written) = oneshot::channel();
-        self.order(Order::Line(line, done)).then_some(written)
+        self.order(Order::Line(line, Sent::Tell(done)))
+            .then_some(written)
     }
 
     /// Queue `line` and wait until the writer task wrote it.
@@ -102,7 +108,12 @@ impl StdioWire {
 
     /// Read `stdout` line by line straight into `peer` (no hop between), and end the peer when
     /// stdout ends.
-    pub(crate) fn read_into(stdout: ChildStdout, peer: Weak<Peer>) {
+    pub(crate) fn read_into<R: AsyncRead + Unpin + Send + 'static>(
+        &self,
+        stdout: R,
+        peer: Weak<Peer>,
+    ) {
+        let _ = self.shared.peer.set(peer.clone());
         tokio::spawn(read(stdout, peer));
     }
 
@@ -118,6 +129,17 @@ impl StdioWire {
 impl Wire for StdioWire {
     fn send(&self, text: String, _request: Option<u64>) -> BoxFuture<'_, Result<(), Failure>> {
         Box::pin(async move { self.queued_line(line_of(text)).await })
+    }
+
+    fn post(&self, text: String, request: u64) -> Posted {
+        if self.shared.peer.get().is_none() {
+            return Posted::NotOffered(text);
+        }
+        let (done, written) = oneshot::channel();
+        match self.order(Order::Line(line_of(text), Sent::Post(request, done))) {
+            true => Posted::Queued(written),
+            false => Posted::Closed,
+        }
     }
 
     fn send_alone(
@@ -167,6 +189,34 @@ impl Wire for StdioWire {
                 }
             }
         })
+    }
+}
+
+/// Who hears of a line's write.
+enum Sent {
+    /// Its sender waits to hear whether it went out.
+    Tell(oneshot::Sender<bool>),
+    /// A posted request (its id): told as above, unheard unless asked; a failed write is also
+    /// told to its peer, which fails the request.
+    Post(u64, oneshot::Sender<bool>),
+}
+
+impl Sent {
+    fn tell(self, written: bool, shared: &Shared) {
+        match self {
+            Sent::Tell(done) => {
+                let _ = done.send(written);
+            }
+            Sent::Post(id, done) => {
+                let _ = done.send(written);
+                if !written && let Some(peer) = shared.peer.get().and_then(Weak::upgrade) {
+                    peer.deliver(Incoming::Lost {
+                        id,
+                        failure: Failure::TransportClosedBeforeSend,
+                    });
+                }
+            }
+        }
     }
 }
 
@@ -254,8 +304,8 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
             if !written {
                 *pipe = None;
             }
-            for done in senders.drain(..) {
-                let _ = done.send(written);
+            for sent in senders.drain(..) {
+                sent.tell(written, &shared);
             }
             batch.clear();
             if batch.capacity() > KEEP_BATCH {
@@ -269,7 +319,7 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
     }
 }
 
-async fn read(stdout: ChildStdout, peer: Weak<Peer>) {
+async fn read<R: AsyncRead + Unpin>(stdout: R, peer: Weak<Peer>) {
     let mut lines = FramedRead::new(stdout, LineCodec::new(MAX_LINE));
     while let Some(line) = lines.next().await {
         match line {
@@ -366,6 +416,81 @@ mod tests {
             wire.send("{}".into(), None).await,
             Err(Failure::TransportClosedBeforeSend)
         ));
+    }
+
+    /// A pipe that takes its first write and breaks then, as a server's stdin does when the
+    /// server dies.
+    #[derive(Clone, Default)]
+    struct BreaksAfterOne(Arc<AtomicUsize>);
+
+    impl AsyncWrite for BreaksAfterOne {
+        fn poll_write(
+            self: Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            buf: &[u8],
+        ) -> Poll<std::io::Result<usize>> {
+            Poll::Ready(match self.0.fetch_add(1, Ordering::SeqCst) {
+                0 => Ok(buf.len()),
+                _ => Err(std::io::ErrorKind::BrokenPipe.into()),
+            })
+        }
+        fn poll_flush(
+            self: Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+        fn poll_shutdown(
+            self: Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> Poll<std::io::Result<()>> {
+            Poll::Ready(Ok(()))
+        }
+    }
+
+    /// Requests sent while another waits for its answer are posted: their senders wait only
+    /// for the answers. When their write fails they are failed at once as not sent (a call
+    /// that may be sent again), not left to their deadline, and not taken for sent.
+    #[tokio::test(start_paused = true)]
+    async fn posted_requests_whose_write_fails_fail_at_once_as_not_sent() {
+        let pipe = BreaksAfterOne::default();
+        let wire = StdioWire::over(pipe.clone());
+        let (tx, _events) = tokio::sync::mpsc::unbounded_channel();
+        let peer = Peer::start(
+            wire.clone(),
+            None,
+            Arc::new(crate::link::Refuse),
+            crate::link::LinkEvents::new(1, tx),
+            std::time::Duration::from_secs(5),
+        );
+        // The server's stdout stays open and says nothing.
+        let (_server, stdout) = tokio::io::duplex(64);
+        wire.read_into(stdout, Arc::downgrade(&peer));
+        let options = || crate::link::CallOptions::new(std::time::Duration::from_secs(60));
+        let started = tokio::time::Instant::now();
+        // The first goes out (alone, written by its sender) and waits for an answer.
+        let first = {
+            let peer = peer.clone();
+            tokio::spawn(async move { peer.request_with("a", None, options(), Vec::new()).await })
+        };
+        tokio::task::yield_now().await;
+        assert_eq!(pipe.0.load(Ordering::SeqCst), 1, "the first was written");
+        let others = futures::future::join_all(
+            (0..3).map(|_| peer.request_with("b", None, options(), Vec::new())),
+        )
+        .await;
+        for outcome in others {
+            assert!(
+                matches!(outcome, Err(Failure::TransportClosedBeforeSend)),
+                "{outcome:?}"
+            );
+        }
+        assert!(
+            started.elapsed() < std::time::Duration::from_secs(1),
+            "failed when the write failed, not at the deadline"
+        );
+        assert!(!first.is_finished(), "the first still waits for its answer");
+        first.abort();
     }
 
     /// A pipe that takes at most 3 bytes a write, as a full pipe would take part of a line.

@@ -50,6 +50,17 @@ pub fn incoming() -> (IncomingTx, IncomingRx) {
     mpsc::channel(INCOMING)
 }
 
+/// What became of a [`Wire::post`].
+pub enum Posted {
+    /// Queued: a failed write will fail the request through its peer. Says whether it went
+    /// out, once the writer knows (read it only when needed: it wakes no one otherwise).
+    Queued(tokio::sync::oneshot::Receiver<bool>),
+    /// The wire is closed: nothing went out.
+    Closed,
+    /// This wire does not post: here is the text back.
+    NotOffered(String),
+}
+
 /// One generation's transport.
 pub trait Wire: Send + Sync + 'static {
     /// Send one whole JSON-RPC message. `request` is the peer's id when the message is a
@@ -79,6 +90,15 @@ pub trait Wire: Send + Sync + 'static {
         headers: Vec<(String, String)>,
     ) -> BoxFuture<'_, Result<(), Failure>> {
         self.send_with(text, request, headers)
+    }
+
+    /// Queue request `request` to go out without waiting until it did: the caller waits only
+    /// for its answer, and a write that fails fails the request through the peer (as
+    /// [`Incoming::Lost`] with [`Failure::TransportClosedBeforeSend`]); whether it went out is
+    /// also kept for the caller to ask if the connection ends first. A wire that cannot gives
+    /// the text back, and the peer sends it with [`Wire::send_with`].
+    fn post(&self, text: String, _request: u64) -> Posted {
+        Posted::NotOffered(text)
     }
 
     /// Whether [`Wire::send_with`] uses its headers (so they are worth working out).
