@@ -103,7 +103,7 @@ where
     R: AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let mut lines = FramedRead::new(input, LineCodec::new(MAX_LINE));
+    let mut lines = FramedRead::with_capacity(input, LineCodec::new(MAX_LINE), 64 * 1024);
     // Notifications and the servers' requests no call caused, at most OUTBOX waiting (past it
     // the message face leaves notifications out and fails such requests: the client does not
     // read); and the answers to bad input, for which reading waits.

@@ -287,7 +287,7 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
                 // (calls read together are sent from tasks of their own), then write.
                 None if !yielded => {
                     yielded = true;
-                    tokio::task::yield_now().await;
+                    turn().await;
                 }
                 None => break,
             }
@@ -320,7 +320,7 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
 }
 
 async fn read<R: AsyncRead + Unpin>(stdout: R, peer: Weak<Peer>) {
-    let mut lines = FramedRead::new(stdout, LineCodec::new(MAX_LINE));
+    let mut lines = FramedRead::with_capacity(stdout, LineCodec::new(MAX_LINE), 64 * 1024);
     while let Some(line) = lines.next().await {
         match line {
             Ok(line) => {
@@ -349,6 +349,20 @@ async fn read<R: AsyncRead + Unpin>(stdout: R, peer: Weak<Peer>) {
     if let Some(peer) = peer.upgrade() {
         peer.end();
     }
+}
+
+/// Let every task already scheduled run once, then go on: unlike `yield_now`, it does not wait
+/// for the runtime's next look at the I/O driver (a system call each time).
+async fn turn() {
+    let mut first = true;
+    std::future::poll_fn(|cx| {
+        if std::mem::replace(&mut first, false) {
+            cx.waker().wake_by_ref();
+            return std::task::Poll::Pending;
+        }
+        std::task::Poll::Ready(())
+    })
+    .await;
 }
 
 #[cfg(test)]
