@@ -261,9 +261,14 @@ enum Bench {
     /// Echo of 1 KiB to server-everything with the TypeScript SDK's client (node): our stdio
     /// face against direct and the pipe relay, our HTTP face against the bare relay.
     TsPeers {
-        /// Measured calls per target per concurrency.
+        /// Measured calls per target at concurrency 1.
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
         calls: u32,
+        /// Measured calls per target at each concurrency above 1. At c=64 a round of 1,000 calls
+        /// lasts about 50 ms, short enough for the scheduler to swing its ratio 0.5-1.5x; the
+        /// default makes each round 4,000.
+        #[arg(long, default_value_t = 40_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        calls_concurrent: u32,
         /// Concurrency levels (calls in flight), comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "1,64")]
         concurrency: Vec<u32>,
@@ -541,6 +546,7 @@ async fn main() -> ExitCode {
         }
         Bench::TsPeers {
             calls,
+            calls_concurrent,
             concurrency,
             rounds,
             warmup,
@@ -552,6 +558,7 @@ async fn main() -> ExitCode {
         } => {
             let opts = ts_peers::Options {
                 calls,
+                calls_concurrent,
                 concurrency,
                 rounds,
                 warmup,

@@ -55,7 +55,10 @@ const CALL_LIMIT_MS: u64 = 30_000;
 const BLOCK_LIMIT: Duration = Duration::from_secs(600);
 
 pub struct Options {
+    /// Measured calls per target at concurrency 1.
     pub calls: u32,
+    /// Measured calls per target at each concurrency above 1.
+    pub calls_concurrent: u32,
     pub concurrency: Vec<u32>,
     pub rounds: u32,
     pub warmup: u32,
@@ -64,6 +67,21 @@ pub struct Options {
     pub script: PathBuf,
     pub modules: PathBuf,
     pub everything: PathBuf,
+}
+
+impl Options {
+    /// Measured calls per target at `concurrency`.
+    fn calls_at(&self, concurrency: u32) -> u32 {
+        match concurrency {
+            0 | 1 => self.calls,
+            _ => self.calls_concurrent,
+        }
+    }
+
+    /// Rounds at `concurrency` (never more than calls).
+    fn rounds_at(&self, concurrency: u32) -> u32 {
+        self.rounds.clamp(1, self.calls_at(concurrency))
+    }
 }
 
 /// What the client answers for one block.
@@ -383,8 +401,8 @@ async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
     }
     let mut results: Results = BTreeMap::new();
     let mut loads = BTreeMap::new();
-    let rounds = opts.rounds.clamp(1, opts.calls);
     for &concurrency in &opts.concurrency {
+        let (calls, rounds) = (opts.calls_at(concurrency), opts.rounds_at(concurrency));
         let load_start = procs::load_now();
         eprintln!(
             "concurrency {concurrency}: warm-up ({} calls per target)",
@@ -407,7 +425,7 @@ async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
         let per = results.entry(concurrency).or_default();
         for round in 0..rounds {
             // This round's share of the calls: the remainder goes to the first rounds.
-            let n = opts.calls / rounds + u32::from(round < opts.calls % rounds);
+            let n = calls / rounds + u32::from(round < calls % rounds);
             for target in targets.iter_mut() {
                 let block = target.block(n, concurrency).await?;
                 per.entry(target.id).or_default().add(block)?;
@@ -436,12 +454,13 @@ fn report(
     swept: usize,
 ) -> Result<Value> {
     println!(
-        "ts-peers: echo of a 1 KiB message to server-everything {}, from the TypeScript SDK's client {} on node {}; {} calls per target per concurrency in {} alternating rounds, {} warm-up calls",
+        "ts-peers: echo of a 1 KiB message to server-everything {}, from the TypeScript SDK's client {} on node {}; per target {} calls at c=1 and {} at each higher concurrency, in {} alternating rounds, {} warm-up calls",
         ready["server"]["version"].as_str().unwrap_or("?"),
         ready["sdk"].as_str().unwrap_or("?"),
         ready["node"].as_str().unwrap_or("?"),
         opts.calls,
-        opts.rounds.clamp(1, opts.calls),
+        opts.calls_concurrent,
+        opts.rounds,
         opts.warmup
     );
     for (id, label) in labels {
@@ -540,7 +559,8 @@ fn report(
         "node": ready["node"],
         "server": ready["server"],
         "calls": opts.calls,
-        "rounds": opts.rounds.clamp(1, opts.calls),
+        "calls_concurrent": opts.calls_concurrent,
+        "rounds": opts.rounds,
         "warmup": opts.warmup,
         "message_bytes": 1024,
         "levels": json_levels,
