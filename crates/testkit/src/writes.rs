@@ -1,5 +1,6 @@
 //! An output that keeps each write apart, so a test can count the writes a writer makes (and
-//! see that each holds whole lines); or one that is broken, whose every write fails.
+//! see that each holds whole lines); or one that is broken, whose every write fails (from the
+//! start, or after some writes, as a dying server's stdin).
 //!
 //! Test support only: it holds what was written in memory and never touches a real pipe.
 
@@ -11,14 +12,20 @@ use std::task::{Context, Poll};
 #[derive(Clone, Default)]
 pub struct Writes {
     writes: Arc<Mutex<Vec<String>>>,
-    broken: bool,
+    /// How many writes it takes before every later one fails; `None`: all of them.
+    breaks_after: Option<usize>,
 }
 
 impl Writes {
     /// An output whose every write fails with a broken pipe.
     pub fn broken() -> Self {
+        Self::breaks_after(0)
+    }
+
+    /// An output that takes `writes` writes, and then fails every one with a broken pipe.
+    pub fn breaks_after(writes: usize) -> Self {
         Self {
-            broken: true,
+            breaks_after: Some(writes),
             ..Self::default()
         }
     }
@@ -38,10 +45,10 @@ impl tokio::io::AsyncWrite for Writes {
         _: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        if self.broken {
+        let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
+        if self.breaks_after.is_some_and(|n| writes.len() >= n) {
             return Poll::Ready(Err(std::io::ErrorKind::BrokenPipe.into()));
         }
-        let mut writes = self.writes.lock().unwrap_or_else(|p| p.into_inner());
         writes.push(String::from_utf8_lossy(buf).into_owned());
         Poll::Ready(Ok(buf.len()))
     }

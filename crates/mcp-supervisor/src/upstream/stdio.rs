@@ -58,8 +58,10 @@ type Pipe = Box<dyn AsyncWrite + Unpin + Send>;
 
 /// What the writer task is asked to do, in order.
 enum Order {
-    /// Write this line (with its line break); say whether it went out.
-    Line(Vec<u8>, Sent),
+    /// Write this line (with its line break); say whether it went out. A posted request's
+    /// line carries its id: its sender hears only when asked, so a failed write is also told
+    /// to the peer, which fails the request.
+    Line(Vec<u8>, oneshot::Sender<bool>, Option<u64>),
     /// Close stdin once everything sent before is written; say when done.
     Close(oneshot::Sender<()>),
 }
@@ -97,8 +99,7 @@ impl StdioWire {
     /// is closed.
     fn queue_line(&self, line: Vec<u8>) -> Option<oneshot::Receiver<bool>> {
         let (done, written) = oneshot::channel();
-        self.order(Order::Line(line, Sent::Tell(done)))
-            .then_some(written)
+        self.order(Order::Line(line, done, None)).then_some(written)
     }
 
     /// Queue `line` and wait until the writer task wrote it.
@@ -136,7 +137,7 @@ impl Wire for StdioWire {
             return Posted::NotOffered(text);
         }
         let (done, written) = oneshot::channel();
-        match self.order(Order::Line(line_of(text), Sent::Post(request, done))) {
+        match self.order(Order::Line(line_of(text), done, Some(request))) {
             true => Posted::Queued(written),
             false => Posted::Closed,
         }
@@ -189,34 +190,6 @@ impl Wire for StdioWire {
                 }
             }
         })
-    }
-}
-
-/// Who hears of a line's write.
-enum Sent {
-    /// Its sender waits to hear whether it went out.
-    Tell(oneshot::Sender<bool>),
-    /// A posted request (its id): told as above, unheard unless asked; a failed write is also
-    /// told to its peer, which fails the request.
-    Post(u64, oneshot::Sender<bool>),
-}
-
-impl Sent {
-    fn tell(self, written: bool, shared: &Shared) {
-        match self {
-            Sent::Tell(done) => {
-                let _ = done.send(written);
-            }
-            Sent::Post(id, done) => {
-                let _ = done.send(written);
-                if !written && let Some(peer) = shared.peer.get().and_then(Weak::upgrade) {
-                    peer.deliver(Incoming::Lost {
-                        id,
-                        failure: Failure::TransportClosedBeforeSend,
-                    });
-                }
-            }
-        }
     }
 }
 
@@ -273,10 +246,10 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
         let mut yielded = false;
         loop {
             match next.take() {
-                Some(Order::Line(line, done)) => {
+                Some(Order::Line(line, done, posted)) => {
                     taken += 1;
                     batch.extend_from_slice(&line);
-                    senders.push(done);
+                    senders.push((done, posted));
                 }
                 Some(Order::Close(done)) => {
                     taken += 1;
@@ -304,8 +277,19 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
             if !written {
                 *pipe = None;
             }
-            for sent in senders.drain(..) {
-                sent.tell(written, &shared);
+            // Told only of a failed write: the peer fails each posted request in it.
+            let peer = match written {
+                true => None,
+                false => shared.peer.get().and_then(Weak::upgrade),
+            };
+            for (done, posted) in senders.drain(..) {
+                let _ = done.send(written);
+                if let (Some(peer), Some(id)) = (&peer, posted) {
+                    peer.deliver(Incoming::Lost {
+                        id,
+                        failure: Failure::TransportClosedBeforeSend,
+                    });
+                }
             }
             batch.clear();
             if batch.capacity() > KEEP_BATCH {
@@ -432,42 +416,13 @@ mod tests {
         ));
     }
 
-    /// A pipe that takes its first write and breaks then, as a server's stdin does when the
-    /// server dies.
-    #[derive(Clone, Default)]
-    struct BreaksAfterOne(Arc<AtomicUsize>);
-
-    impl AsyncWrite for BreaksAfterOne {
-        fn poll_write(
-            self: Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-            buf: &[u8],
-        ) -> Poll<std::io::Result<usize>> {
-            Poll::Ready(match self.0.fetch_add(1, Ordering::SeqCst) {
-                0 => Ok(buf.len()),
-                _ => Err(std::io::ErrorKind::BrokenPipe.into()),
-            })
-        }
-        fn poll_flush(
-            self: Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-        ) -> Poll<std::io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-        fn poll_shutdown(
-            self: Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-        ) -> Poll<std::io::Result<()>> {
-            Poll::Ready(Ok(()))
-        }
-    }
-
     /// Requests sent while another waits for its answer are posted: their senders wait only
     /// for the answers. When their write fails they are failed at once as not sent (a call
     /// that may be sent again), not left to their deadline, and not taken for sent.
     #[tokio::test(start_paused = true)]
     async fn posted_requests_whose_write_fails_fail_at_once_as_not_sent() {
-        let pipe = BreaksAfterOne::default();
+        // It takes the first write and breaks then, as a dying server's stdin does.
+        let pipe = Writes::breaks_after(1);
         let wire = StdioWire::over(pipe.clone());
         let (tx, _events) = tokio::sync::mpsc::unbounded_channel();
         let peer = Peer::start(
@@ -488,7 +443,7 @@ mod tests {
             tokio::spawn(async move { peer.request_with("a", None, options(), Vec::new()).await })
         };
         tokio::task::yield_now().await;
-        assert_eq!(pipe.0.load(Ordering::SeqCst), 1, "the first was written");
+        assert_eq!(pipe.taken().len(), 1, "the first was written");
         let others = futures::future::join_all(
             (0..3).map(|_| peer.request_with("b", None, options(), Vec::new())),
         )
