@@ -2,23 +2,38 @@
 //! started us.
 //!
 //! It frames lines and nothing else: each line goes to the message face ([`crate::proxy`]) as it
-//! came, each answer and notification is written as one whole line. Requests run concurrently;
-//! notifications and answers from the client are handled in order as they arrive, whatever the
-//! client's era (the message face tells a client of protocol 2026-07-28 by its requests).
-//! Nothing but MCP messages is ever written to stdout.
+//! came, each answer and notification is written as one whole line. One task serves the client:
+//! its requests run side by side as futures polled there, not as tasks of their own, so that
+//! what one wake-up finds is done together with no hand-off between tasks (the requests read
+//! together are sent together, the answers that came together go out in one write).
+//! Notifications and answers from the client are handled in order as they arrive, after the
+//! requests read before them have started, whatever the client's era (the message face tells a
+//! client of protocol 2026-07-28 by its requests). A fault (a panic) in handling one request is
+//! that request's: it gets an error answer and the others go on. Nothing but MCP messages is
+//! ever written to stdout.
 //!
 //! Backpressure: at most [`MAX_IN_FLIGHT`] of the client's requests are in flight or answered
 //! but not yet written. Past it, reading stdin pauses until one is written: a client that sends
 //! and does not read fills its own pipe, not our memory, and every request is still answered
 //! once it reads. (Pausing rather than refusing: a refused request would be lost to a client
-//! that only meant to pipeline.)
+//! that only meant to pipeline.) While a write waits for the client, the notifications stay in
+//! their bounded queue, where the message face sees that the client does not read.
+//!
+//! It must never block its task: a message's handling that computes for long (a list of
+//! thousands of tools) holds up this client's other answers for that long, and no other
+//! client's.
 
+use std::collections::VecDeque;
+use std::panic::AssertUnwindSafe;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::task::{Context, Poll};
 
-use futures::StreamExt;
+use futures::stream::FuturesUnordered;
+use futures::{FutureExt, Stream, StreamExt};
 use mcp_supervisor::upstream::lines::{LineCodec, LineError, one_line};
-use tokio::io::{AsyncRead, AsyncWriteExt};
-use tokio::sync::{OwnedSemaphorePermit, Semaphore, mpsc};
+use tokio::io::AsyncRead;
+use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
 use crate::proxy::{Kind, Message, OUTBOX, Proxy, error_text};
@@ -31,6 +46,10 @@ pub const MAX_IN_FLIGHT: usize = 256;
 
 /// A batch buffer larger than this after a write is given back rather than kept.
 const KEEP_BATCH: usize = 1024 * 1024;
+
+/// The most rounds (take answers, write, read) one wake-up of the face does before it lets
+/// the runtime's other tasks run.
+const ROUNDS_PER_WAKE: usize = 32;
 
 /// Serve the client on our stdin and stdout until stdin ends.
 pub async fn run(proxy: Arc<Proxy>) {
@@ -98,164 +117,280 @@ fn on_reactor<T>(
 }
 
 /// Serve one client on `input` and `output` until `input` ends.
+///
+/// One task does it all: it reads the client's lines, runs their requests side by side (each a
+/// future of its own, polled here), and writes their answers and the client's notifications.
+/// What one wake-up finds is done together: the requests read together are sent together, and
+/// the answers that came together go out in one write, with no hand-off between tasks on a
+/// message's way (docs/BENCHMARKS.md, "the stdio face").
 pub async fn serve<R, W>(proxy: Arc<Proxy>, input: R, output: W)
 where
     R: AsyncRead + Unpin + Send + 'static,
     W: tokio::io::AsyncWrite + Unpin + Send + 'static,
 {
-    let mut lines = FramedRead::with_capacity(input, LineCodec::new(MAX_LINE), 64 * 1024);
     // Notifications and the servers' requests no call caused, at most OUTBOX waiting (past it
     // the message face leaves notifications out and fails such requests: the client does not
-    // read); and the answers to bad input, for which reading waits.
+    // read).
     let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOX);
-    // Answers, each holding its request's place until it is written.
-    let (answer_tx, answer_rx) = mpsc::channel::<(String, OwnedSemaphorePermit)>(MAX_IN_FLIGHT);
-    let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-    let writer = tokio::spawn(write_lines(output, out_rx, answer_rx, places.clone()));
-    let client = proxy.connect(out_tx.clone());
-    while let Some(line) = lines.next().await {
-        let line = match line {
-            Ok(line) => line,
-            Err(LineError::TooLong) => {
-                let _ = out_tx
-                    .send(error_text(
-                        None,
-                        -32600,
-                        &format!("Invalid Request: the message is longer than {MAX_LINE} bytes"),
-                    ))
-                    .await;
-                continue;
-            }
-            Err(LineError::Io(error)) => {
-                tracing::debug!("reading stdin failed: {error}");
-                break;
-            }
-        };
-        if line.iter().all(u8::is_ascii_whitespace) {
-            continue;
-        }
-        // Read where it lies in the buffer: the message copies only the parts it keeps.
-        let Ok(text) = std::str::from_utf8(&line) else {
-            let _ = out_tx
-                .send(error_text(
-                    None,
-                    -32700,
-                    "Parse error: the message is not UTF-8",
-                ))
-                .await;
-            continue;
-        };
-        let message = match Message::read(text) {
-            Ok(message) => message,
-            Err(answer) => {
-                let _ = out_tx.send(answer).await;
-                continue;
-            }
-        };
-        match message.kind() {
-            Kind::Request { .. } => {
-                // Reading pauses here while every place is taken.
-                let Ok(place) = places.clone().acquire_owned().await else {
-                    break;
-                };
-                let (proxy, client, answers) = (proxy.clone(), client.clone(), answer_tx.clone());
-                tokio::spawn(async move {
-                    // Boxed: the task stays small, so spawning it and storing its end do not
-                    // copy the few kilobytes of a call's state.
-                    let answer = Box::pin(proxy.handle_message(&client, &message, None)).await;
-                    if let Some(answer) = answer {
-                        let _ = answers.send((answer, place)).await;
-                    }
-                });
-            }
-            _ => {
-                if let Some(answer) = proxy.handle_message(&client, &message, None).await {
-                    let _ = out_tx.send(answer).await;
-                }
-            }
-        }
-    }
+    let client = proxy.connect(out_tx);
+    let mut face = Face {
+        lines: FramedRead::with_capacity(input, LineCodec::new(MAX_LINE), 64 * 1024),
+        reading: true,
+        calls: FuturesUnordered::new(),
+        ordered: None,
+        answers: VecDeque::new(),
+        notifications: out_rx,
+        output,
+        batch: String::new(),
+        written: 0,
+        answers_in_batch: 0,
+        broken: false,
+        proxy: proxy.clone(),
+        client: client.clone(),
+    };
+    std::future::poll_fn(|cx| face.poll_until_input_ends(cx)).await;
     tracing::info!("stdin closed");
     proxy.disconnect(&client);
-    drop(out_tx);
-    drop(answer_tx);
     drop(client);
-    // Answers already queued still go out; calls still running keep their senders, so the
-    // wait is bounded.
-    if tokio::time::timeout(std::time::Duration::from_millis(500), writer)
-        .await
-        .is_err()
-    {
+    // Answers and notifications already made still go out; calls still running are given a
+    // moment (bounded) to end.
+    let end = tokio::time::timeout(
+        std::time::Duration::from_millis(500),
+        std::future::poll_fn(|cx| face.poll_until_written(cx)),
+    );
+    if end.await.is_err() {
         tracing::debug!("answers still pending at the end of stdin were dropped");
     }
 }
 
-/// Write each message as one line. A line break outside a JSON string is whitespace (inside one
-/// it cannot appear raw), so one becomes a space and the framing stays whole.
-/// What came together is written together: one write for every message waiting. An answer's
-/// place (of `places`) is given back once it is written. Returns the output when both streams
-/// end.
-async fn write_lines<W: tokio::io::AsyncWrite + Unpin>(
-    mut output: W,
-    mut messages: mpsc::Receiver<String>,
-    mut answers: mpsc::Receiver<(String, OwnedSemaphorePermit)>,
-    places: Arc<Semaphore>,
-) -> W {
-    let mut batch = String::new();
-    let mut written = Vec::new();
-    let (mut messages_open, mut answers_open) = (true, true);
-    while messages_open || answers_open {
-        batch.clear();
-        tokio::select! {
-            message = messages.recv(), if messages_open => match message {
-                Some(message) => push_line(&mut batch, message),
-                None => messages_open = false,
-            },
-            answer = answers.recv(), if answers_open => match answer {
-                Some((answer, place)) => {
-                    push_line(&mut batch, answer);
-                    written.push(place);
-                }
-                None => answers_open = false,
-            },
-        }
-        drain(&mut batch, &mut written, &mut messages, &mut answers);
-        if batch.is_empty() {
-            continue;
-        }
-        // The answers of calls that ended together are made by tasks of their own: while other
-        // requests are in flight, let the tasks already running have their turn once, and take
-        // what they added. Nothing waits longer than that turn, and an answer with no other
-        // request in flight (one call at a time) does not wait at all.
-        let in_flight = MAX_IN_FLIGHT.saturating_sub(places.available_permits());
-        if in_flight > written.len() {
-            tokio::task::yield_now().await;
-            drain(&mut batch, &mut written, &mut messages, &mut answers);
-        }
-        if output.write_all(batch.as_bytes()).await.is_err() || output.flush().await.is_err() {
-            break;
-        }
-        written.clear(); // the places are free again
-        if batch.capacity() > KEEP_BATCH {
-            batch = String::new();
-        }
-    }
-    output
+/// A request or a notification of the client, running.
+type Running = Pin<Box<dyn Future<Output = Option<String>> + Send>>;
+
+/// The stdio face of one client: its input, its output, and what is between.
+struct Face<R, W> {
+    lines: FramedRead<R, LineCodec>,
+    /// Until the input ends.
+    reading: bool,
+    /// The client's requests, running side by side.
+    calls: FuturesUnordered<Running>,
+    /// A notification or response of the client still being handled: reading waits for it,
+    /// so they are handled in the order they came.
+    ordered: Option<Running>,
+    /// Answers made and not yet in the batch.
+    answers: VecDeque<String>,
+    notifications: mpsc::Receiver<String>,
+    output: W,
+    /// What is being written, whole lines, and how much of it is written already.
+    batch: String,
+    written: usize,
+    /// How many answers the batch holds: their places are free once it is written.
+    answers_in_batch: usize,
+    /// The output failed: what is made from now on is dropped.
+    broken: bool,
+    proxy: Arc<Proxy>,
+    client: Arc<crate::proxy::Client>,
 }
 
-/// Take every message and answer waiting, without waiting for more.
-fn drain(
-    batch: &mut String,
-    written: &mut Vec<OwnedSemaphorePermit>,
-    messages: &mut mpsc::Receiver<String>,
-    answers: &mut mpsc::Receiver<(String, OwnedSemaphorePermit)>,
-) {
-    while let Ok(message) = messages.try_recv() {
-        push_line(batch, message);
+impl<R, W> Face<R, W>
+where
+    R: AsyncRead + Unpin,
+    W: tokio::io::AsyncWrite + Unpin,
+{
+    /// The client's requests that take a place: running, or answered and not yet written.
+    fn in_flight(&self) -> usize {
+        self.calls.len() + self.answers.len() + self.answers_in_batch
     }
-    while let Ok((answer, place)) = answers.try_recv() {
-        push_line(batch, answer);
-        written.push(place);
+
+    /// Serve until the input ends (or fails).
+    fn poll_until_input_ends(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        // Bounded: past it, the task lets others run and is woken again at once.
+        for _ in 0..ROUNDS_PER_WAKE {
+            let mut moved = self.poll_running(cx);
+            moved |= self.poll_write(cx);
+            moved |= self.poll_read(cx);
+            if !self.reading {
+                return Poll::Ready(());
+            }
+            if !moved {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// After the input ended: serve until nothing is running or waiting to be written.
+    fn poll_until_written(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        for _ in 0..ROUNDS_PER_WAKE {
+            let moved = self.poll_running(cx) | self.poll_write(cx);
+            let idle = self.calls.is_empty()
+                && self.ordered.is_none()
+                && self.answers.is_empty()
+                && self.batch.is_empty();
+            if idle || self.broken {
+                return Poll::Ready(());
+            }
+            if !moved {
+                return Poll::Pending;
+            }
+        }
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    }
+
+    /// Take the answers of the requests that ended, and go on with the message being handled.
+    fn poll_running(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut moved = false;
+        while let Poll::Ready(Some(answer)) = self.calls.poll_next_unpin(cx) {
+            moved = true;
+            self.answers.extend(answer);
+        }
+        if let Some(running) = &mut self.ordered
+            && let Poll::Ready(answer) = running.as_mut().poll(cx)
+        {
+            moved = true;
+            self.ordered = None;
+            self.answers.extend(answer);
+        }
+        moved
+    }
+
+    /// Write what is waiting: first the batch being written; when it is out, everything made
+    /// since, in one write. Notifications go ahead of the answers made with them.
+    fn poll_write(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut moved = false;
+        loop {
+            if self.broken {
+                // Nobody reads: what is made is dropped, and its places are free.
+                self.answers.clear();
+                while let Poll::Ready(Some(_)) = self.notifications.poll_recv(cx) {}
+                return moved;
+            }
+            if self.batch.is_empty() {
+                while let Poll::Ready(Some(message)) = self.notifications.poll_recv(cx) {
+                    push_line(&mut self.batch, message);
+                }
+                self.answers_in_batch = self.answers.len();
+                for answer in self.answers.drain(..) {
+                    push_line(&mut self.batch, answer);
+                }
+                if self.batch.is_empty() {
+                    return moved;
+                }
+            }
+            while self.written < self.batch.len() {
+                let rest = &self.batch.as_bytes()[self.written..];
+                match Pin::new(&mut self.output).poll_write(cx, rest) {
+                    Poll::Ready(Ok(n)) if n > 0 => self.written += n,
+                    Poll::Ready(_) => self.broken = true,
+                    Poll::Pending => return moved,
+                }
+                if self.broken {
+                    break;
+                }
+            }
+            if !self.broken {
+                match Pin::new(&mut self.output).poll_flush(cx) {
+                    Poll::Ready(Ok(())) => {}
+                    Poll::Ready(Err(_)) => self.broken = true,
+                    Poll::Pending => return moved,
+                }
+            }
+            // Out (or lost): the places are free again.
+            moved = true;
+            self.batch.clear();
+            self.written = 0;
+            self.answers_in_batch = 0;
+            if self.batch.capacity() > KEEP_BATCH {
+                self.batch = String::new();
+            }
+        }
+    }
+
+    /// Read the client's lines while it has places left and no message is being handled in
+    /// order, and start each.
+    fn poll_read(&mut self, cx: &mut Context<'_>) -> bool {
+        let mut moved = false;
+        while self.reading && self.ordered.is_none() && self.in_flight() < MAX_IN_FLIGHT {
+            let line = match Pin::new(&mut self.lines).poll_next(cx) {
+                Poll::Pending => break,
+                Poll::Ready(Some(Ok(line))) => line,
+                Poll::Ready(Some(Err(LineError::TooLong))) => {
+                    self.answers.push_back(error_text(
+                        None,
+                        -32600,
+                        &format!("Invalid Request: the message is longer than {MAX_LINE} bytes"),
+                    ));
+                    moved = true;
+                    continue;
+                }
+                Poll::Ready(Some(Err(LineError::Io(error)))) => {
+                    tracing::debug!("reading stdin failed: {error}");
+                    self.reading = false;
+                    break;
+                }
+                Poll::Ready(None) => {
+                    self.reading = false;
+                    break;
+                }
+            };
+            moved = true;
+            self.start(&line, cx);
+        }
+        moved
+    }
+
+    /// Start one line of the client: a request runs beside the others, anything else is
+    /// handled before the next line is read.
+    fn start(&mut self, line: &[u8], cx: &mut Context<'_>) {
+        if line.iter().all(u8::is_ascii_whitespace) {
+            return;
+        }
+        // Read where it lies in the buffer: the message copies only the parts it keeps.
+        let Ok(text) = std::str::from_utf8(line) else {
+            self.answers.push_back(error_text(
+                None,
+                -32700,
+                "Parse error: the message is not UTF-8",
+            ));
+            return;
+        };
+        let message = match Message::read(text) {
+            Ok(message) => message,
+            Err(answer) => {
+                self.answers.push_back(answer);
+                return;
+            }
+        };
+        let (proxy, client) = (self.proxy.clone(), self.client.clone());
+        let is_request = matches!(message.kind(), Kind::Request { .. });
+        let running: Running = Box::pin(async move {
+            // A fault in one message's handling is its own: its request gets an error answer,
+            // and the face and the client's other requests go on.
+            let handled = AssertUnwindSafe(proxy.handle_message(&client, &message, None))
+                .catch_unwind()
+                .await;
+            handled.unwrap_or_else(|_| {
+                tracing::error!("handling a message of the client failed (a bug): it gets an error answer");
+                message.id().map(|id| {
+                    error_text(
+                        Some(id),
+                        -32603,
+                        "Internal error: mcp-supervisor failed handling this request (a bug; its log has the details)",
+                    )
+                })
+            })
+        });
+        if is_request {
+            self.calls.push(running);
+        } else {
+            // Handled in order, after the requests read before it have started (a cancellation
+            // read with its request finds it), and before the next line is read. Most end in
+            // their first poll.
+            self.poll_running(cx);
+            self.ordered = Some(running);
+            self.poll_running(cx);
+        }
     }
 }
 
@@ -266,88 +401,78 @@ fn push_line(batch: &mut String, message: String) {
 
 #[cfg(test)]
 mod tests {
+    use mcp_supervisor::HubOptions;
+    use mcp_supervisor::core::config::Config;
     use mcp_supervisor_testkit::writes::Writes;
+    use tokio::io::AsyncWriteExt;
 
     use super::*;
+    use crate::Mode;
 
-    /// Answers made together by tasks of their own (as calls that ended together are) go out
-    /// in one write, whole lines in the order they came, each place given back once written.
-    /// One worker, so the order of the tasks is the runtime's own (the woken writer runs next,
-    /// ahead of the tasks already waiting).
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn answers_made_together_go_out_in_one_write() {
-        let output = Writes::default();
-        let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOX);
-        let (answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
-        let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-        let writer = tokio::spawn(write_lines(
-            output.clone(),
-            out_rx,
-            answer_rx,
-            places.clone(),
-        ));
-        // First a lone message, written once the writer runs: it then waits for the next.
-        out_tx.try_send("{}".into()).expect("send");
-        written(&output, 1).await;
-        let spawner = {
-            let places = places.clone();
-            tokio::spawn(async move {
-                for i in 0..10 {
-                    let place = places.clone().acquire_owned().await.expect("a place");
-                    let answers = answer_tx.clone();
-                    tokio::spawn(async move {
-                        let _ = answers.send((format!("{{\"id\":{i}}}"), place)).await;
-                    });
-                }
-            })
-        };
-        spawner.await.expect("the spawner");
-        drop(out_tx);
-        let output = tokio::time::timeout(std::time::Duration::from_secs(10), writer)
+    /// The bound of every wait.
+    const LIMIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+    /// Serve `input` (written whole, then closed) to a proxy of no servers; the writes made.
+    async fn served(input: &str, output: Writes) -> Vec<String> {
+        let proxy = crate::start(Config::default(), Mode::Aggregate, HubOptions::default());
+        let (mut client, ours) = tokio::io::duplex(1024 * 1024);
+        client.write_all(input.as_bytes()).await.expect("write");
+        drop(client);
+        tokio::time::timeout(LIMIT, serve(proxy.clone(), ours, output.clone()))
             .await
-            .expect("the writer ends with its channels")
-            .expect("the writer");
-        let writes = output.taken();
-        assert_eq!(
-            writes.len(),
-            2,
-            "one write for the answers made together: {writes:?}"
-        );
-        let lines: Vec<&str> = writes[1].lines().collect();
-        assert_eq!(lines.len(), 10, "each answer is one whole line: {writes:?}");
-        assert!(writes[1].ends_with('\n'));
-        assert_eq!(
-            places.available_permits(),
-            MAX_IN_FLIGHT,
-            "every place given back"
+            .expect("the face ends with its input");
+        proxy.hub().stop().await;
+        output.taken()
+    }
+
+    fn pings(count: usize) -> String {
+        (0..count)
+            .map(|i| format!("{{\"jsonrpc\":\"2.0\",\"id\":{i},\"method\":\"ping\"}}\n"))
+            .collect()
+    }
+
+    /// Requests read together are answered together: one write, whole lines, one answer to
+    /// each request.
+    #[tokio::test]
+    async fn requests_read_together_are_answered_in_one_write() {
+        let writes = served(&pings(10), Writes::default()).await;
+        assert_eq!(writes.len(), 1, "one write: {writes:?}");
+        assert!(writes[0].ends_with('\n'));
+        let mut ids: Vec<u64> = writes[0]
+            .lines()
+            .map(|line| {
+                let answer: serde_json::Value = serde_json::from_str(line).expect("JSON");
+                assert!(answer.get("result").is_some(), "an answer: {line}");
+                answer["id"].as_u64().expect("an id")
+            })
+            .collect();
+        ids.sort_unstable();
+        assert_eq!(ids, (0..10).collect::<Vec<_>>());
+    }
+
+    /// Bad lines get their error answers, in among the others, and do not stop the face.
+    #[tokio::test]
+    async fn bad_lines_are_answered_and_reading_goes_on() {
+        let input = format!("not json\n\n{}", pings(1));
+        let lines: Vec<String> = served(&input, Writes::default())
+            .await
+            .concat()
+            .lines()
+            .map(String::from)
+            .collect();
+        assert_eq!(lines.len(), 2, "{lines:?}");
+        assert!(lines[0].contains("-32700"), "a parse error: {lines:?}");
+        assert!(
+            lines[1].contains(r#""id":0"#),
+            "the ping's answer: {lines:?}"
         );
     }
 
-    /// A lone message goes out by itself, whole, without waiting for more.
-    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
-    async fn a_lone_message_is_written_at_once() {
-        let output = Writes::default();
-        let (out_tx, out_rx) = mpsc::channel::<String>(OUTBOX);
-        let (_answer_tx, answer_rx) = mpsc::channel(MAX_IN_FLIGHT);
-        let places = Arc::new(Semaphore::new(MAX_IN_FLIGHT));
-        let _writer = tokio::spawn(write_lines(output.clone(), out_rx, answer_rx, places));
-        out_tx
-            .try_send("{\n\"method\":\"notifications/x\"}".into())
-            .expect("send");
-        written(&output, 1).await;
-        let writes = output.taken();
-        assert_eq!(
-            writes,
-            vec!["{ \"method\":\"notifications/x\"}\n".to_string()]
-        );
-    }
-
-    /// Wait (bounded) until `output` has had `count` writes.
-    async fn written(output: &Writes, count: usize) {
-        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-        while output.taken().len() < count {
-            assert!(std::time::Instant::now() < deadline, "never written");
-            tokio::task::yield_now().await;
-        }
+    /// An output that fails drops what is made from then on, and the face still ends with its
+    /// input: nothing waits on a client that is gone.
+    #[tokio::test]
+    async fn a_broken_output_does_not_hold_the_face() {
+        let writes = served(&pings(300), Writes::broken()).await;
+        assert!(writes.is_empty(), "{writes:?}");
     }
 }
