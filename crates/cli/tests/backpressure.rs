@@ -10,6 +10,8 @@
 //! A client that does not read while a server floods it with notifications has a bounded queue
 //! of them: past it notifications are left out (and counted), and once it reads, the call's
 //! answer comes.
+//!
+//! And order on the stdio face: a cancellation read together with its request finds it.
 
 mod support;
 
@@ -357,4 +359,43 @@ async fn dropped_total(proxy: &Running) -> f64 {
         .find_map(|l| l.strip_prefix("mcp_supervisor_notifications_dropped_total "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(-1.0)
+}
+
+/// A cancellation that comes in the same read as its request finds it: a request read is
+/// started before the notification after it is handled. A 30 s call and its cancellation in
+/// one write: the call is answered as cancelled at once, and the server never finishes it.
+#[test]
+fn a_cancellation_read_with_its_request_cancels_it() {
+    let dir = temp_dir("cancel-same-read");
+    let ledger = dir.join("ledger");
+    let (mut child, mut stdin, stdout) = wrap_fault(&ledger, Stdio::null());
+    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "sleep", "arguments": {"ms": 30_000}}});
+    let cancel = json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": {"requestId": 1, "reason": "test"}});
+    stdin
+        .write_all(format!("{call}\n{cancel}\n").as_bytes())
+        .expect("write the call and its cancellation at once");
+    // Read on a thread of its own, so the wait is bounded well below the call's 30 s.
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let mut stdout = stdout;
+        let mut line = String::new();
+        while stdout.read_line(&mut line).unwrap_or(0) > 0 {
+            if line.contains("\"id\":1") {
+                let _ = tx.send(line);
+                return;
+            }
+            line.clear();
+        }
+    });
+    let answer = rx.recv_timeout(Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    let _ = std::fs::remove_dir_all(dir);
+    let answer = answer.expect("the cancelled call is answered at once, not after its 30 s");
+    assert!(
+        answer.contains("cancelled by the caller"),
+        "answered as cancelled: {answer}"
+    );
 }
