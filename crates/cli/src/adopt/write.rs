@@ -162,6 +162,7 @@ mod tests {
         assert_eq!(fs::read_to_string(&path).unwrap(), "{\"edited\": true}\n");
         let left: Vec<_> = fs::read_dir(&dir).unwrap().collect();
         assert_eq!(left.len(), 1, "no backup or temp file is left behind");
+        let _ = fs::remove_dir_all(dir);
     }
 
     #[test]
@@ -179,6 +180,7 @@ mod tests {
             .unwrap();
         assert!(replace(&snapshot, "[]\n").is_err());
         assert_eq!(fs::read_to_string(&path).unwrap(), "{}\n");
+        let _ = fs::remove_dir_all(dir);
     }
 
     #[test]
@@ -192,5 +194,6 @@ mod tests {
         assert_eq!(fs::read_to_string(&backup).unwrap(), "{}\n");
         let second = replace(&read(&path).unwrap(), "[1]\n").unwrap();
         assert_ne!(backup, second, "a second backup never overwrites the first");
+        let _ = fs::remove_dir_all(dir);
     }
 }
