@@ -203,31 +203,28 @@ where
 
     /// Serve until the input ends (or fails).
     fn poll_until_input_ends(&mut self, cx: &mut Context<'_>) -> Poll<()> {
-        // Bounded: past it, the task lets others run and is woken again at once.
-        for _ in 0..ROUNDS_PER_WAKE {
-            let mut moved = self.poll_running(cx);
-            moved |= self.poll_write(cx);
-            moved |= self.poll_read(cx);
-            if !self.reading {
-                return Poll::Ready(());
-            }
-            if !moved {
-                return Poll::Pending;
-            }
-        }
-        cx.waker().wake_by_ref();
-        Poll::Pending
+        self.poll_until(cx, |face| !face.reading)
     }
 
     /// After the input ended: serve until nothing is running or waiting to be written.
     fn poll_until_written(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        self.poll_until(cx, |face| {
+            face.broken
+                || (face.calls.is_empty()
+                    && face.ordered.is_none()
+                    && face.answers.is_empty()
+                    && face.batch.is_empty())
+        })
+    }
+
+    /// Take answers, write and read, round after round, until `done` or nothing moves.
+    fn poll_until(&mut self, cx: &mut Context<'_>, done: fn(&Self) -> bool) -> Poll<()> {
+        // Bounded: past it, the task lets others run and is woken again at once.
         for _ in 0..ROUNDS_PER_WAKE {
-            let moved = self.poll_running(cx) | self.poll_write(cx);
-            let idle = self.calls.is_empty()
-                && self.ordered.is_none()
-                && self.answers.is_empty()
-                && self.batch.is_empty();
-            if idle || self.broken {
+            let mut moved = self.poll_running(cx);
+            moved |= self.poll_write(cx);
+            moved |= self.poll_read(cx); // nothing once the input has ended
+            if done(self) {
                 return Poll::Ready(());
             }
             if !moved {

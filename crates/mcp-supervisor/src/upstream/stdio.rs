@@ -257,7 +257,8 @@ async fn write_lines(shared: Arc<Shared>, mut orders: mpsc::UnboundedReceiver<Or
                     break;
                 }
                 // Nothing more waiting: let the tasks already running have their turn once
-                // (calls read together are sent from tasks of their own), then write.
+                // (calls that came together may be sent from tasks of their own, as the HTTP
+                // face's are), then write.
                 None if !yielded => {
                     yielded = true;
                     turn().await;
