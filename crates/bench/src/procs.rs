@@ -264,6 +264,26 @@ pub fn with_marker(marker: &str) -> Vec<ProcInfo> {
     found
 }
 
+/// The CPU time `pid` has used so far, user and system, in nanoseconds: the sum over its live
+/// threads of the first field of `/proc/PID/task/TID/schedstat`. A thread that ends takes its
+/// time with it, so a difference of two readings is the CPU of the threads alive at both.
+/// `None` once the process is gone.
+pub fn cpu_ns(pid: u32) -> Option<u64> {
+    let tasks = std::fs::read_dir(format!("/proc/{pid}/task")).ok()?;
+    let mut total = 0u64;
+    for task in tasks.flatten() {
+        let Ok(text) = std::fs::read_to_string(task.path().join("schedstat")) else {
+            continue;
+        };
+        total += text
+            .split_whitespace()
+            .next()
+            .and_then(|ns| ns.parse::<u64>().ok())
+            .unwrap_or(0);
+    }
+    Some(total)
+}
+
 /// SIGKILL every live process that carries `marker`; returns how many there were.
 pub fn sweep(marker: &str) -> usize {
     let left: Vec<ProcInfo> = with_marker(marker)
@@ -335,4 +355,34 @@ pub fn serve_http(supervisor: &Path, config: &Path, port: u16, run: &RunDir) -> 
         Some(&run.file("proxy.log")),
         false,
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[tokio::test]
+    async fn a_busy_child_s_cpu_grows() {
+        // A shell that computes until it is killed.
+        let mut child = Command::new("sh")
+            .args(["-c", "while :; do :; done"])
+            .kill_on_drop(true)
+            .spawn()
+            .expect("sh starts");
+        let pid = child.id().expect("a pid while running");
+        assert!(mcp_supervisor_testkit::children_of(std::process::id()).contains(&pid));
+        let before = cpu_ns(pid).expect("the child is alive");
+        // Bounded: a busy process gains CPU time within milliseconds; give it up to 5 s.
+        let mut grew = false;
+        for _ in 0..500 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            if cpu_ns(pid).is_some_and(|now| now > before) {
+                grew = true;
+                break;
+            }
+        }
+        child.kill().await.expect("the shell is killed");
+        assert!(grew, "no CPU time counted for a busy child in 5 s");
+        assert_eq!(cpu_ns(u32::MAX), None);
+    }
 }

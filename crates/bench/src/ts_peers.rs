@@ -14,7 +14,10 @@
 //! pinned node), connected once; the bench asks each in turn for a block of calls (`{"calls":N,
 //! "concurrency":C}` on its stdin) and reads back every call's latency and the block's wall time,
 //! in rounds A B C D E A B C D E ... Throughput is the successful calls over the summed wall time
-//! of the blocks.
+//! of the blocks. Beside it, the hop's CPU per call (`hop_cpu_us_per_call`): what the process
+//! between the client and the server (our proxy, or the relay) used from the first measured
+//! round to the last (`/proc/PID/task/*/schedstat`), over the calls. It is the steadier figure:
+//! on two cores, CPU the hop takes is CPU the client and the server do not get.
 //!
 //! The verdicts: the stdio face's median at concurrency 1 at most 1.15x the pipe relay's, its
 //! throughput at 64 at least 0.9x; the HTTP face's added median (its median minus `direct`'s) at
@@ -101,6 +104,9 @@ struct Target {
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
     front: Option<Spawned>,
+    /// The process between the client and the server, whose CPU is measured: the HTTP front, or
+    /// the stdio hop (the client's one child); `None` for `direct`.
+    hop: Option<u32>,
 }
 
 impl Target {
@@ -165,6 +171,8 @@ struct Measured {
     errors: u32,
     first_error: Option<String>,
     rounds: Vec<(f64, f64)>,
+    /// CPU the hop used over the measured rounds (other targets' rounds included, when it idles).
+    hop_cpu_ns: Option<u64>,
 }
 
 impl Measured {
@@ -186,6 +194,13 @@ impl Measured {
 
     fn per_sec(&self) -> f64 {
         self.latencies_ms.len() as f64 * 1000.0 / self.wall_ms.max(f64::MIN_POSITIVE)
+    }
+
+    /// The hop's CPU per measured call, in microseconds.
+    fn hop_us_per_call(&self) -> Option<f64> {
+        let calls = self.latencies_ms.len() + self.errors as usize;
+        (calls > 0).then_some(())?;
+        Some(self.hop_cpu_ns? as f64 / 1000.0 / calls as f64)
     }
 }
 
@@ -334,6 +349,22 @@ async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target>
         let attempt = start_client(opts, id, &client_args, &log).await;
         match attempt {
             Ok((client, stdin, lines, ready)) => {
+                let hop = match (&front, stdio_hop(id)) {
+                    (Some(front), _) => Some(front.pid()),
+                    (None, true) => {
+                        match mcp_supervisor_testkit::children_of(client.pid()).as_slice() {
+                            [one] => Some(*one),
+                            other => {
+                                eprintln!(
+                                    "  warning: {id}: the client has {} children, not one; its hop's CPU is not measured",
+                                    other.len()
+                                );
+                                None
+                            }
+                        }
+                    }
+                    (None, false) => None,
+                };
                 let label = format!(
                     "{label}; TypeScript SDK {} on node {}",
                     ready["sdk"].as_str().unwrap_or("?"),
@@ -347,6 +378,7 @@ async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target>
                     stdin: Some(stdin),
                     lines,
                     front,
+                    hop,
                 });
             }
             Err(e) if Instant::now() >= deadline || front.is_none() => {
@@ -359,6 +391,11 @@ async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target>
             Err(_) => tokio::time::sleep(Duration::from_millis(200)).await,
         }
     }
+}
+
+/// Whether the target's client starts a hop (a proxy or relay) rather than the server itself.
+fn stdio_hop(id: &str) -> bool {
+    matches!(id, "ours-stdio" | "pipe-relay")
 }
 
 type Client = (Spawned, ChildStdin, Lines<BufReader<ChildStdout>>, Value);
@@ -423,6 +460,10 @@ async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
             }
         }
         let per = results.entry(concurrency).or_default();
+        let cpu_at_start: Vec<Option<u64>> = targets
+            .iter()
+            .map(|t| t.hop.and_then(procs::cpu_ns))
+            .collect();
         for round in 0..rounds {
             // This round's share of the calls: the remainder goes to the first rounds.
             let n = calls / rounds + u32::from(round < calls % rounds);
@@ -431,6 +472,12 @@ async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
                 per.entry(target.id).or_default().add(block)?;
             }
             eprintln!("  concurrency {concurrency}: round {}/{rounds}", round + 1);
+        }
+        for (target, start) in targets.iter().zip(cpu_at_start) {
+            let end = target.hop.and_then(procs::cpu_ns);
+            if let (Some(start), Some(end), Some(measured)) = (start, end, per.get_mut(target.id)) {
+                measured.hop_cpu_ns = Some(end.saturating_sub(start));
+            }
         }
         loads.insert(concurrency, (load_start, procs::load_now()));
     }
@@ -514,6 +561,13 @@ fn report(
             &util::TARGETS_HEADER,
             &table,
         );
+        let hop_cpu: Vec<String> = rows
+            .iter()
+            .filter_map(|r| Some(format!("{} {:.1}", r.id, r.measured.hop_us_per_call()?)))
+            .collect();
+        if !hop_cpu.is_empty() {
+            println!("  hop CPU per call, µs: {}", hop_cpu.join(", "));
+        }
         for r in &rows {
             if let Some(error) = &r.measured.first_error {
                 println!("  {}: first error: {error}", r.id);
@@ -528,6 +582,7 @@ fn report(
                     "added_median_ms": util::round3(r.added_median),
                     "added_p99_ms": util::round3(r.added_p99),
                     "calls_per_sec": r.measured.per_sec().round(),
+                    "hop_cpu_us_per_call": r.measured.hop_us_per_call().map(util::round3),
                     "errors": r.measured.errors,
                 }),
             );

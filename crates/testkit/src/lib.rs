@@ -119,6 +119,30 @@ pub fn alive(pid: u32) -> bool {
     }
 }
 
+/// The direct children of `pid`: the processes whose parent (field 4 of `/proc/PID/stat`) it is.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(entries) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    entries
+        .flatten()
+        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat"))
+                .ok()
+                .and_then(|stat| parent_in_stat(&stat))
+                == Some(pid)
+        })
+        .collect()
+}
+
+/// The parent pid in the text of `/proc/PID/stat` (read after the command, which may hold
+/// spaces and parentheses).
+fn parent_in_stat(stat: &str) -> Option<u32> {
+    let rest = &stat[stat.rfind(')')? + 1..];
+    rest.split_whitespace().nth(1)?.parse().ok()
+}
+
 /// Poll (bounded) until `pid` is gone: processes die asynchronously after a signal.
 pub async fn gone_within(pid: u32, limit: Duration) -> bool {
     let deadline = tokio::time::Instant::now() + limit;
@@ -241,5 +265,30 @@ mod temp_dir_tests {
         assert_eq!(temp_dir_owner("mcp-supervisor-test-nopid-17963"), None);
         assert_eq!(temp_dir_owner("other-wire-lost-4242-17963"), None);
         assert_eq!(temp_dir_owner("mcp-supervisor-test-a-b-c"), None);
+    }
+}
+
+#[cfg(test)]
+mod process_tests {
+    use super::*;
+
+    #[test]
+    fn the_parent_is_read_after_a_command_with_spaces_and_parentheses() {
+        assert_eq!(parent_in_stat("42 (a b) c)) S 7 42 42 0"), Some(7));
+        assert_eq!(parent_in_stat("42 (sh) R 1 42"), Some(1));
+        assert_eq!(parent_in_stat("42 (sh) R"), None);
+        assert_eq!(parent_in_stat("no parentheses"), None);
+    }
+
+    #[test]
+    fn a_child_is_among_the_children_of_its_parent() {
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .expect("sleep starts");
+        let found = children_of(std::process::id()).contains(&child.id());
+        let _ = child.kill();
+        let _ = child.wait();
+        assert!(found, "{} not among our children", child.id());
     }
 }

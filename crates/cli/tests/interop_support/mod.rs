@@ -9,7 +9,7 @@
 #![allow(dead_code)] // each test binary uses a different part
 
 #[allow(unused_imports)] // each test binary uses a different part
-pub use mcp_supervisor_testkit::{alive, workspace_root};
+pub use mcp_supervisor_testkit::{alive, children_of, workspace_root};
 
 use std::fs::File;
 use std::io::{Read, Write};
@@ -93,26 +93,6 @@ fn signal(target: &str, sig: &str) {
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .status();
-}
-
-/// The direct children of `pid` (from /proc).
-pub fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(entries) = std::fs::read_dir("/proc") else {
-        return Vec::new();
-    };
-    entries
-        .flatten()
-        .filter_map(|entry| entry.file_name().to_str()?.parse::<u32>().ok())
-        .filter(|child| {
-            std::fs::read_to_string(format!("/proc/{child}/stat"))
-                .ok()
-                .and_then(|stat| {
-                    let rest = &stat[stat.rfind(')')? + 1..];
-                    rest.split_whitespace().nth(1)?.parse::<u32>().ok()
-                })
-                == Some(pid)
-        })
-        .collect()
 }
 
 fn wait_gone(pids: &[u32], limit: Duration) -> bool {
