@@ -88,3 +88,60 @@ async fn a_client_reads_a_resource_of_one_of_two_servers_without_listing_first()
     client.close().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn a_uri_two_servers_offer_and_one_a_tool_just_made_are_read_without_listing_first() {
+    let dir = temp_dir("outside-resources-two");
+    let config = dir.join("servers.json");
+    // The same server twice: every URI is offered by both.
+    write_config(
+        &config,
+        json!({
+            "alpha": entry(&everything(), json!({})),
+            "beta": entry(&everything(), json!({})),
+        }),
+    );
+    let (mut client, admin) = serve_with_admin(&config).await;
+    until_state(admin, &["alpha", "beta"], "ready").await;
+
+    // Routed as a list would route it: to the first server in config order that offers it.
+    let shared = "demo://resource/static/document/features.md";
+    let content = read(&mut client, shared)
+        .await
+        .expect("a resource both servers offer, read before any list");
+    assert!(
+        content["text"].as_str().is_some_and(|t| !t.is_empty()),
+        "{content}"
+    );
+
+    // A tool of alpha makes a resource (and says so with resources/list_changed); the link it
+    // returns is read at once, before the proxy could have listed alpha's resources again.
+    let made = client
+        .request(
+            "tools/call",
+            json!({
+                "name": "alpha__gzip-file-as-resource",
+                "arguments": {
+                    "name": "made.gz",
+                    "data": "data:text/plain;base64,aGVsbG8=",
+                    "outputType": "resourceLink",
+                },
+            }),
+        )
+        .await;
+    let link = made["result"]["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|b| b["type"] == "resource_link"))
+        .and_then(|b| b["uri"].as_str())
+        .unwrap_or_else(|| panic!("a resource link: {made}"))
+        .to_string();
+    let content = read(&mut client, &link)
+        .await
+        .expect("the resource the tool just made");
+    assert!(
+        content["blob"].as_str().is_some_and(|b| !b.is_empty()),
+        "{content}"
+    );
+    client.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

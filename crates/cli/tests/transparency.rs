@@ -691,7 +691,7 @@ async fn wrap_over_http_shows_exactly_what_server_everything_shows_over_stdio() 
 }
 
 #[tokio::test]
-async fn serve_routes_a_resource_by_the_list_it_passed_on_and_never_lists_by_the_way() {
+async fn serve_routes_a_resource_by_what_is_held_and_never_lists_by_the_way() {
     let dir = temp_dir("transparency-routes");
     let config = dir.join("servers.json");
     let fault = fault_bin().display().to_string();
@@ -712,9 +712,15 @@ async fn serve_routes_a_resource_by_the_list_it_passed_on_and_never_lists_by_the
     );
     served.handshake(json!({}), "routes").await;
     let uri = "fault://status";
-    // Two servers, nothing listed yet: the proxy does not guess, and does not list by the way.
-    let unknown = served
+    // Two servers that both offer it, nothing listed by a client yet: routed by what is held,
+    // as a list would route it (the first server in config order).
+    let early = served
         .request("resources/read", json!({ "uri": uri }))
+        .await;
+    assert!(early["result"]["contents"].is_array(), "{early}");
+    // A URI no server offers: an error that says to list, and nothing is listed by the way.
+    let unknown = served
+        .request("resources/read", json!({ "uri": "fault://nothing-here" }))
         .await;
     assert_eq!(unknown["error"]["code"], -32002, "{unknown}");
     assert!(

@@ -1082,9 +1082,11 @@ impl Proxy {
 
     /// The server that owns `uri`: the one that listed it, or whose template it matches, or
     /// the only one. A URI no client listed here yet (a client may read what it cached, or what
-    /// a tool's result linked to) goes to the one server whose held lists offer it. A read never
-    /// lists anything by the way, and never guesses: a URI that no server, or several, offer is
-    /// an error that says to list first.
+    /// a tool's result linked to) is routed by the held lists (SPEC §9) as a list would route
+    /// it: the first server in config order that offers it. A URI the held lists do not offer
+    /// while a server is listing again after its `list_changed` (a resource a tool just made)
+    /// waits for that listing, within the request's deadline. A read never lists anything by
+    /// the way, and never guesses: a URI that no server offers is an error that says to list.
     pub(crate) async fn resource_owner(
         &self,
         uri: &str,
@@ -1093,7 +1095,18 @@ impl Proxy {
         let known = self.hub.routes().resource_owner(uri, &self.hub.servers());
         let owner = match known {
             Some(server) => Some(server),
-            None => self.held_owner(uri, args).await,
+            None => match self.held_owner(uri, args).await {
+                Some(server) => Some(server),
+                None => {
+                    let wait = args.timeout.map_or(mcp_supervisor::hub::LIST_WAIT, |t| {
+                        t.min(mcp_supervisor::hub::LIST_WAIT)
+                    });
+                    match self.hub.relisted(wait).await {
+                        true => self.held_owner(uri, args).await,
+                        false => None,
+                    }
+                }
+            },
         };
         owner.ok_or_else(|| {
             RpcError::new(
@@ -1103,33 +1116,29 @@ impl Proxy {
         })
     }
 
-    /// The one server whose held lists (SPEC §9) offer `uri`, listed or under one of its URI
-    /// templates; `None` when no server does, or several do.
+    /// The server whose held lists (SPEC §9) offer `uri`, listed or under one of its URI
+    /// templates, learned as a list of every server teaches it (the first server in config order
+    /// keeps a URI several offer); `None` when no server does.
     async fn held_owner(&self, uri: &str, args: &CallArgs) -> Option<String> {
         let (listed, templated) = futures::future::join(
             self.held_parts("resources/list", "resources", args),
             self.held_parts("resources/templates/list", "resourceTemplates", args),
         )
         .await;
-        let items = |parts: &[(String, Arc<[Box<RawValue>]>)], server: &str, key: &str| {
+        let owners = |parts: &[(String, Arc<[Box<RawValue>]>)], key: &str| {
             parts
                 .iter()
-                .filter(|(s, _)| s == server)
-                .flat_map(|(_, part)| part.iter().filter_map(|item| member_str(item, key)))
-                .map(|text| (text, server.to_string()))
+                .flat_map(|(server, part)| {
+                    part.iter()
+                        .filter_map(|item| member_str(item, key))
+                        .map(|text| (text, server.clone()))
+                })
                 .collect::<Vec<_>>()
         };
-        let mut owners = self.hub.servers().into_iter().filter(|server| {
-            // The server's own routes alone, as a list of it would teach them.
-            let own = mcp_supervisor::routes::Routes::default();
-            own.learn_resources(items(&listed, server, "uri"));
-            own.learn_templates(items(&templated, server, "uriTemplate"));
-            own.resource_owner(uri, &[]).is_some()
-        });
-        match (owners.next(), owners.next()) {
-            (Some(server), None) => Some(server),
-            _ => None,
-        }
+        let routes = self.hub.routes();
+        routes.learn_resources(owners(&listed, "uri"));
+        routes.learn_templates(owners(&templated, "uriTemplate"));
+        routes.resource_owner(uri, &self.hub.servers())
     }
 
     /// `tasks/list` in `serve`: every server's tasks, their ids namespaced.

@@ -1235,6 +1235,21 @@ impl Hub {
             .unwrap_or_else(|| Arc::from([]))
     }
 
+    /// Wait (at most `limit`) for the listings that servers' own `list_changed` asked for, when
+    /// any is under way; `false` when none was (nothing held can be newer by waiting).
+    pub async fn relisted(&self, limit: Duration) -> bool {
+        let handles: Vec<SupervisorHandle> = {
+            let inner = self.lock();
+            inner.running.values().map(|r| r.handle.clone()).collect()
+        };
+        let relisting: Vec<&SupervisorHandle> = handles.iter().filter(|h| h.relisting()).collect();
+        if relisting.is_empty() {
+            return false;
+        }
+        futures::future::join_all(relisting.into_iter().map(|h| h.relisted(limit))).await;
+        true
+    }
+
     /// Send a notification to one server's current generation (`notifications/roots/list_changed`
     /// and the like); dropped when the server is not ready.
     pub fn notify(&self, server: &str, method: &str, params: Option<&RawValue>) {

@@ -442,6 +442,9 @@ pub(crate) struct Held {
     saved: bool,
     /// The newest generation whose listing ended, whether it succeeded or not (0: none yet).
     synced: u64,
+    /// Listings under way because the server said its prompts or resources changed: until
+    /// they end, what is held may lack what the server just added.
+    relisting: u32,
 }
 
 impl Held {
@@ -453,6 +456,7 @@ impl Held {
             lists: HELD_METHODS.map(|m| saved.list(m).map(Arc::from)),
             saved: true,
             synced: 0,
+            relisting: 0,
         }
     }
 }
@@ -645,6 +649,18 @@ impl SupervisorHandle {
             return None;
         }
         held.lists[at].clone()
+    }
+
+    /// Wait (at most `limit`) until no listing asked by the server's own `list_changed` is under
+    /// way, so that what is held includes what the server just added (a resource a tool made).
+    pub async fn relisted(&self, limit: Duration) {
+        let mut held = self.shared.held.subscribe();
+        let _ = tokio::time::timeout(limit, held.wait_for(|h| h.relisting == 0)).await;
+    }
+
+    /// Whether a listing asked by the server's own `list_changed` is under way.
+    pub fn relisting(&self) -> bool {
+        self.shared.held.borrow().relisting > 0
     }
 
     /// The held items of a list method, waiting (at most `limit`) while they are not known yet
@@ -1252,7 +1268,7 @@ impl Supervisor {
     /// List the server's prompts, resources and resource templates (those its `initialize`
     /// answer declares) in the background: hold them for clients' lists, and save them with the
     /// catalog. A listing of a replaced generation changes nothing.
-    fn sync_extras(&self, generation: u64, link: &Arc<dyn Link>, info: &RawValue) {
+    fn sync_extras(&self, generation: u64, link: &Arc<dyn Link>, info: &RawValue, relist: bool) {
         // A weak sender: a listing still under way never holds up the writer's end at stop.
         let writer = self
             .catalog
@@ -1261,6 +1277,9 @@ impl Supervisor {
         let held = self.shared.clone();
         let (link, timeout) = (link.clone(), self.config.connect_timeout);
         let offers = offered_lists(info);
+        if relist {
+            self.shared.held.send_modify(|h| h.relisting += 1);
+        }
         tokio::spawn(async move {
             let mut lists: [Option<Vec<Box<RawValue>>>; 3] = Default::default();
             for (slot, (method, field, offered)) in lists.iter_mut().zip(offers) {
@@ -1274,8 +1293,11 @@ impl Supervisor {
                 };
             }
             held.held.send_if_modified(|h| {
+                if relist {
+                    h.relisting = h.relisting.saturating_sub(1);
+                }
                 if h.synced > generation {
-                    return false;
+                    return relist;
                 }
                 for (at, list) in lists.iter().enumerate() {
                     if let Some(items) = list {
@@ -1423,7 +1445,7 @@ impl Supervisor {
                     .last_info
                     .lock()
                     .unwrap_or_else(|p| p.into_inner()) = Some(info.clone());
-                self.sync_extras(generation, &link, &info);
+                self.sync_extras(generation, &link, &info, false);
                 let pid = link.pid();
                 let since = Instant::now();
                 self.snapshot.send_modify(|s| {
@@ -1561,7 +1583,7 @@ impl Supervisor {
                             if matches!(method.as_str(), "notifications/prompts/list_changed" | "notifications/resources/list_changed")
                                 && let Some(info) = self.snapshot.borrow().server_info().cloned()
                             {
-                                self.sync_extras(generation, &link, &info);
+                                self.sync_extras(generation, &link, &info, true);
                             }
                             let _ = self.notifications.send(ServerEvent { server: self.name.clone(), method, params });
                         }
