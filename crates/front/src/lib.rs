@@ -8,6 +8,8 @@
 //!   methods and input rounds ([`stateless`], [`rounds`]);
 //! - naming on the way out (`serve`'s prefixes for tools, prompts and task ids; none in `wrap`),
 //!   aggregation of lists, and routing of what servers send back to the client that caused it;
+//! - what each client asked of a server it shares with others, its subscriptions and log level
+//!   ([`asked`]), so that each gets what it asked for;
 //! - sealed session ids ([`seal`]): a client's [`Session`] sealed with a key replicas share, so
 //!   that any of them resumes it;
 //! - the `search` tool exposure ([`exposure`]) and the call counters ([`metrics`]);
@@ -18,6 +20,7 @@
 //! opens a socket: HTTP routes, sessions on the wire and event streams are the binary's. A host
 //! that only calls tools does not depend on this crate.
 
+pub mod asked;
 pub mod exposure;
 pub mod metrics;
 pub mod proxy;

@@ -262,6 +262,12 @@ pub struct Proxy {
     pub(crate) search: std::sync::atomic::AtomicBool,
     /// The search index of the catalog it was built from (rebuilt when the catalog changes).
     pub(crate) search_index: Mutex<Option<SearchIndex>>,
+    /// One change of the clients' subscriptions at a time: a server is subscribed while a
+    /// client is, and unsubscribed once none is ([`crate::asked`]).
+    subscribing: tokio::sync::Mutex<()>,
+    /// The log level each shared server was last asked for, by server (a rank in
+    /// [`crate::asked::LEVELS`]).
+    levels_asked: Mutex<HashMap<String, u8>>,
 }
 
 /// A catalog and its search index.
@@ -280,6 +286,8 @@ impl Proxy {
             rounds: crate::rounds::Rounds::default(),
             search: std::sync::atomic::AtomicBool::new(false),
             search_index: Mutex::new(None),
+            subscribing: tokio::sync::Mutex::new(()),
+            levels_asked: Mutex::new(HashMap::new()),
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
@@ -353,6 +361,7 @@ impl Proxy {
             initialized: std::sync::atomic::AtomicBool::new(false),
             handshaken: std::sync::atomic::AtomicBool::new(false),
             stateless: std::sync::atomic::AtomicBool::new(false),
+            asked: Mutex::new(crate::asked::Asked::default()),
         });
         let mut clients = lock(&self.clients);
         clients.retain(|c| c.strong_count() > 0);
@@ -387,7 +396,7 @@ impl Proxy {
 
     /// The client ended its session (the end of stdio, an HTTP DELETE): see
     /// [`Proxy::let_go`]; its upstream sessions of isolated `url` servers end too.
-    pub fn disconnect(&self, client: &Arc<Client>) {
+    pub fn disconnect(self: &Arc<Self>, client: &Arc<Client>) {
         self.forget(client, SessionEnd::Ended);
     }
 
@@ -395,13 +404,14 @@ impl Proxy {
     /// process stopping: its sealed id resumes it, here or elsewhere): its calls are cancelled,
     /// the servers' requests waiting for it get an error, it gets no more notifications, and
     /// its instances of isolated servers stop, leaving their upstream sessions open.
-    pub fn let_go(&self, client: &Arc<Client>) {
+    pub fn let_go(self: &Arc<Self>, client: &Arc<Client>) {
         self.forget(client, SessionEnd::LetGo);
     }
 
     /// [`Proxy::disconnect`] or [`Proxy::let_go`], as `how` says.
-    pub fn forget(&self, client: &Arc<Client>, how: SessionEnd) {
+    pub fn forget(self: &Arc<Self>, client: &Arc<Client>, how: SessionEnd) {
         client.close();
+        self.unsubscribe_left(client);
         // Its own instances of isolated servers end with it (SPEC §11).
         self.hub.end_session(session_key(client), how);
         lock(&self.clients).retain(|c| c.upgrade().is_some_and(|c| !Arc::ptr_eq(&c, client)));
@@ -577,6 +587,10 @@ impl Proxy {
                 self.stateless_call(scope, params, cancel).await
             }
             "tools/call" => self.call_tool(params, args).await,
+            "resources/subscribe" | "resources/unsubscribe" if !stateless => {
+                self.subscription(scope, method, params, args).await
+            }
+            "logging/setLevel" if !stateless => self.set_level(scope, params, args).await,
             _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
             "prompts/list" => self.list_prompts(args).await,
             "prompts/get" | "completion/complete" => {
@@ -594,7 +608,8 @@ impl Proxy {
             }
             "logging/setLevel" => {
                 // A server without logging answers "method not found"; the others take it.
-                self.fan_out(method, params, &args).await;
+                self.fan_out(method, |_| params.map(Cow::Borrowed), &args)
+                    .await;
                 Ok(raw_json("{}"))
             }
             "tasks/list" => self.list_tasks(params, args).await,
@@ -863,6 +878,193 @@ impl Proxy {
         }
     }
 
+    /// `resources/subscribe` and `resources/unsubscribe` of a client. A shared server is
+    /// subscribed to a URI while at least one client is, so one client's unsubscribe never
+    /// ends another's subscription; an isolated server's instance is the client's own.
+    async fn subscription(
+        &self,
+        scope: &Arc<Scope>,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let uri = params
+            .and_then(|p| member_str(p, "uri"))
+            .unwrap_or_default();
+        let server = match self.mode {
+            Mode::Transparent => match self.hub.servers().as_slice() {
+                [server] => server.clone(),
+                _ => return Err(RpcError::new(-32603, "wrap fronts exactly one server")),
+            },
+            Mode::Aggregate => self.resource_owner(&uri, &args).await?,
+        };
+        if self.hub.isolated(&server) {
+            return self.send(&server, method, params, args).await;
+        }
+        let key = (server.clone(), uri);
+        let _one_at_a_time = self.subscribing.lock().await;
+        let others = self
+            .clients()
+            .iter()
+            .any(|c| !Arc::ptr_eq(c, &scope.client) && lock(&c.asked).subscriptions.contains(&key));
+        if method == "resources/subscribe" {
+            let answer = match others {
+                true => raw_json("{}"),
+                false => self.send(&server, method, params, args).await?,
+            };
+            lock(&scope.client.asked).subscriptions.insert(key);
+            Ok(answer)
+        } else {
+            lock(&scope.client.asked).subscriptions.remove(&key);
+            match others {
+                true => Ok(raw_json("{}")),
+                false => self.send(&server, method, params, args).await,
+            }
+        }
+    }
+
+    /// `logging/setLevel` of a client: kept as its own level; a shared server is asked for the
+    /// most verbose level any client set (an isolated instance for its client's), and each
+    /// client gets only the messages of its own level ([`crate::asked::wants_log`]). In `wrap`
+    /// the server's own answer comes back; in `serve` the proxy answers.
+    async fn set_level(
+        &self,
+        scope: &Arc<Scope>,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let rank = params
+            .and_then(|p| member_str(p, "level"))
+            .as_deref()
+            .and_then(crate::asked::level_rank);
+        if let Some(rank) = rank {
+            lock(&scope.client.asked).level = Some(rank);
+        }
+        // The params for one server: the client's own, with only the level changed where a
+        // shared server is asked for a more verbose one.
+        let params_for = |server: &str| -> Option<Cow<'_, RawValue>> {
+            let params = params?;
+            let Some(rank) = rank else {
+                return Some(Cow::Borrowed(params)); // not a level: the server judges it
+            };
+            if self.hub.isolated(server) {
+                return Some(Cow::Borrowed(params));
+            }
+            let clients = self.clients();
+            let asked: Vec<crate::asked::Asked> =
+                clients.iter().map(|c| lock(&c.asked).clone()).collect();
+            let level = crate::asked::upstream_level(&asked).unwrap_or(rank);
+            lock(&self.levels_asked).insert(server.to_string(), level);
+            if level == rank {
+                return Some(Cow::Borrowed(params));
+            }
+            let name = to_raw(&Value::String(
+                crate::asked::LEVELS[usize::from(level)].to_string(),
+            ))
+            .ok()?;
+            members::with_member(params, "level", &name).map(Cow::Owned)
+        };
+        match self.mode {
+            Mode::Transparent => match self.hub.servers().as_slice() {
+                [server] => {
+                    let params = params_for(server);
+                    self.send(server, "logging/setLevel", params.as_deref(), args)
+                        .await
+                }
+                _ => Err(RpcError::new(-32603, "wrap fronts exactly one server")),
+            },
+            Mode::Aggregate => {
+                // A server without logging answers "method not found"; the others take it.
+                self.fan_out("logging/setLevel", params_for, &args).await;
+                Ok(raw_json("{}"))
+            }
+        }
+    }
+
+    /// Whether a server's notification goes to `client`: a `resources/updated` to the clients
+    /// subscribed to its URI, a log message to the clients whose level it meets (SPEC §11: a
+    /// shared server's; [`crate::asked`]); anything else to every client.
+    fn wanted_by(
+        &self,
+        client: &Client,
+        everyone: &[crate::asked::Asked],
+        server: &str,
+        method: &str,
+        params: Option<&RawValue>,
+    ) -> bool {
+        match method {
+            "notifications/resources/updated" => {
+                let uri = params
+                    .and_then(|p| member_str(p, "uri"))
+                    .unwrap_or_default();
+                let key = (server.to_string(), uri);
+                crate::asked::wants_update(&lock(&client.asked), everyone, &key)
+            }
+            "notifications/message" => {
+                let level = params
+                    .and_then(|p| member_str(p, "level"))
+                    .as_deref()
+                    .and_then(crate::asked::level_rank);
+                let upstream = lock(&self.levels_asked).get(server).copied();
+                crate::asked::wants_log(lock(&client.asked).level, level, upstream)
+            }
+            _ => true,
+        }
+    }
+
+    /// A server's notification to the clients that want it ([`Proxy::wanted_by`]).
+    fn tell_clients_of(&self, server: &str, method: &str, params: Option<&RawValue>, text: &str) {
+        let clients = self.clients();
+        let everyone: Vec<crate::asked::Asked> =
+            clients.iter().map(|c| lock(&c.asked).clone()).collect();
+        for client in clients {
+            if client.initialized.load(Ordering::SeqCst)
+                && self.wanted_by(&client, &everyone, server, method, params)
+            {
+                let _ = client.send(text.to_string());
+            }
+        }
+    }
+
+    /// A client that left: the shared servers' URIs no other client is subscribed to are
+    /// unsubscribed (in the background; a server that fails to take it keeps sending updates
+    /// nobody gets).
+    fn unsubscribe_left(self: &Arc<Self>, left: &Client) {
+        let mine = std::mem::take(&mut lock(&left.asked).subscriptions);
+        if mine.is_empty() {
+            return;
+        }
+        let proxy = self.clone();
+        tokio::spawn(async move {
+            let _one_at_a_time = proxy.subscribing.lock().await;
+            let clients = proxy.clients();
+            for (server, uri) in mine {
+                let key = (server, uri);
+                if clients
+                    .iter()
+                    .any(|c| lock(&c.asked).subscriptions.contains(&key))
+                {
+                    continue;
+                }
+                let (server, uri) = key;
+                let Ok(params) = to_raw(&json!({ "uri": uri })) else {
+                    continue;
+                };
+                let args = CallArgs {
+                    timeout: Some(FAN_OUT_WAIT),
+                    ..CallArgs::default()
+                };
+                if let Err(error) = proxy
+                    .hub
+                    .send(&server, "resources/unsubscribe", Some(&params), args)
+                    .await
+                {
+                    tracing::debug!(%server, %uri, "unsubscribing for a client that left: {error}");
+                }
+            }
+        });
+    }
+
     /// One request to one server; a server's own error comes back as it said it.
     async fn send(
         &self,
@@ -895,12 +1097,13 @@ impl Proxy {
         servers.into_iter().zip(parts).collect()
     }
 
-    /// `method` to every server at once, each within [`FAN_OUT_WAIT`] (or the caller's shorter
-    /// deadline); the answers in config order, a late or failing server's left out.
-    async fn fan_out(
+    /// `method` to every server at once, with the params `params_for` gives it, each within
+    /// [`FAN_OUT_WAIT`] (or the caller's shorter deadline); the answers in config order, a late
+    /// or failing server's left out.
+    async fn fan_out<'p>(
         &self,
         method: &str,
-        params: Option<&RawValue>,
+        params_for: impl Fn(&str) -> Option<Cow<'p, RawValue>>,
         args: &CallArgs,
     ) -> Vec<(String, Box<RawValue>)> {
         // An idle server (SPEC §13) runs nothing to list or set: it is not started for this.
@@ -915,14 +1118,17 @@ impl Proxy {
             })
             .collect();
         let wait = args.timeout.map_or(FAN_OUT_WAIT, |t| t.min(FAN_OUT_WAIT));
-        let answers = futures::future::join_all(servers.iter().map(|server| {
-            let args = CallArgs {
-                timeout: Some(wait),
-                ..args.clone()
-            };
-            self.hub.send(server, method, params, args)
-        }))
-        .await;
+        let params: Vec<Option<Cow<'p, RawValue>>> =
+            servers.iter().map(|server| params_for(server)).collect();
+        let answers =
+            futures::future::join_all(servers.iter().zip(&params).map(|(server, params)| {
+                let args = CallArgs {
+                    timeout: Some(wait),
+                    ..args.clone()
+                };
+                self.hub.send(server, method, params.as_deref(), args)
+            }))
+            .await;
         servers
             .into_iter()
             .zip(answers)
@@ -1149,7 +1355,10 @@ impl Proxy {
     ) -> Result<Box<RawValue>, RpcError> {
         let mut tasks = Vec::new();
         // A server without tasks, or late, has no part.
-        for (server, result) in self.fan_out("tasks/list", params, &args).await {
+        for (server, result) in self
+            .fan_out("tasks/list", |_| params.map(Cow::Borrowed), &args)
+            .await
+        {
             #[derive(Deserialize)]
             struct Page {
                 tasks: Vec<Box<RawValue>>,
@@ -1232,6 +1441,8 @@ pub struct Client {
     pub(crate) handshaken: std::sync::atomic::AtomicBool,
     /// It speaks protocol 2026-07-28 (no `initialize`; its identity in each request's `_meta`).
     pub(crate) stateless: std::sync::atomic::AtomicBool,
+    /// Its subscriptions and log level, as it asked them of shared servers.
+    asked: Mutex<crate::asked::Asked>,
 }
 
 impl Client {
@@ -1650,7 +1861,9 @@ async fn forward_events(
                     }
                     (_, _, params) => params.clone(),
                 };
-                notification_text(&n.method, params.as_deref())
+                let text = notification_text(&n.method, params.as_deref());
+                proxy.tell_clients_of(&n.server, &n.method, n.params.as_deref(), &text);
+                continue;
             }
             HubEvent::State { .. } => continue,
         };

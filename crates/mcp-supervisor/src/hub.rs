@@ -1258,6 +1258,14 @@ impl Hub {
         }
     }
 
+    /// Whether `server` gives each client session its own instance (SPEC §11).
+    pub fn isolated(&self, server: &str) -> bool {
+        self.lock()
+            .order
+            .iter()
+            .any(|s| s.name == server && s.isolation == Isolation::Session)
+    }
+
     /// The names of the servers being supervised, in config order.
     pub fn servers(&self) -> Vec<String> {
         let inner = self.lock();

@@ -1,0 +1,224 @@
+//! Two clients of one shared server (SPEC §11), each given what it asked for itself, in `wrap`
+//! and in `serve`: a resource update goes only to the client subscribed to its URI; one
+//! client's unsubscribe does not end the other's subscription (the server is unsubscribed once
+//! no client is); each client gets the log messages of its own level while the server is asked
+//! for the most verbose one. Found from outside with the official SDKs' clients over HTTP, where
+//! every client got every update and the last `setLevel` applied to all.
+//!
+//! The server is a raw stdio script that records the subscriptions and levels it is asked for,
+//! and whose `emit` tool sends an update of `x://a`, a log message at `debug` and at `error`, and
+//! then a notification of its own that every client gets: what a client saw of an `emit` is
+//! what came before that marker (the proxy passes a server's notifications in order).
+
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_supervisor::Hub;
+use mcp_supervisor::core::config::parse_config;
+use mcp_supervisor_front::{Client, Mode, Proxy};
+use mcp_supervisor_testkit::{python, temp_dir};
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+
+/// The bound of every wait.
+const LIMIT: Duration = Duration::from_secs(20);
+
+const SERVER: &str = r#"
+import json, sys
+log = open(sys.argv[1], "a")
+def send(m):
+    sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
+for line in sys.stdin:
+    m = json.loads(line)
+    method, id = m.get("method"), m.get("id")
+    if method is None or id is None:
+        continue
+    if method in ("resources/subscribe", "resources/unsubscribe", "logging/setLevel"):
+        log.write(json.dumps({"method": method, "params": m.get("params")}) + "\n"); log.flush()
+    r = {}
+    if method == "initialize":
+        r = {"protocolVersion": m["params"]["protocolVersion"],
+             "capabilities": {"tools": {}, "resources": {"subscribe": True}, "logging": {}},
+             "serverInfo": {"name": "shared", "version": "1"}}
+    elif method == "tools/list":
+        r = {"tools": [{"name": "emit", "inputSchema": {"type": "object"}}]}
+    elif method == "resources/list":
+        r = {"resources": [{"uri": "x://a", "name": "a"}]}
+    elif method == "resources/templates/list":
+        r = {"resourceTemplates": []}
+    elif method == "prompts/list":
+        r = {"prompts": []}
+    elif method == "tools/call":
+        send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "x://a"}})
+        for level in ("debug", "error"):
+            send({"jsonrpc": "2.0", "method": "notifications/message", "params": {"level": level, "data": level}})
+        send({"jsonrpc": "2.0", "method": "notifications/marker"})
+        r = {"content": [{"type": "text", "text": "emitted"}]}
+    send({"jsonrpc": "2.0", "id": id, "result": r})
+"#;
+
+/// One client of the proxy: its own queue of notifications.
+struct Peer {
+    client: Arc<Client>,
+    notes: mpsc::Receiver<String>,
+    next: u64,
+}
+
+impl Peer {
+    async fn request(&mut self, proxy: &Arc<Proxy>, method: &str, params: Value) -> Value {
+        self.next += 1;
+        let text = json!({ "jsonrpc": "2.0", "id": self.next, "method": method, "params": params })
+            .to_string();
+        let answer = tokio::time::timeout(LIMIT, proxy.handle(&self.client, &text, None))
+            .await
+            .unwrap_or_else(|_| panic!("no answer to {method} within {LIMIT:?}"))
+            .unwrap_or_else(|| panic!("{method} was taken for a notification"));
+        let answer: Value = serde_json::from_str(&answer).expect("a JSON answer");
+        assert!(answer.get("error").is_none(), "{method}: {answer}");
+        answer
+    }
+
+    async fn connect(proxy: &Arc<Proxy>, name: &str) -> Self {
+        let (out, notes) = mpsc::channel(64);
+        let mut peer = Self {
+            client: proxy.connect(out),
+            notes,
+            next: 0,
+        };
+        let params = json!({
+            "protocolVersion": "2025-11-25",
+            "capabilities": {},
+            "clientInfo": { "name": name, "version": "1" },
+        });
+        peer.request(proxy, "initialize", params).await;
+        let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
+        proxy
+            .handle(&peer.client, &initialized.to_string(), None)
+            .await;
+        peer
+    }
+
+    /// The notifications we look at that came before the next marker (the update of `x://a`
+    /// and the log messages, as "updated" and "log:LEVEL").
+    async fn seen(&mut self) -> Vec<String> {
+        let mut seen = Vec::new();
+        loop {
+            let text = tokio::time::timeout(LIMIT, self.notes.recv())
+                .await
+                .unwrap_or_else(|_| panic!("no marker within {LIMIT:?}; saw {seen:?}"))
+                .expect("the client's queue is open");
+            let note: Value = serde_json::from_str(&text).unwrap_or(Value::Null);
+            match note["method"].as_str() {
+                Some("notifications/marker") => return seen,
+                Some("notifications/resources/updated") => seen.push("updated".to_string()),
+                Some("notifications/message") => seen.push(format!(
+                    "log:{}",
+                    note["params"]["level"].as_str().unwrap_or("?")
+                )),
+                _ => {}
+            }
+        }
+    }
+}
+
+/// The server's record: what it was asked, in order, as "METHOD PARAM".
+fn asked(log: &Path) -> Vec<String> {
+    std::fs::read_to_string(log)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .map(|m| {
+            let p = &m["params"];
+            let what = p["uri"].as_str().or(p["level"].as_str()).unwrap_or("?");
+            format!("{} {what}", m["method"].as_str().unwrap_or("?"))
+        })
+        .collect()
+}
+
+/// `emit` once, by `caller`.
+async fn emit(proxy: &Arc<Proxy>, tool: &str, caller: &mut Peer) {
+    caller
+        .request(
+            proxy,
+            "tools/call",
+            json!({ "name": tool, "arguments": {} }),
+        )
+        .await;
+}
+
+async fn each_gets_what_it_asked_for(mode: Mode, tool: &str) {
+    let dir = temp_dir("front-shared");
+    let script = dir.join("server.py");
+    let log = dir.join("asked.jsonl");
+    std::fs::write(&script, SERVER).expect("write the server");
+    let servers = json!({ "mcpServers": { "shared": {
+        "command": python("import json").display().to_string(),
+        "args": [script.display().to_string(), log.display().to_string()],
+    }}});
+    let config = parse_config(&servers.to_string(), &|_| None).expect("a valid config");
+    let hub = Arc::new(Hub::start(config));
+    let proxy = Proxy::new(hub.clone(), mode);
+    let mut a = Peer::connect(&proxy, "a").await;
+    let mut b = Peer::connect(&proxy, "b").await;
+
+    // Only a subscribes: only a gets the update.
+    a.request(&proxy, "resources/subscribe", json!({ "uri": "x://a" }))
+        .await;
+    emit(&proxy, tool, &mut b).await;
+    assert!(a.seen().await.contains(&"updated".to_string()));
+    assert!(!b.seen().await.contains(&"updated".to_string()));
+
+    // Both subscribe, a unsubscribes: b still gets it; the server was asked once each way.
+    b.request(&proxy, "resources/subscribe", json!({ "uri": "x://a" }))
+        .await;
+    a.request(&proxy, "resources/unsubscribe", json!({ "uri": "x://a" }))
+        .await;
+    emit(&proxy, tool, &mut a).await;
+    assert!(!a.seen().await.contains(&"updated".to_string()));
+    assert!(b.seen().await.contains(&"updated".to_string()));
+    b.request(&proxy, "resources/unsubscribe", json!({ "uri": "x://a" }))
+        .await;
+    assert_eq!(
+        asked(&log),
+        ["resources/subscribe x://a", "resources/unsubscribe x://a"],
+        "the server is subscribed while a client is"
+    );
+
+    // a asks for debug, then b for error: the server stays at debug; each gets its own.
+    a.request(&proxy, "logging/setLevel", json!({ "level": "debug" }))
+        .await;
+    b.request(&proxy, "logging/setLevel", json!({ "level": "error" }))
+        .await;
+    emit(&proxy, tool, &mut a).await;
+    let (seen_a, seen_b) = (a.seen().await, b.seen().await);
+    assert!(seen_a.contains(&"log:debug".to_string()), "{seen_a:?}");
+    assert!(seen_a.contains(&"log:error".to_string()), "{seen_a:?}");
+    assert!(!seen_b.contains(&"log:debug".to_string()), "{seen_b:?}");
+    assert!(seen_b.contains(&"log:error".to_string()), "{seen_b:?}");
+    let levels: Vec<String> = asked(&log)
+        .into_iter()
+        .filter(|l| l.starts_with("logging/setLevel"))
+        .collect();
+    assert_eq!(
+        levels,
+        ["logging/setLevel debug", "logging/setLevel debug"],
+        "the server is asked for the most verbose level set"
+    );
+
+    for peer in [&a, &b] {
+        proxy.disconnect(&peer.client);
+    }
+    hub.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn wrap_gives_each_client_of_a_shared_server_what_it_asked_for() {
+    each_gets_what_it_asked_for(Mode::Transparent, "emit").await;
+}
+
+#[tokio::test]
+async fn serve_gives_each_client_of_a_shared_server_what_it_asked_for() {
+    each_gets_what_it_asked_for(Mode::Aggregate, "shared__emit").await;
+}
