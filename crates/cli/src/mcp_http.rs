@@ -399,18 +399,13 @@ impl McpHttp {
                 ended.cancelled().await;
                 tokio::time::sleep(ENDING_GRACE).await;
             };
-            let answer = tokio::select! {
+            let not_answered = |why: &str| Some(error_text(id.as_deref(), -32603, why));
+            tokio::select! {
                 biased;
-                answer = answer_rx => answer.ok().flatten(),
-                () = ending => None,
-            };
-            answer.unwrap_or_else(|| {
-                error_text(
-                    id.as_deref(),
-                    -32603,
-                    "the session ended before the request was answered",
-                )
-            })
+                // `None`: its client cancelled it, and it gets no answer.
+                answer = answer_rx => answer.unwrap_or_else(|_| not_answered("the request was not answered")),
+                () = ending => not_answered("the session ended before the request was answered"),
+            }
         }
         .boxed();
         let mut messages = CallMessages {
@@ -431,12 +426,9 @@ impl McpHttp {
                         .into_response();
                 }
                 Some(related) => Some(related),
-                None => {
-                    return refuse(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        "the request was not answered",
-                    );
-                }
+                // Its client cancelled it before anything came: an event stream that ends
+                // without an answer (the client expects none).
+                None => None,
             }
         };
         let stream = session.next_stream.fetch_add(1, Ordering::Relaxed);
@@ -477,9 +469,9 @@ impl McpHttp {
             }
         });
         let answer = async move {
-            answer_rx.await.ok().flatten().unwrap_or_else(|| {
+            Some(answer_rx.await.ok().flatten().unwrap_or_else(|| {
                 error_text(id.as_deref(), -32603, "the request was not answered")
-            })
+            }))
         }
         .boxed();
         let mut messages = CallMessages {
@@ -623,7 +615,8 @@ struct CallMessages {
     /// `None` once closed (after the answer) or once every sender is gone.
     related: Option<mpsc::Receiver<String>>,
     /// `None` once the answer is queued.
-    answer: Option<BoxFuture<'static, String>>,
+    /// Its text resolves `None` for a request its client cancelled: the stream ends without one.
+    answer: Option<BoxFuture<'static, Option<String>>>,
     _call: Call,
 }
 
@@ -653,7 +646,9 @@ impl CallMessages {
                             pending.push_back(Message::Related(message));
                         }
                     }
-                    pending.push_back(Message::Answer(text));
+                    if let Some(text) = text {
+                        pending.push_back(Message::Answer(text));
+                    }
                 }
                 message = recv(related) => match message {
                     Some(message) => return Some(Message::Related(message)),

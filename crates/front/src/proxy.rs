@@ -435,8 +435,9 @@ impl Proxy {
 
     /// Handle one JSON-RPC message from `client`. A request resolves with its answer's text;
     /// what relates to it (progress, the servers' requests it caused) goes to `related` when
-    /// given (an HTTP POST's own event stream), else to the client's `out`. A notification or a
-    /// response resolves with `None`; a text that is not a message, with the error answer.
+    /// given (an HTTP POST's own event stream), else to the client's `out`. A notification, a
+    /// response, and a request its client cancelled resolve with `None`; a text that is not a
+    /// message, with the error answer.
     pub async fn handle(
         self: &Arc<Self>,
         client: &Arc<Client>,
@@ -465,7 +466,8 @@ impl Proxy {
                 });
                 let cancel = CancellationToken::new();
                 let key = id.get().to_string();
-                lock(&client.calls).insert(key.clone(), cancel.clone());
+                let by_client = Arc::new(std::sync::atomic::AtomicBool::new(false));
+                lock(&client.calls).insert(key.clone(), (cancel.clone(), by_client.clone()));
                 // Forgotten however the request ends, also when its future is dropped (an HTTP
                 // client that went away).
                 let _in_flight = InFlight { client, key };
@@ -474,6 +476,11 @@ impl Proxy {
                 } else {
                     self.request(&scope, method, params, cancel).await
                 };
+                // Its client cancelled it: no answer, as MCP asks of the receiver of a
+                // cancellation and as the server itself would do.
+                if by_client.load(Ordering::SeqCst) {
+                    return None;
+                }
                 Some(response_text(id, answer))
             }
             (Kind::Notification { method }, _) => {
@@ -508,8 +515,10 @@ impl Proxy {
                 }
                 if let Some(cancelled) =
                     params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
-                    && let Some(call) = lock(&client.calls).get(cancelled.request_id.get())
+                    && let Some((call, by_client)) =
+                        lock(&client.calls).get(cancelled.request_id.get())
                 {
+                    by_client.store(true, Ordering::SeqCst);
                     call.cancel();
                 }
             }
@@ -1431,8 +1440,9 @@ pub struct Client {
     /// The servers' requests sent to this client, by our id, waiting for its answer.
     /// `None` once the client has gone away.
     waiting: Mutex<Option<Waiters>>,
-    /// The client's requests in flight, by their id as JSON text.
-    calls: Mutex<HashMap<String, CancellationToken>>,
+    /// The client's requests in flight, by their id as JSON text: each one's cancellation, and
+    /// whether the client cancelled it (`notifications/cancelled`).
+    calls: Mutex<HashMap<String, (CancellationToken, Arc<std::sync::atomic::AtomicBool>)>>,
     capabilities: Mutex<Option<Capabilities>>,
     /// What its `initialize` fixed (the handshake era), once answered.
     session: Mutex<Option<Session>>,
@@ -1531,7 +1541,7 @@ impl Client {
 
     fn close(&self) {
         lock(&self.waiting).take();
-        for (_, call) in lock(&self.calls).drain() {
+        for (_, (call, _)) in lock(&self.calls).drain() {
             call.cancel();
         }
     }
