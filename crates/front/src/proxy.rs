@@ -268,6 +268,9 @@ pub struct Proxy {
     /// The log level each shared server was last asked for, by server (a rank in
     /// [`crate::asked::LEVELS`]).
     levels_asked: Mutex<HashMap<String, u8>>,
+    /// The generation of each shared server that was last given the clients' subscriptions
+    /// and level again ([`Proxy::restore`]).
+    restored: Mutex<HashMap<String, u64>>,
 }
 
 /// A catalog and its search index.
@@ -288,6 +291,7 @@ impl Proxy {
             search_index: Mutex::new(None),
             subscribing: tokio::sync::Mutex::new(()),
             levels_asked: Mutex::new(HashMap::new()),
+            restored: Mutex::new(HashMap::new()),
         });
         tokio::spawn(forward_events(
             Arc::downgrade(&proxy),
@@ -1069,6 +1073,56 @@ impl Proxy {
                     .await
                 {
                     tracing::debug!(%server, %uri, "unsubscribing for a client that left: {error}");
+                }
+            }
+        });
+    }
+
+    /// A shared server's new generation (a respawn, a restart) is given what the clients asked
+    /// of the one before: their subscriptions and the log level (in the background, each within
+    /// [`FAN_OUT_WAIT`]), so that a recovery does not silently end them.
+    fn restore(self: &Arc<Self>, server: &str, generation: u64) {
+        if lock(&self.restored).insert(server.to_string(), generation) == Some(generation)
+            || self.hub.isolated(server)
+        {
+            return;
+        }
+        let uris: std::collections::BTreeSet<String> = self
+            .clients()
+            .iter()
+            .flat_map(|c| {
+                lock(&c.asked)
+                    .subscriptions
+                    .iter()
+                    .filter(|(s, _)| s == server)
+                    .map(|(_, uri)| uri.clone())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        let level = lock(&self.levels_asked).get(server).copied();
+        if uris.is_empty() && level.is_none() {
+            return;
+        }
+        let (proxy, server) = (self.clone(), server.to_string());
+        tokio::spawn(async move {
+            let level = level.map(|l| json!({ "level": crate::asked::LEVELS[usize::from(l)] }));
+            let asks = uris
+                .into_iter()
+                .map(|uri| ("resources/subscribe", json!({ "uri": uri })))
+                .chain(level.map(|l| ("logging/setLevel", l)));
+            for (method, params) in asks {
+                let Ok(params) = to_raw(&params) else {
+                    continue;
+                };
+                let args = CallArgs {
+                    timeout: Some(FAN_OUT_WAIT),
+                    ..CallArgs::default()
+                };
+                match proxy.hub.send(&server, method, Some(&params), args).await {
+                    Ok(_) => tracing::debug!(%server, %method, "asked again of a new generation"),
+                    Err(error) => {
+                        tracing::warn!(%server, %method, "could not ask it again of a new generation: {error}")
+                    }
                 }
             }
         });
@@ -1873,6 +1927,14 @@ async fn forward_events(
                 };
                 let text = notification_text(&n.method, params.as_deref());
                 proxy.tell_clients_of(&n.server, &n.method, n.params.as_deref(), &text);
+                continue;
+            }
+            HubEvent::State {
+                server,
+                state: ServerState::Ready,
+                generation,
+            } => {
+                proxy.restore(server, *generation);
                 continue;
             }
             HubEvent::State { .. } => continue,

@@ -25,7 +25,7 @@ use tokio::sync::mpsc;
 const LIMIT: Duration = Duration::from_secs(20);
 
 const SERVER: &str = r#"
-import json, sys
+import json, os, sys
 log = open(sys.argv[1], "a")
 def send(m):
     sys.stdout.write(json.dumps(m) + "\n"); sys.stdout.flush()
@@ -42,13 +42,16 @@ for line in sys.stdin:
              "capabilities": {"tools": {}, "resources": {"subscribe": True}, "logging": {}},
              "serverInfo": {"name": "shared", "version": "1"}}
     elif method == "tools/list":
-        r = {"tools": [{"name": "emit", "inputSchema": {"type": "object"}}]}
+        r = {"tools": [{"name": "emit", "inputSchema": {"type": "object"}},
+                       {"name": "pid", "inputSchema": {"type": "object"}}]}
     elif method == "resources/list":
         r = {"resources": [{"uri": "x://a", "name": "a"}]}
     elif method == "resources/templates/list":
         r = {"resourceTemplates": []}
     elif method == "prompts/list":
         r = {"prompts": []}
+    elif method == "tools/call" and m["params"]["name"].endswith("pid"):
+        r = {"content": [{"type": "text", "text": str(os.getpid())}]}
     elif method == "tools/call":
         send({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": "x://a"}})
         for level in ("debug", "error"):
@@ -147,8 +150,8 @@ async fn emit(proxy: &Arc<Proxy>, tool: &str, caller: &mut Peer) {
         .await;
 }
 
-async fn each_gets_what_it_asked_for(mode: Mode, tool: &str) {
-    let dir = temp_dir("front-shared");
+/// A hub of the one server, behind a proxy in `mode`; the server's record is `dir/asked.jsonl`.
+fn start(dir: &Path, mode: Mode) -> (Arc<Hub>, Arc<Proxy>, std::path::PathBuf) {
     let script = dir.join("server.py");
     let log = dir.join("asked.jsonl");
     std::fs::write(&script, SERVER).expect("write the server");
@@ -159,6 +162,12 @@ async fn each_gets_what_it_asked_for(mode: Mode, tool: &str) {
     let config = parse_config(&servers.to_string(), &|_| None).expect("a valid config");
     let hub = Arc::new(Hub::start(config));
     let proxy = Proxy::new(hub.clone(), mode);
+    (hub, proxy, log)
+}
+
+async fn each_gets_what_it_asked_for(mode: Mode, tool: &str) {
+    let dir = temp_dir("front-shared");
+    let (hub, proxy, log) = start(&dir, mode);
     let mut a = Peer::connect(&proxy, "a").await;
     let mut b = Peer::connect(&proxy, "b").await;
 
@@ -221,4 +230,49 @@ async fn wrap_gives_each_client_of_a_shared_server_what_it_asked_for() {
 #[tokio::test]
 async fn serve_gives_each_client_of_a_shared_server_what_it_asked_for() {
     each_gets_what_it_asked_for(Mode::Aggregate, "shared__emit").await;
+}
+
+/// A respawned server is asked again for what the client asked of the one before: the
+/// subscription and the level, so the client keeps getting its updates and logs. Found from
+/// outside: after a `kill -9` both were silently gone.
+#[tokio::test]
+async fn a_respawned_shared_server_is_given_the_clients_subscriptions_and_level_again() {
+    let dir = temp_dir("front-shared-respawn");
+    let (hub, proxy, log) = start(&dir, Mode::Transparent);
+    let mut a = Peer::connect(&proxy, "a").await;
+    a.request(&proxy, "resources/subscribe", json!({ "uri": "x://a" }))
+        .await;
+    a.request(&proxy, "logging/setLevel", json!({ "level": "debug" }))
+        .await;
+    let pid = a
+        .request(
+            &proxy,
+            "tools/call",
+            json!({ "name": "pid", "arguments": {} }),
+        )
+        .await;
+    let pid: u32 = pid["result"]["content"][0]["text"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a pid: {pid}"));
+    mcp_supervisor_testkit::kill9(pid);
+    mcp_supervisor_testkit::poll_until("the server is asked again for both", LIMIT, || {
+        let asked = asked(&log);
+        let count = |what: &str| asked.iter().filter(|l| *l == what).count();
+        count("resources/subscribe x://a") == 2 && count("logging/setLevel debug") == 2
+    })
+    .await;
+    emit(&proxy, "emit", &mut a).await;
+    let seen = a.seen().await;
+    assert!(seen.contains(&"updated".to_string()), "{seen:?}");
+    assert!(seen.contains(&"log:debug".to_string()), "{seen:?}");
+    let status = hub.status();
+    assert!(
+        status[0].generation >= 2,
+        "respawned: {:?}",
+        status[0].generation
+    );
+    proxy.disconnect(&a.client);
+    hub.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
 }
