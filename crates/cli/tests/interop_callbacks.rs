@@ -81,17 +81,44 @@ fn a_client_without_the_capabilities_makes_the_server_get_an_error() {
         &["--prefix", "everything__", "--no-capabilities"],
         DRIVER_LIMIT,
     );
-    assert_eq!(summary["asked"], json!([]), "nothing reached the client");
-    // The call ended (no hang): server-everything reports the error it got from us.
+    refused_for_want_of_capabilities(&summary, "legacy, stdio");
+    // A client of 2026-07-28 that declares nothing in its requests' `_meta` is not asked for
+    // input either (found from outside: it got an input round it could not answer).
+    let args = vec![
+        "serve".to_string(),
+        "--config".to_string(),
+        path_str(&everything_config(&dir)),
+    ];
+    let (mut proxy, port) = start_http_proxy(&dir, "serve http, no capabilities", &args);
+    let summary = run_driver(
+        &dir,
+        "callbacks",
+        "auto",
+        &Target::Url(format!("http://127.0.0.1:{port}/mcp")),
+        &["--prefix", "everything__", "--no-capabilities"],
+        DRIVER_LIMIT,
+    );
+    proxy.stop();
+    refused_for_want_of_capabilities(&summary, "auto, http");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// Nothing reached the client, and the call ended (no hang): server-everything reports the
+/// error it got from us.
+fn refused_for_want_of_capabilities(summary: &Value, what: &str) {
+    assert_eq!(
+        summary["asked"],
+        json!([]),
+        "{what}: nothing reached the client"
+    );
     let elicited = &summary["elicitation"];
-    assert_eq!(elicited["is_error"], true, "{elicited}");
+    assert_eq!(elicited["is_error"], true, "{what}: {elicited}");
     assert!(
         elicited["text"]
             .as_str()
             .is_some_and(|t| t.contains("did not declare the capability")),
-        "the server got our error: {elicited}"
+        "{what}: the server got our error: {elicited}"
     );
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[test]

@@ -1635,14 +1635,14 @@ fn names_method(text: &str, method: &str) -> bool {
 
 /// What a client declared it can do, as far as routing a server's request needs.
 #[derive(Clone, Copy, Debug, Default)]
-struct Capabilities {
+pub(crate) struct Capabilities {
     roots: bool,
     sampling: bool,
     elicitation: bool,
 }
 
 impl Capabilities {
-    fn read(text: &str) -> Self {
+    pub(crate) fn read(text: &str) -> Self {
         #[derive(Deserialize)]
         struct Declared {
             #[serde(default)]
@@ -1662,7 +1662,7 @@ impl Capabilities {
     }
 
     /// Whether a client with these capabilities can answer `method`.
-    fn allow(&self, method: &str) -> bool {
+    pub(crate) fn allow(&self, method: &str) -> bool {
         match method {
             "roots/list" => self.roots,
             "sampling/createMessage" => self.sampling,

@@ -32,6 +32,9 @@ type Reply = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
 
 /// Where a call's notifications (its progress) go: `(method, params)`.
 pub type Notify = Arc<dyn Fn(&str, Option<Box<RawValue>>) + Send + Sync>;
+
+/// Whether the client declared what a server's request needs (`roots/list`, `sampling/...`).
+pub type Allowed = Arc<dyn Fn(&str) -> bool + Send + Sync>;
 type Outcome = Result<Box<RawValue>, CallError>;
 
 /// A server's request during a call, waiting for the client.
@@ -72,6 +75,8 @@ pub struct Rounds {
 struct Collect {
     asks: mpsc::UnboundedSender<Ask>,
     progress: Option<Notify>,
+    /// A request the client did not declare it can answer is refused at once, never asked.
+    allowed: Option<Allowed>,
 }
 
 impl Downstream for Collect {
@@ -80,6 +85,17 @@ impl Downstream for Collect {
         method: &str,
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
+        if self
+            .allowed
+            .as_ref()
+            .is_some_and(|allowed| !allowed(method))
+        {
+            let error = RpcError::new(
+                -32601,
+                format!("the client did not declare the capability `{method}` needs"),
+            );
+            return Box::pin(async move { Err(error) });
+        }
         let (reply, answer) = oneshot::channel();
         let sent = self
             .asks
@@ -112,15 +128,21 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 
 impl Rounds {
     /// Start a call whose server requests come back as input rounds. `call` is given the origin
-    /// to pass to the hub. `progress` gets the call's notifications.
+    /// to pass to the hub. `progress` gets the call's notifications. A server's request that
+    /// `allowed` refuses (the client did not declare the capability) gets an error at once.
     pub async fn start(
         &self,
         call: impl FnOnce(Arc<dyn Downstream>) -> BoxFuture<'static, Outcome>,
         progress: Option<Notify>,
+        allowed: Option<Allowed>,
     ) -> Step {
         self.expire();
         let (tx, asks) = mpsc::unbounded_channel();
-        let origin: Arc<dyn Downstream> = Arc::new(Collect { asks: tx, progress });
+        let origin: Arc<dyn Downstream> = Arc::new(Collect {
+            asks: tx,
+            progress,
+            allowed,
+        });
         let round = Round {
             call: tokio::spawn(call(origin)),
             asks,
@@ -255,6 +277,7 @@ mod tests {
                     })
                 },
                 None,
+                None,
             )
             .await;
         let Step::Input { requests, state } = step else {
@@ -278,10 +301,41 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_request_the_client_did_not_declare_is_refused_without_a_round() {
+        let rounds = Rounds::default();
+        let allowed: Allowed = Arc::new(|method| method != "sampling/createMessage");
+        let step = rounds
+            .start(
+                |origin| {
+                    Box::pin(async move {
+                        let refused = origin
+                            .request("sampling/createMessage", Some(raw("{}")))
+                            .await
+                            .expect_err("refused");
+                        Ok(raw(
+                            &serde_json::json!({ "said": refused.message }).to_string()
+                        ))
+                    })
+                },
+                None,
+                Some(allowed),
+            )
+            .await;
+        let Step::Done(Ok(result)) = step else {
+            panic!("the call ends without an input round");
+        };
+        assert!(
+            result.get().contains("did not declare the capability"),
+            "{}",
+            result.get()
+        );
+    }
+
+    #[tokio::test]
     async fn a_call_without_requests_is_done_at_once() {
         let rounds = Rounds::default();
         let step = rounds
-            .start(|_| Box::pin(async { Ok(raw("{}")) }), None)
+            .start(|_| Box::pin(async { Ok(raw("{}")) }), None, None)
             .await;
         assert!(matches!(step, Step::Done(Ok(_))));
     }
@@ -297,6 +351,7 @@ mod tests {
                         Ok(raw("{}"))
                     })
                 },
+                None,
                 None,
             )
             .await;

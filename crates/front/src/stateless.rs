@@ -401,6 +401,7 @@ impl Proxy {
         params: Option<&RawValue>,
         cancel: CancellationToken,
     ) -> Result<Box<RawValue>, RpcError> {
+        let request_params = params;
         let (name, params) = match self.named_call(params).await? {
             Named::Call { name, params } => (name, params.into_owned()),
             Named::Answer(answer) => return answer,
@@ -450,6 +451,13 @@ impl Proxy {
                 }
             })
         };
+        // What this request's client declared (`_meta`): a server's request it cannot answer
+        // is refused at once, as for a client of the handshake era. Declaring nothing lets all.
+        let declared = read_inline(request_params)
+            .capabilities
+            .map(|c| crate::proxy::Capabilities::read(c.get()));
+        let allowed: crate::rounds::Allowed =
+            Arc::new(move |method| declared.is_none_or(|d| d.allow(method)));
         let hub = self.hub.clone();
         let mode = self.mode;
         let tool = name.clone();
@@ -468,6 +476,7 @@ impl Proxy {
                     })
                 },
                 Some(progress),
+                Some(allowed),
             )
             .await;
         abandoned.disarm();
