@@ -904,6 +904,27 @@ impl Proxy {
         let uri = params
             .and_then(|p| member_str(p, "uri"))
             .unwrap_or_default();
+        self.subscribe_uri(scope, method, uri, params, args).await
+    }
+
+    /// [`Proxy::subscription`] of `uri`, with the client's own `params` (or `{"uri": ...}`
+    /// when it sent none: a `subscriptions/listen` of the 2026-07-28 era).
+    pub(crate) async fn subscribe_uri(
+        &self,
+        scope: &Arc<Scope>,
+        method: &str,
+        uri: String,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let made;
+        let params = match params {
+            Some(params) => Some(params),
+            None => {
+                made = to_raw(&json!({ "uri": uri }))?;
+                Some(&*made)
+            }
+        };
         let server = match self.mode {
             Mode::Transparent => match self.hub.servers().as_slice() {
                 [server] => server.clone(),
@@ -1689,7 +1710,7 @@ impl Scope {
     }
 
     /// This scope's client as a whole, as the hub's downstream.
-    fn whole(&self) -> Arc<dyn Downstream> {
+    pub(crate) fn whole(&self) -> Arc<dyn Downstream> {
         Arc::new(Self::of(&self.client))
     }
 

@@ -267,9 +267,41 @@ impl Proxy {
             requested.prompts_list_changed == Some(true) && offers("prompts", "listChanged");
         let resources =
             requested.resources_list_changed == Some(true) && offers("resources", "listChanged");
-        let uris = requested
+        let asked = requested
             .resource_subscriptions
             .filter(|_| offers("resources", "subscribe"));
+        // Each URI subscribed upstream (a shared server while any client is, as for
+        // `resources/subscribe`), before the acknowledgment, which names only those that took;
+        // they end with this client (the end of the listen's request).
+        let uris = match asked {
+            Some(asked) => {
+                let args = CallArgs {
+                    cancel: Some(cancel.clone()),
+                    origin: Some(scope.whole()),
+                    ..CallArgs::default()
+                };
+                let mut taken = Vec::new();
+                for uri in asked {
+                    match self
+                        .subscribe_uri(
+                            scope,
+                            "resources/subscribe",
+                            uri.clone(),
+                            None,
+                            args.clone(),
+                        )
+                        .await
+                    {
+                        Ok(_) => taken.push(uri),
+                        Err(error) => {
+                            tracing::info!(%uri, "a listen's subscription was not taken: {}", error.message)
+                        }
+                    }
+                }
+                Some(taken)
+            }
+            None => None,
+        };
         let mut accepted = serde_json::Map::new();
         for (name, on) in [
             ("toolsListChanged", tools),

@@ -276,3 +276,71 @@ async fn a_respawned_shared_server_is_given_the_clients_subscriptions_and_level_
     hub.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A client of 2026-07-28 that listens for a resource's updates: the server is subscribed to it
+/// (before the acknowledgment, which names it), the client gets its updates on the listen's
+/// stream, and the server is unsubscribed when the client's request ends. Found from outside:
+/// the acknowledgment said the subscription was honored, and nothing ever came.
+#[tokio::test]
+async fn a_listen_of_2026_subscribes_the_server_for_as_long_as_it_lasts() {
+    let dir = temp_dir("front-shared-listen");
+    let (hub, proxy, log) = start(&dir, Mode::Aggregate);
+    let mut a = Peer::connect(&proxy, "a").await;
+    let (out, mut notes) = mpsc::channel(64);
+    let listener = proxy.connect(out);
+    listener.set_stateless();
+    let listen = json!({ "jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
+    "params": {
+        "notifications": { "resourceSubscriptions": ["x://a"] },
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }})
+    .to_string();
+    let listening = tokio::spawn({
+        let (proxy, listener) = (proxy.clone(), listener.clone());
+        async move { proxy.handle(&listener, &listen, None).await }
+    });
+    let mut next = async || -> Value {
+        let text = tokio::time::timeout(LIMIT, notes.recv())
+            .await
+            .expect("a notification within the limit")
+            .expect("the listener's queue is open");
+        serde_json::from_str(&text).expect("JSON")
+    };
+    let ack = next().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    assert_eq!(
+        ack["params"]["notifications"]["resourceSubscriptions"],
+        json!(["x://a"]),
+        "{ack}"
+    );
+    assert_eq!(asked(&log), ["resources/subscribe x://a"]);
+    // An update the server sends (a's call makes it) reaches the listener, tagged.
+    emit(&proxy, "shared__emit", &mut a).await;
+    let update = loop {
+        let note = next().await;
+        if note["method"] == "notifications/resources/updated" {
+            break note;
+        }
+    };
+    assert_eq!(update["params"]["uri"], "x://a", "{update}");
+    assert_eq!(
+        update["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"], "listen-1",
+        "{update}"
+    );
+    // Its request ends (the HTTP face disconnects a request's client then): unsubscribed.
+    listening.abort();
+    proxy.disconnect(&listener);
+    mcp_supervisor_testkit::poll_until("the server is unsubscribed", LIMIT, || {
+        asked(&log) == ["resources/subscribe x://a", "resources/unsubscribe x://a"]
+    })
+    .await;
+    proxy.disconnect(&a.client);
+    hub.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
