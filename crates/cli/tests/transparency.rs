@@ -868,3 +868,46 @@ async fn a_task_whose_server_was_replaced_gets_the_new_servers_own_answer() {
     assert_ne!(new_pid, pid, "a new process answered");
     client.close().await;
 }
+
+/// A cursor the proxy never gave, on a list it answers whole, is refused as the server itself
+/// refuses a cursor it did not give (`-32602`), in `wrap` and `serve`; found from outside: it
+/// was ignored and the whole list came back as if it were a page.
+#[tokio::test]
+async fn a_cursor_on_a_list_answered_whole_is_refused() {
+    let dir = temp_dir("transparency-cursor");
+    let config = dir.join("servers.json");
+    let fault = fault_bin().display().to_string();
+    write_config(&config, json!({ "a": { "command": fault.clone() } }));
+    let wrapped = Raw::spawn(
+        &supervisor_bin(),
+        &["wrap", "--", &fault],
+        accept_everything,
+    );
+    let served = Raw::spawn(
+        &supervisor_bin(),
+        &["serve", "--config", config.to_str().unwrap_or_default()],
+        accept_everything,
+    );
+    for (mut proxy, methods) in [
+        (wrapped, &["tools/list"][..]),
+        (
+            served,
+            &[
+                "tools/list",
+                "prompts/list",
+                "resources/list",
+                "resources/templates/list",
+            ][..],
+        ),
+    ] {
+        proxy.handshake(json!({}), "cursor").await;
+        for method in methods {
+            let refused = proxy.request(method, json!({ "cursor": "nope" })).await;
+            assert_eq!(refused["error"]["code"], -32602, "{method}: {refused}");
+            let whole = proxy.request(method, json!({})).await;
+            assert!(whole.get("result").is_some(), "{method}: {whole}");
+        }
+        proxy.close().await;
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}

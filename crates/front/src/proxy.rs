@@ -591,6 +591,9 @@ impl Proxy {
             "tools/list" if stateless && self.mode == Mode::Transparent && !self.searching() => {
                 self.stateless_tools(params, args).await
             }
+            // The lists the proxy answers itself come whole, with no `nextCursor`: a cursor is
+            // not one of ours (the server itself would refuse a cursor it did not give).
+            "tools/list" if paged(params) => Err(unknown_cursor(method)),
             "tools/list" => self.list_tools().await,
             // A call of the 2026-07-28 era takes its input rounds (the client answers the
             // server's requests by calling again); one of the handshake era answers them as
@@ -605,6 +608,9 @@ impl Proxy {
             }
             "logging/setLevel" if !stateless => self.set_level(scope, params, args).await,
             _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
+            "prompts/list" | "resources/list" | "resources/templates/list" if paged(params) => {
+                Err(unknown_cursor(method))
+            }
             "prompts/list" => self.list_prompts(args).await,
             "prompts/get" | "completion/complete" => {
                 self.prompt_request(method, params, args).await
@@ -1486,6 +1492,21 @@ impl Proxy {
         let result = self.send(server, method, Some(&params), args).await?;
         Ok(namespace_task(server, result))
     }
+}
+
+/// Whether a list request asks for a page after the first (it carries a `cursor`).
+fn paged(params: Option<&RawValue>) -> bool {
+    params.is_some_and(|p| p.get().contains("cursor") && member_str(p, "cursor").is_some())
+}
+
+/// The error for a cursor of a list the proxy answers whole.
+fn unknown_cursor(method: &str) -> RpcError {
+    RpcError::new(
+        -32602,
+        format!(
+            "Invalid params: unknown cursor: {method} is answered whole here (it gives no nextCursor); ask without a cursor"
+        ),
+    )
 }
 
 /// A request's params that must be there and be an object, or the error that says so.
