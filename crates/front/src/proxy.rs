@@ -786,7 +786,7 @@ impl Proxy {
             "protocolVersion": version,
             "capabilities": serve_capabilities(),
             "serverInfo": serve_info(),
-            "instructions": SERVE_INSTRUCTIONS,
+            "instructions": serve_instructions(&self.hub),
         });
         to_raw(&result)
     }
@@ -2042,6 +2042,25 @@ pub(crate) fn serve_info() -> Value {
 }
 
 pub(crate) const SERVE_INSTRUCTIONS: &str = "mcp-supervisor fronts supervised MCP servers: their tools keep working across crashes and restarts.";
+
+/// `serve`'s instructions: its own sentence, then each server's own instructions (of those whose
+/// handshake is known when the client asks), in config order, under the server's name: an
+/// agent host reads them as it would read each server's.
+pub(crate) fn serve_instructions(hub: &Hub) -> String {
+    let mut text = SERVE_INSTRUCTIONS.to_string();
+    for server in hub.servers() {
+        let own = hub
+            .server_info(&server)
+            .and_then(|info| member_str(&info, "instructions"))
+            .filter(|own| !own.trim().is_empty());
+        if let Some(own) = own {
+            text.push_str(&format!(
+                "\n\n## Server \"{server}\" (its tools, prompts and task ids carry its prefix here)\n\n{own}"
+            ));
+        }
+    }
+    text
+}
 
 /// The client capabilities the proxy declares to a server it opens in its own name: what it
 /// can route to a client (and answers with an error for a client that lacks it).

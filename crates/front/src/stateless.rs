@@ -208,7 +208,7 @@ impl Proxy {
             _ => (
                 crate::proxy::serve_capabilities(),
                 Some(crate::proxy::serve_info()),
-                Some(Value::String(crate::proxy::SERVE_INSTRUCTIONS.into())),
+                Some(Value::String(crate::proxy::serve_instructions(&self.hub))),
             ),
         };
         let mut result = json!({

@@ -40,7 +40,8 @@ for line in sys.stdin:
     if method == "initialize":
         r = {"protocolVersion": m["params"]["protocolVersion"],
              "capabilities": {"tools": {}, "resources": {"subscribe": True}, "logging": {}},
-             "serverInfo": {"name": "shared", "version": "1"}}
+             "serverInfo": {"name": "shared", "version": "1"},
+             "instructions": "Call emit to emit."}
     elif method == "tools/list":
         r = {"tools": [{"name": "emit", "inputSchema": {"type": "object"}},
                        {"name": "pid", "inputSchema": {"type": "object"}}]}
@@ -341,6 +342,45 @@ async fn a_listen_of_2026_subscribes_the_server_for_as_long_as_it_lasts() {
     })
     .await;
     proxy.disconnect(&a.client);
+    hub.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// `serve` answers `initialize` with its own instructions and each server's own, under its
+/// name (found from outside: the servers' instructions were dropped).
+#[tokio::test]
+async fn serve_passes_on_each_servers_instructions() {
+    let dir = temp_dir("front-shared-instructions");
+    let (hub, proxy, _log) = start(&dir, Mode::Aggregate);
+    mcp_supervisor_testkit::poll_until("the server is ready", LIMIT, || {
+        hub.status()
+            .first()
+            .is_some_and(|s| s.state == mcp_supervisor::ServerState::Ready)
+    })
+    .await;
+    let (out, notes) = mpsc::channel(64);
+    let mut peer = Peer {
+        client: proxy.connect(out),
+        notes,
+        next: 0,
+    };
+    let params = json!({
+        "protocolVersion": "2025-11-25",
+        "capabilities": {},
+        "clientInfo": { "name": "i", "version": "1" },
+    });
+    let init = peer.request(&proxy, "initialize", params).await;
+    let instructions = init["result"]["instructions"].as_str().unwrap_or_default();
+    assert!(
+        instructions.starts_with("mcp-supervisor fronts"),
+        "{instructions}"
+    );
+    assert!(
+        instructions.contains("## Server \"shared\"")
+            && instructions.ends_with("Call emit to emit."),
+        "{instructions}"
+    );
+    proxy.disconnect(&peer.client);
     hub.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
