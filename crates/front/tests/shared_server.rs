@@ -83,7 +83,8 @@ impl Peer {
         answer
     }
 
-    async fn connect(proxy: &Arc<Proxy>, name: &str) -> Self {
+    /// A client that sent `initialize`, and its answer.
+    async fn initialized(proxy: &Arc<Proxy>, name: &str) -> (Self, Value) {
         let (out, notes) = mpsc::channel(64);
         let mut peer = Self {
             client: proxy.connect(out),
@@ -95,7 +96,12 @@ impl Peer {
             "capabilities": {},
             "clientInfo": { "name": name, "version": "1" },
         });
-        peer.request(proxy, "initialize", params).await;
+        let init = peer.request(proxy, "initialize", params).await;
+        (peer, init)
+    }
+
+    async fn connect(proxy: &Arc<Proxy>, name: &str) -> Self {
+        let (peer, _) = Self::initialized(proxy, name).await;
         let initialized = json!({ "jsonrpc": "2.0", "method": "notifications/initialized" });
         proxy
             .handle(&peer.client, &initialized.to_string(), None)
@@ -358,18 +364,7 @@ async fn serve_passes_on_each_servers_instructions() {
             .is_some_and(|s| s.state == mcp_supervisor::ServerState::Ready)
     })
     .await;
-    let (out, notes) = mpsc::channel(64);
-    let mut peer = Peer {
-        client: proxy.connect(out),
-        notes,
-        next: 0,
-    };
-    let params = json!({
-        "protocolVersion": "2025-11-25",
-        "capabilities": {},
-        "clientInfo": { "name": "i", "version": "1" },
-    });
-    let init = peer.request(&proxy, "initialize", params).await;
+    let (peer, init) = Peer::initialized(&proxy, "i").await;
     let instructions = init["result"]["instructions"].as_str().unwrap_or_default();
     assert!(
         instructions.starts_with("mcp-supervisor fronts"),
