@@ -431,6 +431,11 @@ impl Drop for Requesting<'_> {
 /// The list methods whose items a supervisor holds besides its tools, in [`Held::lists`] order.
 const HELD_METHODS: [&str; 3] = ["prompts/list", "resources/list", "resources/templates/list"];
 
+/// How long a stop waits for the calls in flight to end before it closes the generation: calls
+/// cancelled as the proxy stops (at a drain's end) queue their `notifications/cancelled` from
+/// their own tasks, and the server must be told before its stdin closes.
+const SETTLE_LIMIT: Duration = Duration::from_millis(250);
+
 /// A server's prompts, resources and resource templates as last listed: a client's list is
 /// answered from these (SPEC §9), so a busy, hung or starting server never delays another
 /// server's part of a list. Listed on each generation's connect and on its `list_changed`.
@@ -1325,6 +1330,15 @@ impl Supervisor {
         });
     }
 
+    /// Wait, at most `limit`, until no call is in flight at this generation (bounded polling: the
+    /// count has no waker).
+    async fn calls_settled(&self, limit: Duration) {
+        let deadline = Instant::now() + limit;
+        while self.shared.in_flight.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     /// Publish a phase (and with it the state) in one update: a waiting call must never see
     /// half of a transition (for example a lost generation's close taken for a new attempt).
     fn publish(&self, phase: Phase) {
@@ -1543,6 +1557,7 @@ impl Supervisor {
                         if let Some(Command::Stop(reply)) = command {
                             self.stop_reply.push(reply);
                         }
+                        self.calls_settled(SETTLE_LIMIT).await;
                         link.close(CloseHow::Graceful);
                         if let Err(stuck) = self.barrier(&link).await {
                             tracing::error!(server = %self.name, "{stuck}");
