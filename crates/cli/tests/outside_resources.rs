@@ -27,6 +27,16 @@ async fn read(client: &mut StdioClient, uri: &str) -> Result<Value, Value> {
     }
 }
 
+/// The URI of the first resource link in a tool call's answer.
+fn resource_link(answer: &Value) -> String {
+    answer["result"]["content"]
+        .as_array()
+        .and_then(|c| c.iter().find(|b| b["type"] == "resource_link"))
+        .and_then(|b| b["uri"].as_str())
+        .unwrap_or_else(|| panic!("a resource link: {answer}"))
+        .to_string()
+}
+
 #[tokio::test]
 async fn a_client_reads_a_resource_of_one_of_two_servers_without_listing_first() {
     let dir = temp_dir("outside-resources");
@@ -70,12 +80,7 @@ async fn a_client_reads_a_resource_of_one_of_two_servers_without_listing_first()
             json!({ "name": "everything__get-resource-links", "arguments": { "count": 2 } }),
         )
         .await;
-    let link = links["result"]["content"]
-        .as_array()
-        .and_then(|c| c.iter().find(|b| b["type"] == "resource_link"))
-        .and_then(|b| b["uri"].as_str())
-        .unwrap_or_else(|| panic!("a resource link: {links}"))
-        .to_string();
+    let link = resource_link(&links);
     let content = read(&mut client, &link).await.expect("the linked resource");
     assert!(
         content.get("text").or(content.get("blob")).is_some(),
@@ -129,12 +134,7 @@ async fn a_uri_two_servers_offer_and_one_a_tool_just_made_are_read_without_listi
             }),
         )
         .await;
-    let link = made["result"]["content"]
-        .as_array()
-        .and_then(|c| c.iter().find(|b| b["type"] == "resource_link"))
-        .and_then(|b| b["uri"].as_str())
-        .unwrap_or_else(|| panic!("a resource link: {made}"))
-        .to_string();
+    let link = resource_link(&made);
     let content = read(&mut client, &link)
         .await
         .expect("the resource the tool just made");

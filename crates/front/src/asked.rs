@@ -38,9 +38,9 @@ pub struct Asked {
     pub level: Option<u8>,
 }
 
-/// The level to ask a shared server for: the most verbose any client asked for.
-pub fn upstream_level<'a>(clients: impl IntoIterator<Item = &'a Asked>) -> Option<u8> {
-    clients.into_iter().filter_map(|a| a.level).min()
+/// The level to ask a shared server for: the most verbose of the clients' levels.
+pub fn upstream_level(levels: impl IntoIterator<Item = Option<u8>>) -> Option<u8> {
+    levels.into_iter().flatten().min()
 }
 
 /// Whether a log message of `level` goes to a client that asked for `asked`, the server having
@@ -56,14 +56,10 @@ pub fn wants_log(asked: Option<u8>, level: Option<u8>, upstream: Option<u8>) -> 
 }
 
 /// Whether `resources/updated` for `key` goes to `client`: to the clients subscribed to it,
-/// or, when none is (a server that tells without being asked), to every client, as directly.
-pub fn wants_update<'a>(
-    client: &Asked,
-    everyone: impl IntoIterator<Item = &'a Asked>,
-    key: &(String, String),
-) -> bool {
-    client.subscriptions.contains(key)
-        || !everyone.into_iter().any(|a| a.subscriptions.contains(key))
+/// or, when none is (`anyone` false: a server that tells without being asked), to every client,
+/// as directly.
+pub fn wants_update(client: &Asked, anyone: bool, key: &(String, String)) -> bool {
+    client.subscriptions.contains(key) || !anyone
 }
 
 #[cfg(test)]
@@ -96,9 +92,15 @@ mod tests {
             asked(Some("error"), &[]),
             asked(None, &[]),
         );
-        assert_eq!(upstream_level([&error, &debug, &none]), level_rank("debug"));
-        assert_eq!(upstream_level([&error, &none]), level_rank("error"));
-        assert_eq!(upstream_level([&none]), None);
+        assert_eq!(
+            upstream_level([error.level, debug.level, none.level]),
+            level_rank("debug")
+        );
+        assert_eq!(
+            upstream_level([error.level, none.level]),
+            level_rank("error")
+        );
+        assert_eq!(upstream_level([none.level]), None);
         assert_eq!(upstream_level([]), None);
     }
 
@@ -127,11 +129,12 @@ mod tests {
             asked(None, &[("t", "a://1")]),
         );
         let everyone = [&a, &b, &c];
-        assert!(wants_update(&a, everyone, &key));
-        assert!(!wants_update(&b, everyone, &key));
-        assert!(!wants_update(&c, everyone, &key));
+        let anyone = |key| everyone.iter().any(|x| x.subscriptions.contains(key));
+        assert!(wants_update(&a, anyone(&key), &key));
+        assert!(!wants_update(&b, anyone(&key), &key));
+        assert!(!wants_update(&c, anyone(&key), &key));
         // Nobody subscribed to it: everyone gets it, as directly.
         let other = ("s".to_string(), "a://2".to_string());
-        assert!(wants_update(&b, everyone, &other));
+        assert!(wants_update(&b, anyone(&other), &other));
     }
 }

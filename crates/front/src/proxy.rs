@@ -604,7 +604,10 @@ impl Proxy {
             }
             "tools/call" => self.call_tool(params, args).await,
             "resources/subscribe" | "resources/unsubscribe" if !stateless => {
-                self.subscription(scope, method, params, args).await
+                let uri = params
+                    .and_then(|p| member_str(p, "uri"))
+                    .unwrap_or_default();
+                self.subscription(scope, method, uri, params, args).await
             }
             "logging/setLevel" if !stateless => self.set_level(scope, params, args).await,
             _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
@@ -897,25 +900,12 @@ impl Proxy {
         }
     }
 
-    /// `resources/subscribe` and `resources/unsubscribe` of a client. A shared server is
-    /// subscribed to a URI while at least one client is, so one client's unsubscribe never
-    /// ends another's subscription; an isolated server's instance is the client's own.
-    async fn subscription(
-        &self,
-        scope: &Arc<Scope>,
-        method: &str,
-        params: Option<&RawValue>,
-        args: CallArgs,
-    ) -> Result<Box<RawValue>, RpcError> {
-        let uri = params
-            .and_then(|p| member_str(p, "uri"))
-            .unwrap_or_default();
-        self.subscribe_uri(scope, method, uri, params, args).await
-    }
-
-    /// [`Proxy::subscription`] of `uri`, with the client's own `params` (or `{"uri": ...}`
-    /// when it sent none: a `subscriptions/listen` of the 2026-07-28 era).
-    pub(crate) async fn subscribe_uri(
+    /// `resources/subscribe` or `resources/unsubscribe` of `uri` by a client, with its own
+    /// `params` (or `{"uri": ...}` when it sent none: a `subscriptions/listen` of the 2026-07-28
+    /// era). A shared server is subscribed to a URI while at least one client is, so one
+    /// client's unsubscribe never ends another's subscription; an isolated server's instance
+    /// is the client's own.
+    pub(crate) async fn subscription(
         &self,
         scope: &Arc<Scope>,
         method: &str,
@@ -943,10 +933,7 @@ impl Proxy {
         }
         let key = (server.clone(), uri);
         let _one_at_a_time = self.subscribing.lock().await;
-        let others = self
-            .clients()
-            .iter()
-            .any(|c| !Arc::ptr_eq(c, &scope.client) && lock(&c.asked).subscriptions.contains(&key));
+        let others = self.subscribed(&key, Some(&scope.client));
         if method == "resources/subscribe" {
             let answer = match others {
                 true => raw_json("{}"),
@@ -980,20 +967,25 @@ impl Proxy {
         if let Some(rank) = rank {
             lock(&scope.client.asked).level = Some(rank);
         }
+        // What a shared server is asked for: the most verbose level of every client.
+        let shared = rank.map(|rank| {
+            let levels = self
+                .clients()
+                .iter()
+                .map(|c| lock(&c.asked).level)
+                .collect::<Vec<_>>();
+            crate::asked::upstream_level(levels).unwrap_or(rank)
+        });
         // The params for one server: the client's own, with only the level changed where a
         // shared server is asked for a more verbose one.
         let params_for = |server: &str| -> Option<Cow<'_, RawValue>> {
             let params = params?;
-            let Some(rank) = rank else {
+            let (Some(rank), Some(level)) = (rank, shared) else {
                 return Some(Cow::Borrowed(params)); // not a level: the server judges it
             };
             if self.hub.isolated(server) {
                 return Some(Cow::Borrowed(params));
             }
-            let clients = self.clients();
-            let asked: Vec<crate::asked::Asked> =
-                clients.iter().map(|c| lock(&c.asked).clone()).collect();
-            let level = crate::asked::upstream_level(&asked).unwrap_or(rank);
             lock(&self.levels_asked).insert(server.to_string(), level);
             if level == rank {
                 return Some(Cow::Borrowed(params));
@@ -1021,49 +1013,53 @@ impl Proxy {
         }
     }
 
-    /// Whether a server's notification goes to `client`: a `resources/updated` to the clients
-    /// subscribed to its URI, a log message to the clients whose level it meets (SPEC §11: a
-    /// shared server's; [`crate::asked`]); anything else to every client.
-    fn wanted_by(
-        &self,
-        client: &Client,
-        everyone: &[crate::asked::Asked],
-        server: &str,
-        method: &str,
-        params: Option<&RawValue>,
-    ) -> bool {
-        match method {
+    /// A server's notification to the clients that want it (SPEC §11, [`crate::asked`]): a
+    /// `resources/updated` to the clients subscribed to its URI, a log message to the clients
+    /// whose level it meets, anything else to every client.
+    fn tell_clients_of(&self, server: &str, method: &str, params: Option<&RawValue>, text: &str) {
+        let member = |name| params.and_then(|p| member_str(p, name));
+        let wanted: Box<dyn Fn(&crate::asked::Asked) -> bool> = match method {
             "notifications/resources/updated" => {
-                let uri = params
-                    .and_then(|p| member_str(p, "uri"))
-                    .unwrap_or_default();
-                let key = (server.to_string(), uri);
-                crate::asked::wants_update(&lock(&client.asked), everyone, &key)
+                let key = (server.to_string(), member("uri").unwrap_or_default());
+                let anyone = self.subscribed(&key, None);
+                Box::new(move |asked| crate::asked::wants_update(asked, anyone, &key))
             }
             "notifications/message" => {
-                let level = params
-                    .and_then(|p| member_str(p, "level"))
+                let level = member("level")
                     .as_deref()
                     .and_then(crate::asked::level_rank);
                 let upstream = lock(&self.levels_asked).get(server).copied();
-                crate::asked::wants_log(lock(&client.asked).level, level, upstream)
+                Box::new(move |asked| crate::asked::wants_log(asked.level, level, upstream))
             }
-            _ => true,
-        }
-    }
-
-    /// A server's notification to the clients that want it ([`Proxy::wanted_by`]).
-    fn tell_clients_of(&self, server: &str, method: &str, params: Option<&RawValue>, text: &str) {
-        let clients = self.clients();
-        let everyone: Vec<crate::asked::Asked> =
-            clients.iter().map(|c| lock(&c.asked).clone()).collect();
-        for client in clients {
-            if client.initialized.load(Ordering::SeqCst)
-                && self.wanted_by(&client, &everyone, server, method, params)
-            {
+            _ => Box::new(|_| true),
+        };
+        for client in self.clients() {
+            if client.initialized.load(Ordering::SeqCst) && wanted(&lock(&client.asked)) {
                 let _ = client.send(text.to_string());
             }
         }
+    }
+
+    /// Whether a client (other than `except`) is subscribed to `key`.
+    fn subscribed(&self, key: &(String, String), except: Option<&Arc<Client>>) -> bool {
+        self.clients().iter().any(|c| {
+            except.is_none_or(|e| !Arc::ptr_eq(c, e)) && lock(&c.asked).subscriptions.contains(key)
+        })
+    }
+
+    /// Ask a shared server `method` with `params` on the proxy's own behalf (no client's call),
+    /// within [`FAN_OUT_WAIT`].
+    async fn ask_shared(&self, server: &str, method: &str, params: Value) -> Result<(), RpcError> {
+        let params = to_raw(&params)?;
+        let args = CallArgs {
+            timeout: Some(FAN_OUT_WAIT),
+            ..CallArgs::default()
+        };
+        self.hub
+            .send(server, method, Some(&params), args)
+            .await
+            .map(drop)
+            .map_err(|e| RpcError::new(-32603, e.to_string()))
     }
 
     /// A client that left: the shared servers' URIs no other client is subscribed to are
@@ -1077,29 +1073,17 @@ impl Proxy {
         let proxy = self.clone();
         tokio::spawn(async move {
             let _one_at_a_time = proxy.subscribing.lock().await;
-            let clients = proxy.clients();
-            for (server, uri) in mine {
-                let key = (server, uri);
-                if clients
-                    .iter()
-                    .any(|c| lock(&c.asked).subscriptions.contains(&key))
-                {
+            for key in mine {
+                if proxy.subscribed(&key, None) {
                     continue;
                 }
                 let (server, uri) = key;
-                let Ok(params) = to_raw(&json!({ "uri": uri })) else {
-                    continue;
-                };
-                let args = CallArgs {
-                    timeout: Some(FAN_OUT_WAIT),
-                    ..CallArgs::default()
-                };
+                let params = json!({ "uri": uri });
                 if let Err(error) = proxy
-                    .hub
-                    .send(&server, "resources/unsubscribe", Some(&params), args)
+                    .ask_shared(&server, "resources/unsubscribe", params)
                     .await
                 {
-                    tracing::debug!(%server, %uri, "unsubscribing for a client that left: {error}");
+                    tracing::debug!(%server, %uri, "unsubscribing for a client that left: {}", error.message);
                 }
             }
         });
@@ -1138,17 +1122,10 @@ impl Proxy {
                 .map(|uri| ("resources/subscribe", json!({ "uri": uri })))
                 .chain(level.map(|l| ("logging/setLevel", l)));
             for (method, params) in asks {
-                let Ok(params) = to_raw(&params) else {
-                    continue;
-                };
-                let args = CallArgs {
-                    timeout: Some(FAN_OUT_WAIT),
-                    ..CallArgs::default()
-                };
-                match proxy.hub.send(&server, method, Some(&params), args).await {
-                    Ok(_) => tracing::debug!(%server, %method, "asked again of a new generation"),
+                match proxy.ask_shared(&server, method, params).await {
+                    Ok(()) => tracing::debug!(%server, %method, "asked again of a new generation"),
                     Err(error) => {
-                        tracing::warn!(%server, %method, "could not ask it again of a new generation: {error}")
+                        tracing::warn!(%server, %method, "could not ask it again of a new generation: {}", error.message)
                     }
                 }
             }
@@ -1675,6 +1652,14 @@ fn names_method(text: &str, method: &str) -> bool {
         .is_some_and(|rest| rest.starts_with('"'))
 }
 
+/// The error a server's request gets when its client did not declare the capability it needs.
+pub(crate) fn undeclared(method: &str) -> RpcError {
+    RpcError::new(
+        -32601,
+        format!("the client did not declare the capability `{method}` needs"),
+    )
+}
+
 /// What a client declared it can do, as far as routing a server's request needs.
 #[derive(Clone, Copy, Debug, Default)]
 pub(crate) struct Capabilities {
@@ -1763,10 +1748,7 @@ impl Downstream for Scope {
         if let Some(declared) = declared
             && !declared.allow(method)
         {
-            let error = RpcError::new(
-                -32601,
-                format!("the client did not declare the capability `{method}` needs"),
-            );
+            let error = undeclared(method);
             return Box::pin(async move { Err(error) });
         }
         let id = client.next.fetch_add(1, Ordering::Relaxed);

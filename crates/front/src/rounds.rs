@@ -90,10 +90,7 @@ impl Downstream for Collect {
             .as_ref()
             .is_some_and(|allowed| !allowed(method))
         {
-            let error = RpcError::new(
-                -32601,
-                format!("the client did not declare the capability `{method}` needs"),
-            );
+            let error = crate::proxy::undeclared(method);
             return Box::pin(async move { Err(error) });
         }
         let (reply, answer) = oneshot::channel();

@@ -283,7 +283,7 @@ impl Proxy {
                 let mut taken = Vec::new();
                 for uri in asked {
                     match self
-                        .subscribe_uri(
+                        .subscription(
                             scope,
                             "resources/subscribe",
                             uri.clone(),

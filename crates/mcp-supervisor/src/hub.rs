@@ -311,6 +311,15 @@ struct Inner {
     results_cut: HashMap<String, u64>,
 }
 
+impl Inner {
+    /// Whether `server` gives each client session its own instance (SPEC §11).
+    fn isolated(&self, server: &str) -> bool {
+        self.order
+            .iter()
+            .any(|s| s.name == server && s.isolation == Isolation::Session)
+    }
+}
+
 /// A supervised set of MCP servers.
 pub struct Hub {
     registry: Arc<Registry>,
@@ -829,11 +838,7 @@ impl Hub {
             let Some(answer) = self.handle(server).and_then(|h| h.server_info()) else {
                 // Not serving here yet: the instance's first start resumes it.
                 let mut inner = self.lock();
-                let isolated = inner
-                    .order
-                    .iter()
-                    .any(|s| &s.name == server && s.isolation == Isolation::Session);
-                if isolated {
+                if inner.isolated(server) {
                     inner
                         .to_resume
                         .insert((server.clone(), session), session_id.clone());
@@ -1260,10 +1265,7 @@ impl Hub {
 
     /// Whether `server` gives each client session its own instance (SPEC §11).
     pub fn isolated(&self, server: &str) -> bool {
-        self.lock()
-            .order
-            .iter()
-            .any(|s| s.name == server && s.isolation == Isolation::Session)
+        self.lock().isolated(server)
     }
 
     /// The names of the servers being supervised, in config order.
