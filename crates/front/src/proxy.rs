@@ -91,9 +91,33 @@ pub enum Mode {
 /// What kind of JSON-RPC message a text is, read from its envelope only.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {
-    Request { method: String },
-    Notification { method: String },
+    Request { method: Cow<'static, str> },
+    Notification { method: Cow<'static, str> },
     Response,
+}
+
+/// The methods a client sends most, kept without a copy of each message's.
+const FREQUENT: [&str; 12] = [
+    "tools/call",
+    "tools/list",
+    "notifications/cancelled",
+    "notifications/progress",
+    "ping",
+    "resources/read",
+    "resources/list",
+    "prompts/get",
+    "prompts/list",
+    "initialize",
+    "notifications/initialized",
+    "completion/complete",
+];
+
+/// A message's method, as one of [`FREQUENT`] when it is.
+fn method_of(method: &str) -> Cow<'static, str> {
+    match FREQUENT.iter().find(|m| **m == method) {
+        Some(known) => Cow::Borrowed(known),
+        None => Cow::Owned(method.to_string()),
+    }
 }
 
 /// A JSON string's value, if the text is one.
@@ -119,10 +143,10 @@ impl Message {
         let envelope = read_envelope(text)?;
         let kind = match (&envelope.method, envelope.id) {
             (Some(method), Some(_)) => Kind::Request {
-                method: method.to_string(),
+                method: method_of(method),
             },
             (Some(method), None) => Kind::Notification {
-                method: method.to_string(),
+                method: method_of(method),
             },
             (None, Some(_)) if envelope.result.is_some() || envelope.error.is_some() => {
                 Kind::Response
@@ -469,12 +493,11 @@ impl Proxy {
                     related,
                 });
                 let cancel = CancellationToken::new();
-                let key = id.get().to_string();
-                let by_client = Arc::new(std::sync::atomic::AtomicBool::new(false));
-                lock(&client.calls).insert(key.clone(), (cancel.clone(), by_client.clone()));
+                let key = id.get();
+                lock(&client.calls).insert(key.to_string(), InCall::new(cancel.clone()));
                 // Forgotten however the request ends, also when its future is dropped (an HTTP
                 // client that went away).
-                let _in_flight = InFlight { client, key };
+                let mut in_flight = InFlight { client, key };
                 let answer = if crate::stateless::is_stateless(client, method, params) {
                     self.stateless(&scope, id, method, params, cancel).await
                 } else {
@@ -482,7 +505,7 @@ impl Proxy {
                 };
                 // Its client cancelled it: no answer, as MCP asks of the receiver of a
                 // cancellation and as the server itself would do.
-                if by_client.load(Ordering::SeqCst) {
+                if in_flight.end().is_some_and(|call| call.by_client) {
                     return None;
                 }
                 Some(response_text(id, answer))
@@ -519,11 +542,10 @@ impl Proxy {
                 }
                 if let Some(cancelled) =
                     params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
-                    && let Some((call, by_client)) =
-                        lock(&client.calls).get(cancelled.request_id.get())
+                    && let Some(call) = lock(&client.calls).get_mut(cancelled.request_id.get())
                 {
-                    by_client.store(true, Ordering::SeqCst);
-                    call.cancel();
+                    call.by_client = true;
+                    call.cancel.cancel();
                 }
             }
             // The client's roots changed: every server that may ask for them is told.
@@ -843,7 +865,7 @@ impl Proxy {
         params: Option<&'a RawValue>,
     ) -> Result<Named<'a>, RpcError> {
         let params = params.ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?;
-        let name = member_str(params, "name")
+        let name = member_text(params, "name")
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
         if !self.searching() {
             return Ok(Named::Call {
@@ -854,7 +876,7 @@ impl Proxy {
         Ok(match self.exposed(&name, params).await {
             crate::exposure::Exposed::Answer(answer) => Named::Answer(answer),
             crate::exposure::Exposed::Call { name, params } => Named::Call {
-                name,
+                name: Cow::Owned(name),
                 params: Cow::Owned(params),
             },
         })
@@ -1513,9 +1535,8 @@ pub struct Client {
     /// The servers' requests sent to this client, by our id, waiting for its answer.
     /// `None` once the client has gone away.
     waiting: Mutex<Option<Waiters>>,
-    /// The client's requests in flight, by their id as JSON text: each one's cancellation, and
-    /// whether the client cancelled it (`notifications/cancelled`).
-    calls: Mutex<HashMap<String, (CancellationToken, Arc<std::sync::atomic::AtomicBool>)>>,
+    /// The client's requests in flight, by their id as JSON text.
+    calls: Mutex<HashMap<String, InCall>>,
     capabilities: Mutex<Option<Capabilities>>,
     /// What its `initialize` fixed (the handshake era), once answered.
     session: Mutex<Option<Session>>,
@@ -1614,8 +1635,8 @@ impl Client {
 
     fn close(&self) {
         lock(&self.waiting).take();
-        for (_, (call, _)) in lock(&self.calls).drain() {
-            call.cancel();
+        for (_, call) in lock(&self.calls).drain() {
+            call.cancel.cancel();
         }
     }
 }
@@ -1814,15 +1835,42 @@ fn session_key(client: &Arc<Client>) -> usize {
     Arc::as_ptr(client) as usize
 }
 
-/// A client's request in flight: forgotten when it ends or is dropped.
+/// A client's request in flight, as its client's list holds it.
+struct InCall {
+    cancel: CancellationToken,
+    /// The client cancelled it (`notifications/cancelled`).
+    by_client: bool,
+}
+
+impl InCall {
+    fn new(cancel: CancellationToken) -> Self {
+        Self {
+            cancel,
+            by_client: false,
+        }
+    }
+}
+
+/// A client's request in flight: forgotten when it ends ([`InFlight::end`]) or is dropped.
 struct InFlight<'a> {
     client: &'a Client,
-    key: String,
+    /// Its id as JSON text; empty once forgotten.
+    key: &'a str,
+}
+
+impl InFlight<'_> {
+    /// Forget it now: what the client's list held of it.
+    fn end(&mut self) -> Option<InCall> {
+        let key = std::mem::take(&mut self.key);
+        lock(&self.client.calls).remove(key)
+    }
 }
 
 impl Drop for InFlight<'_> {
     fn drop(&mut self) {
-        lock(&self.client.calls).remove(&self.key);
+        if !self.key.is_empty() {
+            self.end();
+        }
     }
 }
 
@@ -2088,14 +2136,22 @@ pub(crate) fn to_raw(value: &Value) -> Result<Box<RawValue>, RpcError> {
 /// another way. Then only that member is read (a tool call's `name` comes before its arguments,
 /// which are most of the text).
 pub(crate) fn member_str(object: &RawValue, name: &str) -> Option<String> {
+    member_text(object, name).map(Cow::into_owned)
+}
+
+/// [`member_str`], borrowed from the object's text when it has no escape to undo.
+pub(crate) fn member_text<'t>(object: &'t RawValue, name: &str) -> Option<Cow<'t, str>> {
     let text = object.get();
     if let Some(value) = first_member(text, name)
         && only_once(text, name)
     {
+        #[derive(Deserialize)]
+        struct Text<'a>(#[serde(borrow)] Cow<'a, str>);
         let mut deserializer = serde_json::Deserializer::from_str(value);
-        return Option::<String>::deserialize(&mut deserializer)
+        return Option::<Text<'t>>::deserialize(&mut deserializer)
             .ok()
-            .flatten();
+            .flatten()
+            .map(|t| t.0);
     }
     struct Member<'n>(&'n str, Option<String>);
     impl<'de> serde::de::DeserializeSeed<'de> for Member<'_> {
@@ -2127,6 +2183,7 @@ pub(crate) fn member_str(object: &RawValue, name: &str) -> Option<String> {
     serde::de::DeserializeSeed::deserialize(Member(name, None), &mut deserializer)
         .ok()
         .flatten()
+        .map(Cow::Owned)
 }
 
 /// The text from the value on, when `name` (plain text, no escapes) is the object's first
@@ -2232,7 +2289,7 @@ pub(crate) enum Named<'a> {
     /// Call the tool of this public name with these params (the client's own, unless search
     /// mode made them).
     Call {
-        name: String,
+        name: Cow<'a, str>,
         params: Cow<'a, RawValue>,
     },
     /// Answered here (search mode's `search_tools`, or a `call_tool` that names nothing).

@@ -492,7 +492,7 @@ impl Proxy {
             Arc::new(move |method| declared.is_none_or(|d| d.allow(method)));
         let hub = self.hub.clone();
         let mode = self.mode;
-        let tool = name.clone();
+        let tool = name.to_string();
         let step = self
             .rounds
             .start(

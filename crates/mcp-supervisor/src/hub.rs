@@ -650,6 +650,10 @@ impl Hub {
         shared: SupervisorHandle,
         origin: Option<&Arc<dyn Downstream>>,
     ) -> Result<SupervisorHandle, CallError> {
+        // Checked first: most servers are shared, and a client's session costs a handle of it.
+        if !self.isolated(server) {
+            return Ok(shared);
+        }
         let Some((session, client)) = origin.and_then(|o| o.session()) else {
             return Ok(shared);
         };
@@ -970,7 +974,7 @@ impl Hub {
         let result = self.call_json(public_name, &params, args).await?;
         serde_json::from_str(result.get()).map_err(|e| {
             let (server, tool) = route
-                .map(|r| (r.server, r.upstream_name))
+                .map(|r| (r.server.clone(), r.upstream_name.clone()))
                 .unwrap_or_default();
             CallError::Malformed {
                 server,
@@ -1134,7 +1138,7 @@ impl Hub {
 
     /// Where a public name goes, and its server's supervisor. A withheld tool is refused, saying
     /// why.
-    fn route(&self, public_name: &str) -> Result<(Route, SupervisorHandle), CallError> {
+    fn route(&self, public_name: &str) -> Result<(Arc<Route>, SupervisorHandle), CallError> {
         let Some(tool) = self.registry.route(public_name) else {
             if let Some(withheld) = self.registry.withheld(public_name) {
                 return Err(withheld.into());
@@ -1146,8 +1150,8 @@ impl Hub {
         match self.handle(&tool.server) {
             Some(handle) => Ok((tool, handle)),
             None => Err(CallError::NotReady {
-                server: tool.server,
-                tool: tool.upstream_name,
+                server: tool.server.clone(),
+                tool: tool.upstream_name.clone(),
                 state: ServerState::Stopped.to_string(),
                 last_error: None,
                 next_attempt_in: None,

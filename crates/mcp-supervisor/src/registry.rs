@@ -153,7 +153,8 @@ struct Inner {
     /// The withheld tools by the public name they would have.
     withheld_by_name: HashMap<String, WithheldTool>,
     published: Arc<Vec<PublishedTool>>,
-    by_name: HashMap<String, usize>,
+    /// Each published tool's place in `published` and its route (made once, not per call).
+    by_name: HashMap<String, (usize, Arc<Route>)>,
     warnings: Vec<String>,
 }
 
@@ -408,7 +409,15 @@ impl Registry {
             inner.by_name = published
                 .iter()
                 .enumerate()
-                .map(|(i, t)| (t.public_name.clone(), i))
+                .map(|(i, t)| {
+                    let route = Route {
+                        server: t.server.clone(),
+                        upstream_name: t.upstream_name.clone(),
+                        safety: t.safety,
+                        headers: t.headers.clone(),
+                    };
+                    (t.public_name.clone(), (i, Arc::new(route)))
+                })
                 .collect();
             inner.published = Arc::new(published);
             self.version.send_modify(|v| *v += 1);
@@ -427,19 +436,15 @@ impl Registry {
         inner
             .by_name
             .get(public_name)
-            .and_then(|&i| inner.published.get(i).cloned())
+            .and_then(|&(i, _)| inner.published.get(i).cloned())
     }
 
     /// Where a call to a public name goes, without copying the tool's definition.
-    pub fn route(&self, public_name: &str) -> Option<Route> {
-        let inner = self.lock();
-        let tool = inner.published.get(*inner.by_name.get(public_name)?)?;
-        Some(Route {
-            server: tool.server.clone(),
-            upstream_name: tool.upstream_name.clone(),
-            safety: tool.safety,
-            headers: tool.headers.clone(),
-        })
+    pub fn route(&self, public_name: &str) -> Option<Arc<Route>> {
+        self.lock()
+            .by_name
+            .get(public_name)
+            .map(|(_, route)| route.clone())
     }
 
     /// Change the naming (a reload that changes it): every public name is assigned again.

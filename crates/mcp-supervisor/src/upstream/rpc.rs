@@ -9,6 +9,10 @@
 //! decides what a failure means or whether to send again.
 
 use std::collections::HashMap;
+
+// Our own request ids (a counter) key these maps: no input chooses them, so a fast hash that
+// does not resist chosen keys serves (SipHash cost about 1.5 % of the hop, docs/BENCHMARKS.md).
+use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -38,9 +42,9 @@ struct ProgressRoute {
 
 struct State {
     /// `None` once no answer can come any more.
-    pending: Option<HashMap<u64, Waiter>>,
+    pending: Option<FxHashMap<u64, Waiter>>,
     /// By the token we sent (the request's own id).
-    progress: HashMap<u64, ProgressRoute>,
+    progress: FxHashMap<u64, ProgressRoute>,
     /// The server's requests whose answers are out, by their id as JSON text.
     server_requests: HashMap<String, AbortHandle>,
 }
@@ -105,8 +109,8 @@ impl Peer {
             wire,
             next: AtomicU64::new(1),
             state: Mutex::new(State {
-                pending: Some(HashMap::new()),
-                progress: HashMap::new(),
+                pending: Some(FxHashMap::default()),
+                progress: FxHashMap::default(),
                 server_requests: HashMap::new(),
             }),
             fallback,
@@ -571,13 +575,13 @@ async fn read(peer: std::sync::Weak<Peer>, mut incoming: IncomingRx) {
 #[derive(Deserialize)]
 pub struct Envelope<'a> {
     /// `"2.0"` in a valid message.
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "borrowed_text")]
     pub jsonrpc: Option<std::borrow::Cow<'a, str>>,
     /// The id of a request or response; `None` for a notification (or `"id": null`).
     #[serde(borrow, default)]
     pub id: Option<&'a RawValue>,
     /// The method of a request or notification.
-    #[serde(borrow, default)]
+    #[serde(borrow, default, deserialize_with = "borrowed_text")]
     pub method: Option<std::borrow::Cow<'a, str>>,
     /// The params, as text.
     #[serde(borrow, default)]
@@ -605,6 +609,17 @@ impl<'a> Envelope<'a> {
         }
         Ok(envelope)
     }
+}
+
+/// An optional string member borrowed from the message's text unless it has escapes to undo
+/// (serde's `borrow` reaches a `Cow` only when it is the field itself, not inside an `Option`:
+/// `jsonrpc` and `method` would be copied out of every message).
+fn borrowed_text<'de: 'a, 'a, D: serde::Deserializer<'de>>(
+    deserializer: D,
+) -> Result<Option<std::borrow::Cow<'a, str>>, D::Error> {
+    #[derive(Deserialize)]
+    struct Text<'a>(#[serde(borrow)] std::borrow::Cow<'a, str>);
+    Ok(Option::<Text<'a>>::deserialize(deserializer)?.map(|text| text.0))
 }
 
 /// A JSON-RPC error object as the normalized failure.
@@ -656,21 +671,37 @@ pub(crate) mod members {
     pub(crate) use mcp_supervisor_core::members::{Members, member, with_member, write};
 }
 
-/// A JSON-RPC request with integer `id`, as JSON text (`params` copied as they are).
+/// A JSON-RPC request with integer `id`, as JSON text (`params` copied as they are). Made in
+/// one allocation, with room for the line break a stdio writer adds.
 pub fn request_text(id: u64, method: &str, params: Option<&RawValue>) -> String {
-    let method = serde_json::to_string(method).unwrap_or_else(|_| "\"\"".into());
+    use std::fmt::Write as _;
+    const ENVELOPE: &str = r#"{"jsonrpc":"2.0","id":,"method":,"params":}"#;
     let params_len = params.map_or(0, |p| p.get().len());
-    let mut text = String::with_capacity(params_len + method.len() + 48);
+    // An id has at most 20 digits; a method is quoted, and escaped where it must be.
+    let mut text =
+        String::with_capacity(ENVELOPE.len() + 20 + method.len() * 2 + 2 + params_len + 1);
     text.push_str(r#"{"jsonrpc":"2.0","id":"#);
-    text.push_str(&id.to_string());
+    let _ = write!(text, "{id}");
     text.push_str(r#","method":"#);
-    text.push_str(&method);
+    push_json_string(&mut text, method);
     if let Some(params) = params {
         text.push_str(r#","params":"#);
         text.push_str(params.get());
     }
     text.push('}');
     text
+}
+
+/// `value` as a JSON string at the end of `text`: as it is when nothing in it needs an escape
+/// (every method name MCP defines), else as serde writes it.
+fn push_json_string(text: &mut String, value: &str) {
+    if value.bytes().all(|b| b >= 0x20 && b != b'"' && b != b'\\') {
+        text.push('"');
+        text.push_str(value);
+        text.push('"');
+    } else {
+        text.push_str(&serde_json::to_string(value).unwrap_or_else(|_| "\"\"".into()));
+    }
 }
 
 /// A JSON-RPC notification, as JSON text (`params` copied as they are).
@@ -825,6 +856,18 @@ mod tests {
         assert_eq!(p.method.as_deref(), Some("roots/list"));
         assert_eq!(p.id.unwrap().get(), r#""s-1""#);
         assert!(Envelope::read("[1]").is_err());
+        // The method and version are borrowed from the text; escapes are undone in a copy.
+        let p = Envelope::read(r#"{"jsonrpc":"2.0","id":1,"method":"tools/call"}"#).unwrap();
+        assert!(matches!(
+            p.method,
+            Some(std::borrow::Cow::Borrowed("tools/call"))
+        ));
+        assert!(matches!(p.jsonrpc, Some(std::borrow::Cow::Borrowed("2.0"))));
+        let p = Envelope::read(r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#).unwrap();
+        assert_eq!(p.method.as_deref(), Some("tools/call"));
+        let p = Envelope::read(r#"{"jsonrpc":"2.0","method":null,"id":1,"result":{}}"#).unwrap();
+        assert!(p.method.is_none() && p.result.is_some());
+        assert!(Envelope::read(r#"{"jsonrpc":"2.0","id":1,"method":7}"#).is_err());
         assert_eq!(
             server_error(&raw(r#"{"code":-32601,"message":"nope","data":{"x":1}}"#)),
             Failure::ServerError {
@@ -850,6 +893,20 @@ mod tests {
             request_text(4, "ping", None),
             r#"{"jsonrpc":"2.0","id":4,"method":"ping"}"#
         );
+        // Sized once, with room for a line break, whatever the id and the params.
+        for (id, method) in [
+            (u64::MAX, "x/y"),
+            (0, "a\"b\\c\nd"),
+            (12345678, "tools/call"),
+        ] {
+            let params = raw(r#"{"name":"n","arguments":{"message":"xxxxxxxx"}}"#);
+            let text = request_text(id, method, Some(&params));
+            assert!(text.capacity() > text.len(), "{text}");
+            let value: serde_json::Value = serde_json::from_str(&text).unwrap();
+            assert_eq!(value["id"], id);
+            assert_eq!(value["method"], method);
+            assert_eq!(value["params"]["name"], "n");
+        }
         let error = response_text(&raw(r#""s-1""#), Err(RpcError::new(-32601, "no")));
         let value: serde_json::Value = serde_json::from_str(&error).unwrap();
         assert_eq!(value["error"]["code"], -32601);
