@@ -3,7 +3,8 @@
 //! server-everything and the Python SDK server, whose client reads before it ever lists
 //! (a client that cached the URIs, or got them from a tool). A URI server-everything lists, one
 //! of its URI templates, and the resource link its `get-resource-links` tool returns each reach
-//! server-everything and are answered by it.
+//! server-everything and are answered by it. Also what `serve` says of each server at
+//! `initialize`: server-everything's own instructions, whole, under its name.
 //!
 //! The proxy is stopped by closing its stdin (it stops its servers), then SIGKILL by pid.
 
@@ -143,5 +144,82 @@ async fn a_uri_two_servers_offer_and_one_a_tool_just_made_are_read_without_listi
         "{content}"
     );
     client.close().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The body of an answer over HTTP, sent as JSON or as an event stream: its JSON-RPC message.
+fn message_of(body: &str) -> Value {
+    let text = body
+        .lines()
+        .find_map(|line| line.strip_prefix("data:"))
+        .unwrap_or(body);
+    serde_json::from_str(text.trim()).unwrap_or_else(|e| panic!("not a message ({e}): {body}"))
+}
+
+/// `serve` passes on each server's own `instructions` under its name (SPEC §9), here
+/// server-everything's, read from its own file: found from outside (they were dropped), and
+/// tested before against a raw server only.
+#[tokio::test]
+async fn serve_passes_on_server_everythings_own_instructions() {
+    let dir = temp_dir("outside-instructions");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "everything": entry(&everything(), json!({})) }),
+    );
+    let (port, admin) = (support::free_port(), support::free_port());
+    let (listen, admin_addr) = (format!("127.0.0.1:{port}"), format!("127.0.0.1:{admin}"));
+    let config_arg = interop_support::path_str(&config);
+    let _proxy = support::Running::start(
+        &[
+            "serve",
+            "--config",
+            &config_arg,
+            "--http",
+            &listen,
+            "--admin",
+            &admin_addr,
+            "--no-catalog",
+        ],
+        port,
+        &[],
+    )
+    .await;
+    until_state(admin, &["everything"], "ready").await;
+
+    // Its own instructions, from the file it reads them from.
+    let bin = interop_support::tool("mcp-server-everything");
+    let file = bin
+        .parent()
+        .and_then(std::path::Path::parent)
+        .expect("node_modules")
+        .join("@modelcontextprotocol/server-everything/dist/docs/instructions.md");
+    let own = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("server-everything's instructions at {file:?}: {e}"));
+    let heading = own.lines().next().unwrap_or_default().trim();
+    assert!(heading.contains("Instructions"), "{heading}");
+
+    let client = reqwest::Client::new();
+    let url = format!("http://{listen}/mcp");
+    let (response, _) =
+        support::post_initialize(&client, &url, None, json!({}), "instructions-test").await;
+    let answer = message_of(&response.text().await.expect("the answer's body"));
+    let instructions = answer["result"]["instructions"]
+        .as_str()
+        .unwrap_or_else(|| panic!("instructions: {answer}"));
+    assert!(
+        instructions.starts_with("mcp-supervisor fronts"),
+        "{instructions}"
+    );
+    let (_, theirs) = instructions
+        .split_once("## Server \"everything\"")
+        .unwrap_or_else(|| panic!("a section of server-everything: {instructions}"));
+    assert!(theirs.contains(heading), "{instructions}");
+    assert!(
+        theirs
+            .trim_end()
+            .ends_with(own.trim_end().lines().last().unwrap_or_default().trim()),
+        "its instructions whole: {instructions}"
+    );
     let _ = std::fs::remove_dir_all(dir);
 }
