@@ -266,15 +266,19 @@ enum Bench {
         calls: u32,
         /// Measured calls per target at each concurrency above 1. At c=64 a round of 1,000 calls
         /// lasts about 50 ms, short enough for the scheduler to swing its ratio 0.5-1.5x; the
-        /// default makes each round 4,000.
-        #[arg(long, default_value_t = 40_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        /// default makes each round 4,000, and 25 rounds keep a run's stdio ratio within about
+        /// 0.01 of the next run's (docs/BENCHMARKS.md); 200,000 in 50 rounds, tighter still.
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
         calls_concurrent: u32,
         /// Concurrency levels (calls in flight), comma-separated.
         #[arg(long, value_delimiter = ',', default_value = "1,64")]
         concurrency: Vec<u32>,
-        /// Rounds per concurrency; each target gets calls/rounds per round, in turn.
+        /// Rounds at concurrency 1; each target gets calls/rounds per round, in turn.
         #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
         rounds: u32,
+        /// Rounds at each concurrency above 1, the same way.
+        #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        rounds_concurrent: u32,
         /// Warm-up calls per target before each concurrency level.
         #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=100_000))]
         warmup: u32,
@@ -549,6 +553,7 @@ async fn main() -> ExitCode {
             calls_concurrent,
             concurrency,
             rounds,
+            rounds_concurrent,
             warmup,
             targets,
             node,
@@ -561,6 +566,7 @@ async fn main() -> ExitCode {
                 calls_concurrent,
                 concurrency,
                 rounds,
+                rounds_concurrent,
                 warmup,
                 targets,
                 node,

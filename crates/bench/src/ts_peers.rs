@@ -63,7 +63,10 @@ pub struct Options {
     /// Measured calls per target at each concurrency above 1.
     pub calls_concurrent: u32,
     pub concurrency: Vec<u32>,
+    /// Rounds at concurrency 1.
     pub rounds: u32,
+    /// Rounds at each concurrency above 1.
+    pub rounds_concurrent: u32,
     pub warmup: u32,
     pub targets: Vec<String>,
     pub node: PathBuf,
@@ -83,7 +86,11 @@ impl Options {
 
     /// Rounds at `concurrency` (never more than calls).
     fn rounds_at(&self, concurrency: u32) -> u32 {
-        self.rounds.clamp(1, self.calls_at(concurrency))
+        let rounds = match concurrency {
+            0 | 1 => self.rounds,
+            _ => self.rounds_concurrent,
+        };
+        rounds.clamp(1, self.calls_at(concurrency))
     }
 }
 
@@ -501,13 +508,14 @@ fn report(
     swept: usize,
 ) -> Result<Value> {
     println!(
-        "ts-peers: echo of a 1 KiB message to server-everything {}, from the TypeScript SDK's client {} on node {}; per target {} calls at c=1 and {} at each higher concurrency, in {} alternating rounds, {} warm-up calls",
+        "ts-peers: echo of a 1 KiB message to server-everything {}, from the TypeScript SDK's client {} on node {}; per target {} calls at c=1 in {} alternating rounds and {} at each higher concurrency in {}, {} warm-up calls",
         ready["server"]["version"].as_str().unwrap_or("?"),
         ready["sdk"].as_str().unwrap_or("?"),
         ready["node"].as_str().unwrap_or("?"),
         opts.calls,
-        opts.calls_concurrent,
         opts.rounds,
+        opts.calls_concurrent,
+        opts.rounds_concurrent,
         opts.warmup
     );
     for (id, label) in labels {
@@ -616,6 +624,7 @@ fn report(
         "calls": opts.calls,
         "calls_concurrent": opts.calls_concurrent,
         "rounds": opts.rounds,
+        "rounds_concurrent": opts.rounds_concurrent,
         "warmup": opts.warmup,
         "message_bytes": 1024,
         "levels": json_levels,
