@@ -7,7 +7,7 @@
 //! server would have sent it directly: only what the proxy asked for on another client's
 //! behalf is held back.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 /// The MCP log levels, least severe first (RFC 5424 order).
 pub const LEVELS: [&str; 8] = [
@@ -36,6 +36,34 @@ pub struct Asked {
     pub subscriptions: HashSet<(String, String)>,
     /// The log level it set (a rank in [`LEVELS`]), if it set one.
     pub level: Option<u8>,
+    /// How many of its `subscriptions/listen` requests (protocol 2026-07-28) are running with
+    /// each URI they subscribed: the URI is unsubscribed when the last of them ends.
+    pub listening: HashMap<String, usize>,
+}
+
+impl Asked {
+    /// A listen that subscribed `uris` started.
+    pub fn listen(&mut self, uris: &[String]) {
+        for uri in uris {
+            *self.listening.entry(uri.clone()).or_default() += 1;
+        }
+    }
+
+    /// A listen that subscribed `uris` ended: the URIs no other listen of the client holds.
+    pub fn unlisten(&mut self, uris: &[String]) -> Vec<String> {
+        let mut released = Vec::new();
+        for uri in uris {
+            match self.listening.get_mut(uri) {
+                Some(count) if *count > 1 => *count -= 1,
+                Some(_) => {
+                    self.listening.remove(uri);
+                    released.push(uri.clone());
+                }
+                None => {}
+            }
+        }
+        released
+    }
 }
 
 /// The level to ask a shared server for: the most verbose of the clients' levels.
@@ -73,7 +101,21 @@ mod tests {
                 .map(|(s, u)| (s.to_string(), u.to_string()))
                 .collect(),
             level: level.and_then(level_rank),
+            ..Asked::default()
         }
+    }
+
+    #[test]
+    fn a_uri_two_listens_hold_is_released_by_the_last_to_end() {
+        let mut asked = Asked::default();
+        let (a, b) = ("x://a".to_string(), "x://b".to_string());
+        asked.listen(&[a.clone(), b.clone()]);
+        asked.listen(std::slice::from_ref(&a));
+        assert_eq!(asked.unlisten(&[a.clone(), b.clone()]), ["x://b"]);
+        assert_eq!(asked.unlisten(std::slice::from_ref(&a)), ["x://a"]);
+        // Ended already, or never listened: nothing to release.
+        assert!(asked.unlisten(&[a, b]).is_empty());
+        assert!(asked.listening.is_empty());
     }
 
     #[test]

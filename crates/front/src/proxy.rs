@@ -36,7 +36,7 @@ use tokio_util::sync::CancellationToken;
 pub(crate) const STARTUP_WAIT: Duration = Duration::from_secs(10);
 /// How long a fan-out that cannot be held (`tasks/list`, `logging/setLevel`) waits for each
 /// server, all at once: a late server's part is left out (and logged), never waited for.
-const FAN_OUT_WAIT: Duration = Duration::from_secs(2);
+pub(crate) const FAN_OUT_WAIT: Duration = Duration::from_secs(2);
 
 /// How long `initialize` in `wrap` waits for the server's own answer.
 const HANDSHAKE_WAIT: Duration = Duration::from_secs(60);
@@ -1546,7 +1546,7 @@ pub struct Client {
     /// It speaks protocol 2026-07-28 (no `initialize`; its identity in each request's `_meta`).
     pub(crate) stateless: std::sync::atomic::AtomicBool,
     /// Its subscriptions and log level, as it asked them of shared servers.
-    asked: Mutex<crate::asked::Asked>,
+    pub(crate) asked: Mutex<crate::asked::Asked>,
 }
 
 impl Client {
@@ -1631,6 +1631,11 @@ impl Client {
             (None, None) => Err(RpcError::new(-32603, "the client's answer had no result")),
         };
         let _ = waiter.send(answer);
+    }
+
+    /// It went away (or was let go): nothing more reaches it.
+    pub(crate) fn is_gone(&self) -> bool {
+        lock(&self.waiting).is_none()
     }
 
     fn close(&self) {

@@ -25,7 +25,7 @@ use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::proxy::{
-    Client, Mode, Named, Proxy, STATELESS_VERSION, Scope, call_through, member_str, raw_json,
+    Client, Mode, Named, Proxy, STATELESS_VERSION, Scope, call_through, lock, member_str, raw_json,
     string_of, to_raw,
 };
 
@@ -272,7 +272,8 @@ impl Proxy {
             .filter(|_| offers("resources", "subscribe"));
         // Each URI subscribed upstream (a shared server while any client is, as for
         // `resources/subscribe`), before the acknowledgment, which names only those that took;
-        // they end with this client (the end of the listen's request).
+        // they end with the listen (its cancellation over stdio, where the client stays) or with
+        // its client (the end of an HTTP listen's request).
         let uris = match asked {
             Some(asked) => {
                 let args = CallArgs {
@@ -333,6 +334,8 @@ impl Proxy {
             }
         };
         let ack = to_raw(&json!({ "notifications": accepted }))?;
+        let held = uris.unwrap_or_default();
+        lock(&scope.client.asked).listen(&held);
         // Subscribed before the acknowledgment: nothing after it is missed.
         let mut events = self.hub.subscribe();
         let _ = scope.deliver(notification_text(
@@ -354,8 +357,7 @@ impl Proxy {
                         "notifications/resources/list_changed" => resources,
                         "notifications/resources/updated" => {
                             let uri = n.params.as_deref().and_then(|p| member_str(p, "uri"));
-                            uris.as_ref()
-                                .is_some_and(|u| uri.is_some_and(|uri| u.contains(&uri)))
+                            uri.is_some_and(|uri| held.contains(&uri))
                         }
                         _ => false,
                     };
@@ -379,7 +381,7 @@ impl Proxy {
                             resync.push((method, None));
                         }
                     }
-                    for uri in uris.iter().flatten() {
+                    for uri in &held {
                         if let Ok(params) = to_raw(&json!({ "uri": uri })) {
                             resync.push(("notifications/resources/updated", Some(params)));
                         }
@@ -406,7 +408,38 @@ impl Proxy {
                 break;
             }
         }
+        self.end_listen(scope, &held).await;
         to_raw(&json!({ "resultType": "complete", "_meta": { META_SUBSCRIPTION: subscription } }))
+    }
+
+    /// A listen that subscribed `uris` ended while its client stays (a client over stdio
+    /// cancelled it): each URI no other listen of the client holds is unsubscribed, as a
+    /// `resources/unsubscribe` would be. A client that has gone is left to
+    /// [`Proxy::disconnect`], which unsubscribes all it held.
+    async fn end_listen(&self, scope: &Arc<Scope>, uris: &[String]) {
+        let released = lock(&scope.client.asked).unlisten(uris);
+        if released.is_empty() || scope.client.is_gone() {
+            return;
+        }
+        let args = CallArgs {
+            origin: Some(scope.whole()),
+            timeout: Some(crate::proxy::FAN_OUT_WAIT),
+            ..CallArgs::default()
+        };
+        for uri in released {
+            if let Err(error) = self
+                .subscription(
+                    scope,
+                    "resources/unsubscribe",
+                    uri.clone(),
+                    None,
+                    args.clone(),
+                )
+                .await
+            {
+                tracing::info!(%uri, "unsubscribing at the end of a listen: {}", error.message);
+            }
+        }
     }
 
     /// The capabilities a client of this era is shown: the server's own in `wrap`, `serve`'s

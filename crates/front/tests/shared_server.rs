@@ -352,6 +352,75 @@ async fn a_listen_of_2026_subscribes_the_server_for_as_long_as_it_lasts() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// A client of 2026-07-28 over stdio ends a listen by cancelling it, and stays: the server is
+/// unsubscribed then, not when the client ends (found from outside: the subscription lasted as
+/// long as the client). A URI another listen of it still holds stays subscribed until that one
+/// ends too.
+#[tokio::test]
+async fn a_listen_its_client_cancels_unsubscribes_the_server_while_the_client_stays() {
+    let dir = temp_dir("front-shared-listen-cancel");
+    let (hub, proxy, log) = start(&dir, Mode::Aggregate);
+    let (out, mut notes) = mpsc::channel(64);
+    let listener = proxy.connect(out);
+    listener.set_stateless();
+    let listen = |id: &str| {
+        json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+        "params": {
+            "notifications": { "resourceSubscriptions": ["x://a"] },
+            "_meta": {
+                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                "io.modelcontextprotocol/clientCapabilities": {},
+            },
+        }})
+        .to_string()
+    };
+    let cancel = |id: &str| {
+        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": { "requestId": id, "reason": "done listening" } })
+        .to_string()
+    };
+    let mut listens = Vec::new();
+    for id in ["listen-1", "listen-2"] {
+        let text = listen(id);
+        let (proxy, listener) = (proxy.clone(), listener.clone());
+        listens.push(tokio::spawn(async move {
+            proxy.handle(&listener, &text, None).await
+        }));
+        let ack = tokio::time::timeout(LIMIT, notes.recv())
+            .await
+            .expect("an acknowledgment within the limit")
+            .expect("the listener's queue is open");
+        assert!(ack.contains("notifications/subscriptions/acknowledged") && ack.contains(id));
+    }
+    let unsubscribed = |log: &Path| {
+        asked(log)
+            .iter()
+            .filter(|a| *a == "resources/unsubscribe x://a")
+            .count()
+    };
+    assert!(asked(&log).contains(&"resources/subscribe x://a".to_string()));
+    let mut listens = listens.into_iter();
+    for (id, unsubscribes) in [("listen-1", 0), ("listen-2", 1)] {
+        assert_eq!(proxy.handle(&listener, &cancel(id), None).await, None);
+        let ended = tokio::time::timeout(LIMIT, listens.next().expect("a listen"))
+            .await
+            .expect("the listen ends once cancelled")
+            .expect("the listen's task");
+        assert_eq!(ended, None, "a cancelled request gets no answer");
+        // Its end waited for the server's answer to the unsubscribe it sent, if any.
+        assert_eq!(
+            unsubscribed(&log),
+            unsubscribes,
+            "after {id}: {:?}",
+            asked(&log)
+        );
+    }
+    proxy.disconnect(&listener);
+    hub.stop().await;
+    assert_eq!(unsubscribed(&log), 1, "{:?}", asked(&log));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 /// `serve` answers `initialize` with its own instructions and each server's own, under its
 /// name (found from outside: the servers' instructions were dropped).
 #[tokio::test]
