@@ -37,7 +37,15 @@ fn main() -> ExitCode {
     // to one server: one thread does that with no hand-off between threads on a message's way,
     // which is most of the relay's cost (docs/BENCHMARKS.md, "the stdio face").
     let mut builder = if args.command.is_stdio_wrap() {
-        tokio::runtime::Builder::new_current_thread()
+        let mut builder = tokio::runtime::Builder::new_current_thread();
+        // With many calls in flight, the client and the server go on first, and the face takes
+        // what they wrote in one pass (mcp_supervisor_front::stdio::busy).
+        builder.on_thread_park(|| {
+            if mcp_supervisor_front::stdio::busy() {
+                std::thread::yield_now();
+            }
+        });
+        builder
     } else {
         tokio::runtime::Builder::new_multi_thread()
     };
