@@ -491,10 +491,12 @@ impl Proxy {
                 let scope = Arc::new(Scope {
                     client: client.clone(),
                     related,
+                    reason: Mutex::new(None),
                 });
                 let cancel = CancellationToken::new();
                 let key = id.get();
-                lock(&client.calls).insert(key.to_string(), InCall::new(cancel.clone()));
+                let call = InCall::new(cancel.clone(), scope.clone());
+                lock(&client.calls).insert(key.to_string(), call);
                 // Forgotten however the request ends, also when its future is dropped (an HTTP
                 // client that went away).
                 let mut in_flight = InFlight { client, key };
@@ -539,12 +541,16 @@ impl Proxy {
                 struct Cancelled<'a> {
                     #[serde(rename = "requestId", borrow)]
                     request_id: &'a RawValue,
+                    #[serde(default)]
+                    reason: Option<String>,
                 }
                 if let Some(cancelled) =
                     params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
                     && let Some(call) = lock(&client.calls).get_mut(cancelled.request_id.get())
                 {
                     call.by_client = true;
+                    // The server is told the client's own reason (SPEC §10: passed whole).
+                    *lock(&call.scope.reason) = cancelled.reason;
                     call.cancel.cancel();
                 }
             }
@@ -1730,6 +1736,8 @@ impl Capabilities {
 pub struct Scope {
     pub(crate) client: Arc<Client>,
     related: Option<mpsc::Sender<String>>,
+    /// The reason the client gave when it cancelled this request.
+    reason: Mutex<Option<String>>,
 }
 
 impl Scope {
@@ -1738,6 +1746,7 @@ impl Scope {
         Self {
             client: client.clone(),
             related: None,
+            reason: Mutex::new(None),
         }
     }
 
@@ -1833,6 +1842,10 @@ impl Downstream for Scope {
         }
         self.client()
     }
+
+    fn cancel_reason(&self) -> Option<String> {
+        lock(&self.reason).clone()
+    }
 }
 
 /// The key of a client's session in the hub: the same for all its requests while it lives.
@@ -1845,13 +1858,16 @@ struct InCall {
     cancel: CancellationToken,
     /// The client cancelled it (`notifications/cancelled`).
     by_client: bool,
+    /// Where the request's own things go (and its cancellation's reason is kept).
+    scope: Arc<Scope>,
 }
 
 impl InCall {
-    fn new(cancel: CancellationToken) -> Self {
+    fn new(cancel: CancellationToken, scope: Arc<Scope>) -> Self {
         Self {
             cancel,
             by_client: false,
+            scope,
         }
     }
 }
@@ -1944,11 +1960,7 @@ impl Downstream for Unrelated {
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
         match self.only_client() {
-            Some(client) => Scope {
-                client,
-                related: None,
-            }
-            .request(method, params),
+            Some(client) => Scope::of(&client).request(method, params),
             None if method == "ping" => Box::pin(async { Ok(raw_json("{}")) }),
             None => {
                 let error = RpcError::new(

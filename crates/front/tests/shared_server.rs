@@ -32,6 +32,8 @@ def send(m):
 for line in sys.stdin:
     m = json.loads(line)
     method, id = m.get("method"), m.get("id")
+    if method == "notifications/cancelled":
+        log.write(json.dumps({"method": method, "params": m.get("params")}) + "\n"); log.flush()
     if method is None or id is None:
         continue
     if method in ("resources/subscribe", "resources/unsubscribe", "logging/setLevel"):
@@ -44,13 +46,17 @@ for line in sys.stdin:
              "instructions": "Call emit to emit."}
     elif method == "tools/list":
         r = {"tools": [{"name": "emit", "inputSchema": {"type": "object"}},
-                       {"name": "pid", "inputSchema": {"type": "object"}}]}
+                       {"name": "pid", "inputSchema": {"type": "object"}},
+                       {"name": "hang", "inputSchema": {"type": "object"}}]}
     elif method == "resources/list":
         r = {"resources": [{"uri": "x://a", "name": "a"}]}
     elif method == "resources/templates/list":
         r = {"resourceTemplates": []}
     elif method == "prompts/list":
         r = {"prompts": []}
+    elif method == "tools/call" and m["params"]["name"].endswith("hang"):
+        log.write(json.dumps({"method": method, "params": m.get("params")}) + "\n"); log.flush()
+        continue
     elif method == "tools/call" and m["params"]["name"].endswith("pid"):
         r = {"content": [{"type": "text", "text": str(os.getpid())}]}
     elif method == "tools/call":
@@ -140,7 +146,12 @@ fn asked(log: &Path) -> Vec<String> {
         .filter_map(|l| serde_json::from_str::<Value>(l).ok())
         .map(|m| {
             let p = &m["params"];
-            let what = p["uri"].as_str().or(p["level"].as_str()).unwrap_or("?");
+            let what = p["uri"]
+                .as_str()
+                .or(p["level"].as_str())
+                .or(p["reason"].as_str())
+                .or(p["name"].as_str())
+                .unwrap_or("?");
             format!("{} {what}", m["method"].as_str().unwrap_or("?"))
         })
         .collect()
@@ -418,6 +429,45 @@ async fn a_listen_its_client_cancels_unsubscribes_the_server_while_the_client_st
     proxy.disconnect(&listener);
     hub.stop().await;
     assert_eq!(unsubscribed(&log), 1, "{:?}", asked(&log));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A client cancels its call with a reason: the server is told that reason, not one of ours
+/// (found from outside: "cancelled by the caller" replaced it), and the call gets no answer.
+#[tokio::test]
+async fn a_clients_reason_for_cancelling_reaches_the_server() {
+    let dir = temp_dir("front-shared-cancel-reason");
+    let (hub, proxy, log) = start(&dir, Mode::Transparent);
+    let a = Peer::connect(&proxy, "a").await;
+    let call = json!({ "jsonrpc": "2.0", "id": "call-1", "method": "tools/call",
+        "params": { "name": "hang", "arguments": {} } })
+    .to_string();
+    let calling = tokio::spawn({
+        let (proxy, client) = (proxy.clone(), a.client.clone());
+        async move { proxy.handle(&client, &call, None).await }
+    });
+    // Cancelled once the server has it (before, it would not reach the server at all).
+    mcp_supervisor_testkit::poll_until("the server has the call", LIMIT, || {
+        asked(&log).contains(&"tools/call hang".to_string())
+    })
+    .await;
+    let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": "call-1", "reason": "the user pressed stop" } });
+    assert_eq!(
+        proxy.handle(&a.client, &cancel.to_string(), None).await,
+        None
+    );
+    let answer = tokio::time::timeout(LIMIT, calling)
+        .await
+        .expect("the call ends once cancelled")
+        .expect("the call's task");
+    assert_eq!(answer, None, "a cancelled call gets no answer");
+    mcp_supervisor_testkit::poll_until("the server is told", LIMIT, || {
+        asked(&log).contains(&"notifications/cancelled the user pressed stop".to_string())
+    })
+    .await;
+    proxy.disconnect(&a.client);
+    hub.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
 

@@ -184,6 +184,12 @@ pub trait Downstream: Send + Sync + 'static {
     fn session(&self) -> Option<(usize, Arc<dyn Downstream>)> {
         self.client()
     }
+    /// Why the client cancelled the call this is the origin of, in its own words (the `reason`
+    /// of its `notifications/cancelled`): the server is told the same. `None` (the default):
+    /// the link says "cancelled by the caller".
+    fn cancel_reason(&self) -> Option<String> {
+        None
+    }
 }
 
 /// A client that has nothing to offer a server: `ping` is answered, every other request is

@@ -511,7 +511,8 @@ async fn within<T>(
             Err(Failure::DeadlinePassed)
         }
         () = opts.cancel.cancelled() => {
-            guard.cancel("cancelled by the caller");
+            let reason = opts.origin.as_ref().and_then(|o| o.cancel_reason());
+            guard.cancel(reason.as_deref().unwrap_or("cancelled by the caller"));
             Err(Failure::CancelledByCaller)
         }
     }
