@@ -491,11 +491,14 @@ impl Proxy {
                 let scope = Arc::new(Scope {
                     client: client.clone(),
                     related,
-                    reason: Mutex::new(None),
+                    by_client: Mutex::new(None),
                 });
                 let cancel = CancellationToken::new();
                 let key = id.get();
-                let call = InCall::new(cancel.clone(), scope.clone());
+                let call = InCall {
+                    cancel: cancel.clone(),
+                    scope: scope.clone(),
+                };
                 lock(&client.calls).insert(key.to_string(), call);
                 // Forgotten however the request ends, also when its future is dropped (an HTTP
                 // client that went away).
@@ -507,7 +510,8 @@ impl Proxy {
                 };
                 // Its client cancelled it: no answer, as MCP asks of the receiver of a
                 // cancellation and as the server itself would do.
-                if in_flight.end().is_some_and(|call| call.by_client) {
+                in_flight.end();
+                if lock(&scope.by_client).is_some() {
                     return None;
                 }
                 Some(response_text(id, answer))
@@ -546,11 +550,11 @@ impl Proxy {
                 }
                 if let Some(cancelled) =
                     params.and_then(|p| serde_json::from_str::<Cancelled<'_>>(p.get()).ok())
-                    && let Some(call) = lock(&client.calls).get_mut(cancelled.request_id.get())
+                    && let Some(call) = lock(&client.calls).get(cancelled.request_id.get())
                 {
-                    call.by_client = true;
-                    // The server is told the client's own reason (SPEC §10: passed whole).
-                    *lock(&call.scope.reason) = cancelled.reason;
+                    *lock(&call.scope.by_client) = Some(ByClient {
+                        reason: cancelled.reason,
+                    });
                     call.cancel.cancel();
                 }
             }
@@ -1736,8 +1740,14 @@ impl Capabilities {
 pub struct Scope {
     pub(crate) client: Arc<Client>,
     related: Option<mpsc::Sender<String>>,
-    /// The reason the client gave when it cancelled this request.
-    reason: Mutex<Option<String>>,
+    /// Set when the client cancelled this request (`notifications/cancelled`).
+    by_client: Mutex<Option<ByClient>>,
+}
+
+/// A client's cancellation of one of its requests.
+struct ByClient {
+    /// Its own words for why, passed to the server (SPEC §10: passed whole).
+    reason: Option<String>,
 }
 
 impl Scope {
@@ -1746,7 +1756,7 @@ impl Scope {
         Self {
             client: client.clone(),
             related: None,
-            reason: Mutex::new(None),
+            by_client: Mutex::new(None),
         }
     }
 
@@ -1844,7 +1854,7 @@ impl Downstream for Scope {
     }
 
     fn cancel_reason(&self) -> Option<String> {
-        lock(&self.reason).clone()
+        lock(&self.by_client).as_ref()?.reason.clone()
     }
 }
 
@@ -1856,20 +1866,8 @@ fn session_key(client: &Arc<Client>) -> usize {
 /// A client's request in flight, as its client's list holds it.
 struct InCall {
     cancel: CancellationToken,
-    /// The client cancelled it (`notifications/cancelled`).
-    by_client: bool,
-    /// Where the request's own things go (and its cancellation's reason is kept).
+    /// Where the request's own things go, and whether its client cancelled it.
     scope: Arc<Scope>,
-}
-
-impl InCall {
-    fn new(cancel: CancellationToken, scope: Arc<Scope>) -> Self {
-        Self {
-            cancel,
-            by_client: false,
-            scope,
-        }
-    }
 }
 
 /// A client's request in flight: forgotten when it ends ([`InFlight::end`]) or is dropped.
@@ -1880,10 +1878,10 @@ struct InFlight<'a> {
 }
 
 impl InFlight<'_> {
-    /// Forget it now: what the client's list held of it.
-    fn end(&mut self) -> Option<InCall> {
+    /// Forget it now.
+    fn end(&mut self) {
         let key = std::mem::take(&mut self.key);
-        lock(&self.client.calls).remove(key)
+        lock(&self.client.calls).remove(key);
     }
 }
 

@@ -157,6 +157,26 @@ fn asked(log: &Path) -> Vec<String> {
         .collect()
 }
 
+/// A `subscriptions/listen` of protocol 2026-07-28, with id `id`, for the updates of `x://a`.
+fn listen_text(id: &str) -> String {
+    json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
+    "params": {
+        "notifications": { "resourceSubscriptions": ["x://a"] },
+        "_meta": {
+            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+            "io.modelcontextprotocol/clientCapabilities": {},
+        },
+    }})
+    .to_string()
+}
+
+/// A client's `notifications/cancelled` of its request `id`, for `reason`.
+fn cancelled_text(id: &str, reason: &str) -> String {
+    json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
+        "params": { "requestId": id, "reason": reason } })
+    .to_string()
+}
+
 /// `emit` once, by `caller`.
 async fn emit(proxy: &Arc<Proxy>, tool: &str, caller: &mut Peer) {
     caller
@@ -307,15 +327,7 @@ async fn a_listen_of_2026_subscribes_the_server_for_as_long_as_it_lasts() {
     let (out, mut notes) = mpsc::channel(64);
     let listener = proxy.connect(out);
     listener.set_stateless();
-    let listen = json!({ "jsonrpc": "2.0", "id": "listen-1", "method": "subscriptions/listen",
-    "params": {
-        "notifications": { "resourceSubscriptions": ["x://a"] },
-        "_meta": {
-            "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-            "io.modelcontextprotocol/clientCapabilities": {},
-        },
-    }})
-    .to_string();
+    let listen = listen_text("listen-1");
     let listening = tokio::spawn({
         let (proxy, listener) = (proxy.clone(), listener.clone());
         async move { proxy.handle(&listener, &listen, None).await }
@@ -374,25 +386,9 @@ async fn a_listen_its_client_cancels_unsubscribes_the_server_while_the_client_st
     let (out, mut notes) = mpsc::channel(64);
     let listener = proxy.connect(out);
     listener.set_stateless();
-    let listen = |id: &str| {
-        json!({ "jsonrpc": "2.0", "id": id, "method": "subscriptions/listen",
-        "params": {
-            "notifications": { "resourceSubscriptions": ["x://a"] },
-            "_meta": {
-                "io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                "io.modelcontextprotocol/clientCapabilities": {},
-            },
-        }})
-        .to_string()
-    };
-    let cancel = |id: &str| {
-        json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-            "params": { "requestId": id, "reason": "done listening" } })
-        .to_string()
-    };
     let mut listens = Vec::new();
     for id in ["listen-1", "listen-2"] {
-        let text = listen(id);
+        let text = listen_text(id);
         let (proxy, listener) = (proxy.clone(), listener.clone());
         listens.push(tokio::spawn(async move {
             proxy.handle(&listener, &text, None).await
@@ -412,7 +408,8 @@ async fn a_listen_its_client_cancels_unsubscribes_the_server_while_the_client_st
     assert!(asked(&log).contains(&"resources/subscribe x://a".to_string()));
     let mut listens = listens.into_iter();
     for (id, unsubscribes) in [("listen-1", 0), ("listen-2", 1)] {
-        assert_eq!(proxy.handle(&listener, &cancel(id), None).await, None);
+        let cancel = cancelled_text(id, "done listening");
+        assert_eq!(proxy.handle(&listener, &cancel, None).await, None);
         let ended = tokio::time::timeout(LIMIT, listens.next().expect("a listen"))
             .await
             .expect("the listen ends once cancelled")
@@ -451,12 +448,8 @@ async fn a_clients_reason_for_cancelling_reaches_the_server() {
         asked(&log).contains(&"tools/call hang".to_string())
     })
     .await;
-    let cancel = json!({ "jsonrpc": "2.0", "method": "notifications/cancelled",
-        "params": { "requestId": "call-1", "reason": "the user pressed stop" } });
-    assert_eq!(
-        proxy.handle(&a.client, &cancel.to_string(), None).await,
-        None
-    );
+    let cancel = cancelled_text("call-1", "the user pressed stop");
+    assert_eq!(proxy.handle(&a.client, &cancel, None).await, None);
     let answer = tokio::time::timeout(LIMIT, calling)
         .await
         .expect("the call ends once cancelled")

@@ -9,15 +9,12 @@
 //! decides what a failure means or whether to send again.
 
 use std::collections::HashMap;
-
-// Our own request ids (a counter) key these maps: no input chooses them, so a fast hash that
-// does not resist chosen keys serves (SipHash cost about 1.5 % of the hop, docs/BENCHMARKS.md).
-use rustc_hash::FxHashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::Failure;
+use rustc_hash::FxHashMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot, watch};
@@ -41,7 +38,9 @@ struct ProgressRoute {
 }
 
 struct State {
-    /// `None` once no answer can come any more.
+    /// `None` once no answer can come any more. Our own request ids (a counter) key this map
+    /// and the next: no input chooses them, so a fast hash that does not resist chosen keys
+    /// serves (SipHash cost about 1.5 % of the hop, docs/BENCHMARKS.md).
     pending: Option<FxHashMap<u64, Waiter>>,
     /// By the token we sent (the request's own id).
     progress: FxHashMap<u64, ProgressRoute>,
