@@ -20,7 +20,8 @@ use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
-use crate::proxy::{Mode, Proxy, lock, to_raw};
+use crate::json::{lock, to_raw};
+use crate::proxy::{Mode, Proxy};
 
 /// The searching tool's name.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -191,7 +192,7 @@ impl Proxy {
         // In `serve`, a name the registry does not hold is said here, once the lists are in;
         // in `wrap` it goes to the server, whose own answer comes back.
         if self.mode == Mode::Aggregate {
-            self.hub.wait_listed(crate::proxy::STARTUP_WAIT).await;
+            self.hub.wait_listed(crate::tools::STARTUP_WAIT).await;
             if self.hub.registry().route(&name).is_none() {
                 return Exposed::Answer(tool_error(&format!(
                     "no tool is named \"{name}\" here; search_tools finds the tools there are, by what they do"

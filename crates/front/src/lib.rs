@@ -21,15 +21,35 @@
 //! that only calls tools does not depend on this crate.
 
 pub mod asked;
+pub mod client;
+mod declared;
+pub mod dispatch;
+pub mod events;
 pub mod exposure;
+pub mod face;
+pub mod fan_out;
+pub mod handshake;
+mod json;
+pub mod message;
 pub mod metrics;
+pub mod prompts;
 pub mod proxy;
+pub mod resources;
 pub mod rounds;
 pub mod seal;
+pub mod session;
+pub mod shared;
 pub mod stateless;
 pub mod stdio;
+pub mod tasks;
+pub mod tools;
 
-pub use proxy::{Client, Mode, Proxy, Session};
+pub use client::{Client, OUTBOX, Scope, Undelivered};
+pub use handshake::{SESSION_VERSIONS, STATELESS_VERSION, routed_capabilities};
+pub use json::string_of;
+pub use message::{Kind, Message, error_text};
+pub use proxy::{Mode, Proxy};
+pub use session::Session;
 
 use std::sync::Arc;
 
@@ -46,12 +66,12 @@ use mcp_supervisor::{Hub, HubOptions};
 /// config's. Serve it with [`stdio::run`] or a transport of the host's own over
 /// [`Proxy::handle`]; stop it with `proxy.hub().stop()`.
 pub fn start(config: Config, mode: Mode, options: HubOptions) -> Arc<Proxy> {
-    let unrelated = proxy::Unrelated::new();
+    let unrelated = events::Unrelated::new();
     let options = HubOptions {
         client: unrelated.clone(),
         handshake: match mode {
             Mode::Transparent => None,
-            Mode::Aggregate => Some(default_handshake(&proxy::routed_capabilities())),
+            Mode::Aggregate => Some(default_handshake(&routed_capabilities())),
         },
         ..options
     };

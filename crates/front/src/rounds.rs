@@ -90,7 +90,7 @@ impl Downstream for Collect {
             .as_ref()
             .is_some_and(|allowed| !allowed(method))
         {
-            let error = crate::proxy::undeclared(method);
+            let error = crate::declared::undeclared(method);
             return Box::pin(async move { Err(error) });
         }
         let (reply, answer) = oneshot::channel();

@@ -24,10 +24,13 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::proxy::{
-    Client, Mode, Named, Proxy, STATELESS_VERSION, Scope, call_through, lock, member_str, raw_json,
-    string_of, to_raw,
-};
+use crate::client::{Client, RESYNC, Scope, Undelivered};
+use crate::declared::Capabilities;
+use crate::fan_out::FAN_OUT_WAIT;
+use crate::handshake::{STATELESS_VERSION, serve_capabilities, serve_info, serve_instructions};
+use crate::json::{lock, member_str, raw_json, string_of, to_raw};
+use crate::proxy::{Mode, Proxy};
+use crate::tools::{Named, call_through};
 
 const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
 const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
@@ -206,9 +209,9 @@ impl Proxy {
                 )
             }
             _ => (
-                crate::proxy::serve_capabilities(),
-                Some(crate::proxy::serve_info()),
-                Some(Value::String(crate::proxy::serve_instructions(&self.hub))),
+                serve_capabilities(),
+                Some(serve_info()),
+                Some(Value::String(serve_instructions(&self.hub))),
             ),
         };
         let mut result = json!({
@@ -375,7 +378,7 @@ impl Proxy {
                     let mut resync: Vec<(&str, Option<Box<RawValue>>)> = Vec::new();
                     for (wanted, method) in [tools, prompts, resources]
                         .into_iter()
-                        .zip(crate::proxy::RESYNC)
+                        .zip(RESYNC)
                     {
                         if wanted {
                             resync.push((method, None));
@@ -390,7 +393,7 @@ impl Proxy {
                         scope.deliver(notification_text(
                             method,
                             tagged(params.as_deref()).as_deref(),
-                        )) != Err(crate::proxy::Undelivered::Gone)
+                        )) != Err(Undelivered::Gone)
                     });
                     if !delivered {
                         break;
@@ -403,7 +406,7 @@ impl Proxy {
             if scope.deliver(notification_text(
                 &method,
                 tagged(params.as_deref()).as_deref(),
-            )) == Err(crate::proxy::Undelivered::Gone)
+            )) == Err(Undelivered::Gone)
             {
                 break;
             }
@@ -423,7 +426,7 @@ impl Proxy {
         }
         let args = CallArgs {
             origin: Some(scope.whole()),
-            timeout: Some(crate::proxy::FAN_OUT_WAIT),
+            timeout: Some(FAN_OUT_WAIT),
             ..CallArgs::default()
         };
         for uri in released {
@@ -452,7 +455,7 @@ impl Proxy {
                 .and_then(|init| serde_json::from_str::<Value>(init.get()).ok())
                 .and_then(|mut init| init.get_mut("capabilities").map(Value::take))
                 .unwrap_or_else(|| json!({})),
-            _ => crate::proxy::serve_capabilities(),
+            _ => serve_capabilities(),
         }
     }
 
@@ -520,7 +523,7 @@ impl Proxy {
         // is refused at once, as for a client of the handshake era. Declaring nothing lets all.
         let declared = read_inline(request_params)
             .capabilities
-            .map(|c| crate::proxy::Capabilities::read(c.get()));
+            .map(|c| Capabilities::read(c.get()));
         let allowed: crate::rounds::Allowed =
             Arc::new(move |method| declared.is_none_or(|d| d.allow(method)));
         let hub = self.hub.clone();

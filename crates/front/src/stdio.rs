@@ -36,7 +36,9 @@ use tokio::io::AsyncRead;
 use tokio::sync::mpsc;
 use tokio_util::codec::FramedRead;
 
-use crate::proxy::{Kind, Message, OUTBOX, Proxy, error_text};
+use crate::client::{Client, OUTBOX};
+use crate::message::{Kind, Message, error_text};
+use crate::proxy::Proxy;
 
 /// The longest line accepted from the client; a longer one gets an error answer.
 const MAX_LINE: usize = 64 * 1024 * 1024;
@@ -209,7 +211,7 @@ struct Face<R, W> {
     /// The output failed: what is made from now on is dropped.
     broken: bool,
     proxy: Arc<Proxy>,
-    client: Arc<crate::proxy::Client>,
+    client: Arc<Client>,
 }
 
 impl<R, W> Face<R, W>

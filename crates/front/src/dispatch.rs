@@ -1,0 +1,150 @@
+//! The one dispatcher ([`Proxy::route`]): a request's method picks its target once (the
+//! handshake, tools, prompts, resources, tasks, what clients ask of shared servers, or a
+//! server as it came), for clients of both eras.
+//!
+//! It answers nothing itself but a cursor the proxy never gave, and it never calls back into
+//! the 2026-07-28 era's layer, which wraps it.
+
+use std::borrow::Cow;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_supervisor::link::{Downstream, RpcError};
+use mcp_supervisor::CallArgs;
+use serde_json::value::RawValue;
+use tokio_util::sync::CancellationToken;
+
+use crate::client::Scope;
+use crate::json::{member_str, raw_json};
+use crate::proxy::{Mode, Proxy};
+
+/// How long a client's `initialize` waits for its own upstream sessions of isolated `url`
+/// servers to open (SPEC §11); one not open by then is not carried in its session id.
+pub(crate) const UPSTREAM_SESSION_WAIT: Duration = Duration::from_secs(10);
+
+/// Whether a list request asks for a page after the first (it carries a `cursor`).
+pub(crate) fn paged(params: Option<&RawValue>) -> bool {
+    params.is_some_and(|p| p.get().contains("cursor") && member_str(p, "cursor").is_some())
+}
+
+/// The error for a cursor of a list the proxy answers whole.
+pub(crate) fn unknown_cursor(method: &str) -> RpcError {
+    RpcError::new(
+        -32602,
+        format!(
+            "Invalid params: unknown cursor: {method} is answered whole here (it gives no nextCursor); ask without a cursor"
+        ),
+    )
+}
+
+impl Proxy {
+    /// A request from a client, answered with a result or an error.
+    pub(crate) async fn request(
+        self: &Arc<Self>,
+        scope: &Arc<Scope>,
+        method: &str,
+        params: Option<&RawValue>,
+        cancel: CancellationToken,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let args = CallArgs {
+            cancel: Some(cancel),
+            origin: Some(scope.clone() as Arc<dyn Downstream>),
+            ..CallArgs::default()
+        };
+        if method != "initialize" {
+            self.ensure_handshake();
+        }
+        self.route(scope, method, params, args).await
+    }
+
+    /// The one dispatcher, for clients of both eras: route a request by its method; what the
+    /// proxy owns it answers, the rest goes to the server it belongs to. A request of the
+    /// 2026-07-28 era comes here through that era's adapter ([`Proxy::stateless`]), which
+    /// answers what only that era has and completes the result.
+    pub(crate) async fn route(
+        self: &Arc<Self>,
+        scope: &Arc<Scope>,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let stateless = scope.client.stateless.load(Ordering::SeqCst);
+        match method {
+            "initialize" => {
+                let answer = self.initialize(&scope.client, params).await?;
+                // Its own upstream sessions of isolated `url` servers open now, so that the
+                // session id sealed from what `initialize` fixed carries them (SPEC §11, §12).
+                let origin = scope.whole();
+                let upstream = self
+                    .hub
+                    .open_upstream_sessions(&origin, UPSTREAM_SESSION_WAIT)
+                    .await;
+                scope.client.fix_session(params, &answer, upstream);
+                Ok(answer)
+            }
+            // (The 2026-07-28 era removed `ping`: `wrap`'s server answers for itself.)
+            "ping" if !stateless => Ok(raw_json("{}")),
+            "tools/list" if stateless && self.mode == Mode::Transparent && !self.searching() => {
+                self.stateless_tools(params, args).await
+            }
+            // The lists the proxy answers itself come whole, with no `nextCursor`: a cursor is
+            // not one of ours (the server itself would refuse a cursor it did not give).
+            "tools/list" if paged(params) => Err(unknown_cursor(method)),
+            "tools/list" => self.list_tools().await,
+            // A call of the 2026-07-28 era takes its input rounds (the client answers the
+            // server's requests by calling again); one of the handshake era answers them as
+            // they come.
+            "tools/call" if stateless => {
+                let cancel = args.cancel.clone().unwrap_or_default();
+                self.stateless_call(scope, params, cancel).await
+            }
+            "tools/call" => self.call_tool(params, args).await,
+            "resources/subscribe" | "resources/unsubscribe" if !stateless => {
+                let uri = params
+                    .and_then(|p| member_str(p, "uri"))
+                    .unwrap_or_default();
+                self.subscription(scope, method, uri, params, args).await
+            }
+            "logging/setLevel" if !stateless => self.set_level(scope, params, args).await,
+            _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
+            "prompts/list" | "resources/list" | "resources/templates/list" if paged(params) => {
+                Err(unknown_cursor(method))
+            }
+            "prompts/list" => self.list_prompts(args).await,
+            "prompts/get" | "completion/complete" => {
+                self.prompt_request(method, params, args).await
+            }
+            "resources/list" | "resources/templates/list" => {
+                self.list_resources(method, args).await
+            }
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                let uri = params
+                    .and_then(|p| member_str(p, "uri"))
+                    .unwrap_or_default();
+                let server = self.resource_owner(&uri, &args).await?;
+                self.send(&server, method, params, args).await
+            }
+            "logging/setLevel" => {
+                // A server without logging answers "method not found"; the others take it.
+                self.fan_out(method, |_| params.map(Cow::Borrowed), &args)
+                    .await;
+                Ok(raw_json("{}"))
+            }
+            "tasks/list" => self.list_tasks(params, args).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                self.task_request(method, params, args).await
+            }
+            _ => match self.hub.servers().as_slice() {
+                // One server: it answers what we do not know.
+                [server] => self.send(server, method, params, args).await,
+                _ => Err(RpcError::new(
+                    -32601,
+                    format!(
+                        "Method not found: `{method}` (mcp-supervisor serve does not route it to one of several servers)"
+                    ),
+                )),
+            },
+        }
+    }
+}

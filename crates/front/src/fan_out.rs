@@ -1,0 +1,186 @@
+//! What leaves the front for the servers: one request to one server ([`Proxy::send`]), any
+//! request to `wrap`'s server as it came ([`Proxy::forward`]), every server's held part of a
+//! list ([`Proxy::held_parts`]), and one request to every server at once within a bound
+//! ([`Proxy::fan_out`]); and a call's failure as the client sees it ([`call_error`]).
+//!
+//! It never waits on a late server past [`FAN_OUT_WAIT`], and never lists anything live.
+
+use std::borrow::Cow;
+use std::sync::Arc;
+use std::time::Duration;
+
+use mcp_supervisor::link::RpcError;
+use mcp_supervisor::{CallArgs, CallError, ServerState};
+use serde_json::value::RawValue;
+use serde_json::json;
+
+use crate::json::{member_str, to_raw};
+use crate::proxy::Proxy;
+
+/// How long a fan-out that cannot be held (`tasks/list`, `logging/setLevel`) waits for each
+/// server, all at once: a late server's part is left out (and logged), never waited for.
+pub(crate) const FAN_OUT_WAIT: Duration = Duration::from_secs(2);
+
+/// A call's failure as the client sees it: the server's own JSON-RPC error as it said it, an
+/// unknown or withheld tool as invalid params, anything else as a tool result with `isError` that says
+/// what happened and what to do.
+pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
+    match error {
+        CallError::ServerError {
+            code,
+            message,
+            data,
+            ..
+        } => Err(RpcError {
+            code: i64::from(code),
+            message,
+            data: data.and_then(|d| RawValue::from_string(d).ok()),
+        }),
+        // The bound of an isolated server's instances (SPEC §11): a JSON-RPC error that names it.
+        error @ CallError::TooManyInstances { .. } => Err(RpcError::new(-32603, error.to_string())),
+        CallError::UnknownTool { name } => Err(RpcError::new(
+            -32602,
+            format!(
+                "no server offers a tool named \"{name}\"; list the tools to see what is published"
+            ),
+        )),
+        // Refused before anything is sent (in `wrap` too: never forwarded as an unknown name).
+        withheld @ CallError::Withheld { .. } => Err(RpcError::new(-32602, withheld.to_string())),
+        other => to_raw(&json!({
+            "content": [{ "type": "text", "text": other.to_string() }],
+            "isError": true,
+        })),
+    }
+}
+
+impl Proxy {
+    /// Any request to the one server of `wrap`, as it came.
+    pub(crate) async fn forward(
+        &self,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        match self.hub.servers().as_slice() {
+            [server] => {
+                // A first page while the server starts on its saved catalog comes from it.
+                let first_page = params.is_none_or(|p| member_str(p, "cursor").is_none());
+                if first_page && let Some(page) = self.hub.cached_page(server, method) {
+                    return Ok(page);
+                }
+                self.send(server, method, params, args).await
+            }
+            _ => Err(RpcError::new(-32603, "wrap fronts exactly one server")),
+        }
+    }
+
+    /// One request to one server; a server's own error comes back as it said it.
+    pub(crate) async fn send(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&RawValue>,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
+        match self.hub.send(server, method, params, args).await {
+            Ok(result) => Ok(result),
+            Err(error) => call_error(error),
+        }
+    }
+
+    /// Every server's held part of a list, all at once (each answers from what it holds; one
+    /// still starting never holds up another's part), in config order.
+    pub(crate) async fn held_parts(
+        &self,
+        method: &str,
+        field: &str,
+        args: &CallArgs,
+    ) -> Vec<(String, Arc<[Box<RawValue>]>)> {
+        let servers = self.hub.servers();
+        let parts = futures::future::join_all(
+            servers
+                .iter()
+                .map(|server| self.hub.list_all(server, method, field, args)),
+        )
+        .await;
+        servers.into_iter().zip(parts).collect()
+    }
+
+    /// `method` to every server at once, with the params `params_for` gives it, each within
+    /// [`FAN_OUT_WAIT`] (or the caller's shorter deadline); the answers in config order, a late
+    /// or failing server's left out.
+    pub(crate) async fn fan_out<'p>(
+        &self,
+        method: &str,
+        params_for: impl Fn(&str) -> Option<Cow<'p, RawValue>>,
+        args: &CallArgs,
+    ) -> Vec<(String, Box<RawValue>)> {
+        // An idle server (SPEC §13) runs nothing to list or set: it is not started for this.
+        let servers: Vec<String> = self
+            .hub
+            .servers()
+            .into_iter()
+            .filter(|server| {
+                self.hub
+                    .watch(server)
+                    .is_ok_and(|w| w.borrow().state() != ServerState::Idle)
+            })
+            .collect();
+        let wait = args.timeout.map_or(FAN_OUT_WAIT, |t| t.min(FAN_OUT_WAIT));
+        let params: Vec<Option<Cow<'p, RawValue>>> =
+            servers.iter().map(|server| params_for(server)).collect();
+        let answers =
+            futures::future::join_all(servers.iter().zip(&params).map(|(server, params)| {
+                let args = CallArgs {
+                    timeout: Some(wait),
+                    ..args.clone()
+                };
+                self.hub.send(server, method, params.as_deref(), args)
+            }))
+            .await;
+        servers
+            .into_iter()
+            .zip(answers)
+            .filter_map(|(server, answer)| match answer {
+                Ok(result) => Some((server, result)),
+                Err(error @ CallError::TimedOut { .. }) => {
+                    tracing::warn!(%server, %method, "late: left out of the answer: {error}");
+                    None
+                }
+                Err(error) => {
+                    tracing::debug!(%server, %method, "left out of the answer: {error}");
+                    None
+                }
+            })
+            .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::json::is_error;
+
+    #[test]
+    fn call_errors_keep_the_servers_own_error() {
+        let error = call_error(CallError::ServerError {
+            server: "s".into(),
+            tool: "t".into(),
+            code: -32602,
+            message: "bad".into(),
+            data: Some(r#"{"field":"x"}"#.into()),
+        })
+        .unwrap_err();
+        assert_eq!(
+            error.data.as_deref().map(RawValue::get),
+            Some(r#"{"field":"x"}"#)
+        );
+        assert_eq!((error.code, error.message.as_str()), (-32602, "bad"));
+        let result = call_error(CallError::Cancelled {
+            server: "s".into(),
+            tool: "t".into(),
+        })
+        .unwrap();
+        assert!(is_error(&result));
+    }
+}
