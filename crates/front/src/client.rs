@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
 use mcp_supervisor::upstream::{notification_text, request_text};
-use serde_json::value::RawValue;
 use serde_json::json;
+use serde_json::value::RawValue;
 use tokio::sync::{mpsc, oneshot};
 use tokio_util::sync::CancellationToken;
 
@@ -53,10 +53,31 @@ pub enum Undelivered {
     Full,
 }
 
-/// One downstream client: a stdio connection or an HTTP session.
 /// The servers' requests sent to one client, by our id, each waiting for its answer.
 pub(crate) type Waiters = HashMap<u64, oneshot::Sender<Result<Box<RawValue>, RpcError>>>;
 
+/// Which protocol era a client speaks, and what that era fixed for it: one value, so that a
+/// combination no client can be in (handshaken and stateless, initialized without a
+/// handshake) cannot be written.
+#[derive(Clone, Debug, Default)]
+pub(crate) enum Era {
+    /// No message of its has told yet (a new connection).
+    #[default]
+    Unknown,
+    /// It sent `initialize` (or a session of its was resumed).
+    Handshake {
+        /// What its `initialize` declared it can do (`None`: it declared nothing readable).
+        declared: Option<Capabilities>,
+        /// What the answered `initialize` fixed, once answered.
+        session: Option<Session>,
+        /// It sent `notifications/initialized`: notifications may reach it.
+        initialized: bool,
+    },
+    /// Protocol 2026-07-28: no `initialize`; its identity in each request's `_meta`.
+    Stateless,
+}
+
+/// One downstream client: a stdio connection or an HTTP session.
 pub struct Client {
     /// Messages for no request, bounded ([`OUTBOX`]).
     pub(crate) out: mpsc::Sender<String>,
@@ -70,14 +91,8 @@ pub struct Client {
     pub(crate) waiting: Mutex<Option<Waiters>>,
     /// The client's requests in flight, by their id as JSON text.
     pub(crate) calls: Mutex<HashMap<String, InCall>>,
-    pub(crate) capabilities: Mutex<Option<Capabilities>>,
-    /// What its `initialize` fixed (the handshake era), once answered.
-    pub(crate) session: Mutex<Option<Session>>,
-    pub(crate) initialized: std::sync::atomic::AtomicBool,
-    /// It sent `initialize` (the handshake era).
-    pub(crate) handshaken: std::sync::atomic::AtomicBool,
-    /// It speaks protocol 2026-07-28 (no `initialize`; its identity in each request's `_meta`).
-    pub(crate) stateless: std::sync::atomic::AtomicBool,
+    /// Its protocol era and what the era fixed.
+    pub(crate) era: Mutex<Era>,
     /// Its subscriptions and log level, as it asked them of shared servers.
     pub(crate) asked: Mutex<crate::asked::Asked>,
 }
@@ -87,7 +102,62 @@ impl Client {
     /// that another process can [resume](Proxy::resume) the session. `None` before, and for a
     /// client of protocol 2026-07-28 (it has no session).
     pub fn session(&self) -> Option<Session> {
-        lock(&self.session).clone()
+        match &*lock(&self.era) {
+            Era::Handshake { session, .. } => session.clone(),
+            Era::Unknown | Era::Stateless => None,
+        }
+    }
+
+    /// It sent `initialize`, declaring `declared`: of the handshake era from now on.
+    pub(crate) fn handshake(&self, declared: Option<Capabilities>) {
+        *lock(&self.era) = Era::Handshake {
+            declared,
+            session: None,
+            initialized: false,
+        };
+    }
+
+    /// It sent `notifications/initialized`: notifications reach it from now on. (A client
+    /// that says so without an `initialize` is of the handshake era all the same.)
+    pub(crate) fn set_initialized(&self) {
+        let mut era = lock(&self.era);
+        match &mut *era {
+            Era::Handshake { initialized, .. } => *initialized = true,
+            Era::Unknown => {
+                *era = Era::Handshake {
+                    declared: None,
+                    session: None,
+                    initialized: true,
+                }
+            }
+            Era::Stateless => {}
+        }
+    }
+
+    /// Whether notifications reach it: it finished its handshake (SPEC: nothing but pings and
+    /// logs before `initialized`).
+    pub(crate) fn is_initialized(&self) -> bool {
+        matches!(
+            *lock(&self.era),
+            Era::Handshake {
+                initialized: true,
+                ..
+            }
+        )
+    }
+
+    /// Whether it speaks protocol 2026-07-28.
+    pub(crate) fn is_stateless(&self) -> bool {
+        matches!(*lock(&self.era), Era::Stateless)
+    }
+
+    /// What it declared it can do; `None` for a client that declared nothing we could read, or
+    /// none (a 2026-07-28 client declares per request).
+    pub(crate) fn declared(&self) -> Option<Capabilities> {
+        match &*lock(&self.era) {
+            Era::Handshake { declared, .. } => *declared,
+            Era::Unknown | Era::Stateless => None,
+        }
     }
 
     /// Keep what an answered `initialize` fixed: the version agreed (the answer's), and the
@@ -106,18 +176,20 @@ impl Client {
                 .and_then(|p| members::member(p, name))
                 .map(ToOwned::to_owned)
         };
-        *lock(&self.session) = Some(Session {
-            protocol_version,
-            capabilities: part("capabilities"),
-            client_info: part("clientInfo"),
-            upstream,
-        });
+        if let Era::Handshake { session, .. } = &mut *lock(&self.era) {
+            *session = Some(Session {
+                protocol_version,
+                capabilities: part("capabilities"),
+                client_info: part("clientInfo"),
+                upstream,
+            });
+        }
     }
 
     /// Mark the client as one of protocol 2026-07-28 before its first message (a transport that
     /// knows it already, such as an HTTP POST with no session).
     pub fn set_stateless(&self) {
-        self.stateless.store(true, Ordering::SeqCst);
+        *lock(&self.era) = Era::Stateless;
     }
 
     /// Whether a server's request with this id (ours, sent to this client) still waits for the
@@ -152,7 +224,12 @@ impl Client {
     }
 
     /// The client answered one of the servers' requests.
-    pub(crate) fn answered(&self, id: &RawValue, result: Option<&RawValue>, error: Option<&RawValue>) {
+    pub(crate) fn answered(
+        &self,
+        id: &RawValue,
+        result: Option<&RawValue>,
+        error: Option<&RawValue>,
+    ) {
         let Ok(id) = id.get().parse::<u64>() else {
             return;
         };
@@ -272,7 +349,7 @@ impl Downstream for Scope {
         params: Option<Box<RawValue>>,
     ) -> BoxFuture<'static, Result<Box<RawValue>, RpcError>> {
         let client = &self.client;
-        let declared = *lock(&client.capabilities);
+        let declared = client.declared();
         if let Some(declared) = declared
             && !declared.allow(method)
         {
@@ -330,7 +407,7 @@ impl Downstream for Scope {
     /// A client of the handshake era is a session (a stdio connection, an HTTP session); one of
     /// the 2026-07-28 era has none, and is served by the shared instance.
     fn session(&self) -> Option<(usize, Arc<dyn Downstream>)> {
-        if self.client.stateless.load(Ordering::SeqCst) {
+        if self.client.is_stateless() {
             return None;
         }
         self.client()
@@ -382,8 +459,8 @@ impl Drop for Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use mcp_supervisor::Hub;
     use crate::proxy::{Mode, Proxy};
+    use mcp_supervisor::Hub;
 
     /// A client that does not read: past OUTBOX messages for no request, notifications are
     /// left out and counted, a server's request fails at once with an error that says why, and
@@ -477,5 +554,4 @@ mod tests {
         let owed = tokio::time::timeout(std::time::Duration::from_secs(5), seen.recv()).await;
         assert_eq!(owed.ok().flatten(), Some(changed("resources")));
     }
-
 }

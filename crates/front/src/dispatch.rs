@@ -5,13 +5,11 @@
 //! It answers nothing itself but a cursor the proxy never gave, and it never calls back into
 //! the 2026-07-28 era's layer, which wraps it.
 
-use std::borrow::Cow;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_supervisor::link::{Downstream, RpcError};
 use mcp_supervisor::CallArgs;
+use mcp_supervisor::link::{Downstream, RpcError};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
@@ -69,7 +67,6 @@ impl Proxy {
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let stateless = scope.client.stateless.load(Ordering::SeqCst);
         match method {
             "initialize" => {
                 let answer = self.initialize(&scope.client, params).await?;
@@ -83,30 +80,20 @@ impl Proxy {
                 scope.client.fix_session(params, &answer, upstream);
                 Ok(answer)
             }
-            // (The 2026-07-28 era removed `ping`: `wrap`'s server answers for itself.)
-            "ping" if !stateless => Ok(raw_json("{}")),
-            "tools/list" if stateless && self.mode == Mode::Transparent && !self.searching() => {
-                self.stateless_tools(params, args).await
-            }
+            "ping" => Ok(raw_json("{}")),
             // The lists the proxy answers itself come whole, with no `nextCursor`: a cursor is
             // not one of ours (the server itself would refuse a cursor it did not give).
             "tools/list" if paged(params) => Err(unknown_cursor(method)),
             "tools/list" => self.list_tools().await,
-            // A call of the 2026-07-28 era takes its input rounds (the client answers the
-            // server's requests by calling again); one of the handshake era answers them as
-            // they come.
-            "tools/call" if stateless => {
-                let cancel = args.cancel.clone().unwrap_or_default();
-                self.stateless_call(scope, params, cancel).await
-            }
+            // A server's requests during the call reach the client as they come.
             "tools/call" => self.call_tool(params, args).await,
-            "resources/subscribe" | "resources/unsubscribe" if !stateless => {
+            "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = params
                     .and_then(|p| member_str(p, "uri"))
                     .unwrap_or_default();
                 self.subscription(scope, method, uri, params, args).await
             }
-            "logging/setLevel" if !stateless => self.set_level(scope, params, args).await,
+            "logging/setLevel" => self.set_level(scope, params, args).await,
             _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
             "prompts/list" | "resources/list" | "resources/templates/list" if paged(params) => {
                 Err(unknown_cursor(method))
@@ -118,18 +105,12 @@ impl Proxy {
             "resources/list" | "resources/templates/list" => {
                 self.list_resources(method, args).await
             }
-            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+            "resources/read" => {
                 let uri = params
                     .and_then(|p| member_str(p, "uri"))
                     .unwrap_or_default();
                 let server = self.resource_owner(&uri, &args).await?;
                 self.send(&server, method, params, args).await
-            }
-            "logging/setLevel" => {
-                // A server without logging answers "method not found"; the others take it.
-                self.fan_out(method, |_| params.map(Cow::Borrowed), &args)
-                    .await;
-                Ok(raw_json("{}"))
             }
             "tasks/list" => self.list_tasks(params, args).await,
             "tasks/get" | "tasks/result" | "tasks/cancel" => {

@@ -4,7 +4,6 @@
 //!
 //! It never sends a client anything before its handshake is done.
 
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Weak};
 
 use mcp_supervisor::link::{BoxFuture, Downstream, RpcError};
@@ -40,7 +39,7 @@ impl Unrelated {
         let clients: Vec<_> = proxy
             .clients()
             .into_iter()
-            .filter(|c| !c.stateless.load(Ordering::SeqCst))
+            .filter(|c| !c.is_stateless())
             .collect();
         match clients.as_slice() {
             [client] => Some(client.clone()),
@@ -139,10 +138,10 @@ pub(crate) async fn forward_events(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::OUTBOX;
     use mcp_supervisor::Hub;
     use serde_json::Value;
     use tokio::sync::mpsc;
-    use crate::client::OUTBOX;
 
     #[tokio::test]
     async fn a_client_behind_on_server_events_is_told_to_list_again() {
@@ -150,7 +149,7 @@ mod tests {
         let proxy = Proxy::new(hub, Mode::Aggregate);
         let (out, mut seen) = mpsc::channel(OUTBOX);
         let client = proxy.connect(out);
-        client.initialized.store(true, Ordering::SeqCst);
+        client.set_initialized();
         // Five events into a channel that holds two: the reader misses three.
         let (tx, rx) = tokio::sync::broadcast::channel(2);
         for _ in 0..5 {

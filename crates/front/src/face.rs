@@ -13,11 +13,11 @@ use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
+use crate::client::Client;
 use crate::client::{ByClient, InCall, Scope};
 use crate::json::lock;
 use crate::message::{Kind, Message, error_text};
 use crate::proxy::{Mode, Proxy};
-use crate::client::Client;
 
 impl Proxy {
     /// Handle one JSON-RPC message from `client`. A request resolves with its answer's text;
@@ -92,12 +92,15 @@ impl Proxy {
     }
 
     /// A notification from a client.
-    pub(crate) fn notification(&self, client: &Arc<Client>, method: &str, params: Option<&RawValue>) {
+    pub(crate) fn notification(
+        &self,
+        client: &Arc<Client>,
+        method: &str,
+        params: Option<&RawValue>,
+    ) {
         match method {
             "notifications/initialized" => {
-                client
-                    .initialized
-                    .store(true, std::sync::atomic::Ordering::SeqCst);
+                client.set_initialized();
             }
             "notifications/cancelled" => {
                 #[derive(Deserialize)]

@@ -11,8 +11,8 @@ use std::time::Duration;
 
 use mcp_supervisor::link::RpcError;
 use mcp_supervisor::{CallArgs, CallError, ServerState};
-use serde_json::value::RawValue;
 use serde_json::json;
+use serde_json::value::RawValue;
 
 use crate::json::{member_str, to_raw};
 use crate::proxy::Proxy;

@@ -5,7 +5,6 @@
 //!
 //! It never opens a server itself: the hub does, with the handshake set here.
 
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -17,7 +16,7 @@ use serde_json::{Value, json};
 
 use crate::client::Client;
 use crate::declared::Capabilities;
-use crate::json::{lock, member_str, raw_json, to_raw};
+use crate::json::{member_str, raw_json, to_raw};
 use crate::proxy::{Mode, Proxy};
 
 /// How long `initialize` in `wrap` waits for the server's own answer.
@@ -183,8 +182,7 @@ impl Proxy {
             }
         }
         let declared = init.capabilities.map(|c| Capabilities::read(c.get()));
-        *lock(&client.capabilities) = declared;
-        client.handshaken.store(true, Ordering::SeqCst);
+        client.handshake(declared);
         if self.mode == Mode::Aggregate && declared.is_some_and(|d| d.roots) {
             // The servers were opened before this client came: a server that keeps roots asks
             // again when told they changed.

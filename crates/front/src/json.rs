@@ -9,8 +9,8 @@ use std::sync::Mutex;
 
 use mcp_supervisor::link::RpcError;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 /// A JSON string's value, if the text is one.
 pub fn string_of(raw: &RawValue) -> Option<String> {
@@ -27,7 +27,10 @@ pub(crate) fn raw_json(text: &str) -> Box<RawValue> {
 }
 
 /// `{"<field>":[items]}`, each item's text as it is.
-pub(crate) fn list_answer<'a>(field: &str, items: impl Iterator<Item = &'a RawValue>) -> Box<RawValue> {
+pub(crate) fn list_answer<'a>(
+    field: &str,
+    items: impl Iterator<Item = &'a RawValue>,
+) -> Box<RawValue> {
     let mut text = format!("{{{}:[", Value::String(field.to_string()));
     for (i, item) in items.enumerate() {
         if i > 0 {
@@ -146,7 +149,10 @@ pub(crate) fn is_error(result: &RawValue) -> bool {
 }
 
 /// A request's params that must be there and be an object, or the error that says so.
-pub(crate) fn object_params<'a>(method: &str, params: Option<&'a RawValue>) -> Result<&'a RawValue, RpcError> {
+pub(crate) fn object_params<'a>(
+    method: &str,
+    params: Option<&'a RawValue>,
+) -> Result<&'a RawValue, RpcError> {
     let params = params.ok_or_else(|| RpcError::new(-32602, format!("{method} needs params")))?;
     if !params.get().starts_with('{') {
         return Err(RpcError::new(

@@ -12,7 +12,6 @@ use mcp_supervisor::upstream::{Envelope, response_text};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
-
 /// What kind of JSON-RPC message a text is, read from its envelope only.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Kind {

@@ -4,12 +4,11 @@
 //!
 //! Only a prompt's `name` is rewritten; every other member passes whole.
 
-
+use mcp_supervisor::CallArgs;
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::CallArgs;
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::json::{list_answer, object_params, string_of, to_raw};
 use crate::proxy::Proxy;
@@ -24,7 +23,10 @@ impl Proxy {
     /// (SPEC §9: same prefix, shortening, collision rule and warning), the routes learned. Each
     /// prompt is the server's JSON text with only its `name` rewritten, in its place; one with
     /// no string name passes as it came.
-    pub(crate) async fn named_prompts(&self, args: &CallArgs) -> Result<Vec<Box<RawValue>>, RpcError> {
+    pub(crate) async fn named_prompts(
+        &self,
+        args: &CallArgs,
+    ) -> Result<Vec<Box<RawValue>>, RpcError> {
         let parts = self.held_parts("prompts/list", "prompts", args).await;
         let upstream: Vec<Vec<Option<String>>> = parts
             .iter()
@@ -74,7 +76,11 @@ impl Proxy {
     /// The server and upstream name of a public prompt name: as last named, else as named now
     /// from what the servers hold (a client may get a prompt it has not listed here), else by
     /// its prefix.
-    pub(crate) async fn resolve_prompt(&self, public: &str, args: &CallArgs) -> Option<(String, String)> {
+    pub(crate) async fn resolve_prompt(
+        &self,
+        public: &str,
+        args: &CallArgs,
+    ) -> Option<(String, String)> {
         let routes = self.hub.routes();
         if let Some(owner) = routes.named_prompt(public) {
             return Some(owner);

@@ -11,7 +11,7 @@
 //! It never touches a supervisor or a generation: everything goes through the hub.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
 
 use mcp_supervisor::Hub;
@@ -100,11 +100,7 @@ impl Proxy {
             next: AtomicU64::new(1),
             waiting: Mutex::new(Some(HashMap::new())),
             calls: Mutex::default(),
-            capabilities: Mutex::new(None),
-            session: Mutex::new(None),
-            initialized: std::sync::atomic::AtomicBool::new(false),
-            handshaken: std::sync::atomic::AtomicBool::new(false),
-            stateless: std::sync::atomic::AtomicBool::new(false),
+            era: Mutex::default(),
             asked: Mutex::new(crate::asked::Asked::default()),
         });
         let mut clients = lock(&self.clients);
@@ -117,7 +113,7 @@ impl Proxy {
     /// and logs before `initialized`).
     pub(crate) fn tell_clients(&self, text: &str) {
         for client in self.clients() {
-            if client.initialized.load(Ordering::SeqCst) {
+            if client.is_initialized() {
                 let _ = client.send(text.to_string());
             }
         }

@@ -5,8 +5,8 @@
 
 use std::sync::Arc;
 
-use mcp_supervisor::link::RpcError;
 use mcp_supervisor::CallArgs;
+use mcp_supervisor::link::RpcError;
 use serde_json::value::RawValue;
 
 use crate::json::{list_answer, member_str};

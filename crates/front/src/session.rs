@@ -5,14 +5,13 @@
 //! It never decides how a session id is written or carried: that is the transport's.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use mcp_supervisor::hub::SessionEnd;
 use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
-use crate::client::{Client, Scope, session_key};
+use crate::client::{Client, Era, Scope, session_key};
 use crate::declared::Capabilities;
 use crate::json::lock;
 use crate::proxy::Proxy;
@@ -38,8 +37,6 @@ pub struct Session {
 }
 
 impl Proxy {
-    /// The client went away: its calls are cancelled, the servers' requests waiting for it get
-    /// an error, and it gets no more notifications.
     /// A client whose session began elsewhere (another process that sealed `session` into the
     /// id the client holds): connected as if its `initialize` had been answered here and its
     /// `notifications/initialized` received. Messages for no request go to `out`.
@@ -49,11 +46,12 @@ impl Proxy {
             .capabilities
             .as_deref()
             .map(|c| Capabilities::read(c.get()));
-        *lock(&client.capabilities) = declared;
         let upstream = session.upstream.clone();
-        *lock(&client.session) = Some(session);
-        client.handshaken.store(true, Ordering::SeqCst);
-        client.initialized.store(true, Ordering::SeqCst);
+        *lock(&client.era) = Era::Handshake {
+            declared,
+            session: Some(session),
+            initialized: true,
+        };
         self.ensure_handshake();
         // Its instances of isolated `url` servers go on with the upstream sessions it carries.
         if !upstream.is_empty() {

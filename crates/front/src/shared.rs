@@ -7,12 +7,11 @@
 //! another's.
 
 use std::borrow::Cow;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
+use mcp_supervisor::CallArgs;
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::CallArgs;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
@@ -138,7 +137,13 @@ impl Proxy {
     /// A server's notification to the clients that want it (SPEC §11, [`crate::asked`]): a
     /// `resources/updated` to the clients subscribed to its URI, a log message to the clients
     /// whose level it meets, anything else to every client.
-    pub(crate) fn tell_clients_of(&self, server: &str, method: &str, params: Option<&RawValue>, text: &str) {
+    pub(crate) fn tell_clients_of(
+        &self,
+        server: &str,
+        method: &str,
+        params: Option<&RawValue>,
+        text: &str,
+    ) {
         let member = |name| params.and_then(|p| member_str(p, name));
         let wanted: Box<dyn Fn(&crate::asked::Asked) -> bool> = match method {
             "notifications/resources/updated" => {
@@ -156,7 +161,7 @@ impl Proxy {
             _ => Box::new(|_| true),
         };
         for client in self.clients() {
-            if client.initialized.load(Ordering::SeqCst) && wanted(&lock(&client.asked)) {
+            if client.is_initialized() && wanted(&lock(&client.asked)) {
                 let _ = client.send(text.to_string());
             }
         }
@@ -171,7 +176,12 @@ impl Proxy {
 
     /// Ask a shared server `method` with `params` on the proxy's own behalf (no client's call),
     /// within [`FAN_OUT_WAIT`].
-    pub(crate) async fn ask_shared(&self, server: &str, method: &str, params: Value) -> Result<(), RpcError> {
+    pub(crate) async fn ask_shared(
+        &self,
+        server: &str,
+        method: &str,
+        params: Value,
+    ) -> Result<(), RpcError> {
         let params = to_raw(&params)?;
         let args = CallArgs {
             timeout: Some(FAN_OUT_WAIT),

@@ -13,7 +13,6 @@
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
-use std::sync::atomic::Ordering;
 
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
@@ -24,7 +23,7 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, RESYNC, Scope, Undelivered};
+use crate::client::{Client, Era, RESYNC, Scope, Undelivered};
 use crate::declared::Capabilities;
 use crate::fan_out::FAN_OUT_WAIT;
 use crate::handshake::{STATELESS_VERSION, serve_capabilities, serve_info, serve_instructions};
@@ -86,17 +85,21 @@ fn read_inline(params: Option<&RawValue>) -> Inline<'_> {
 /// this request (or an earlier one of its) is `server/discover` or names its protocol version
 /// in `_meta`. The first such request marks the client.
 pub fn is_stateless(client: &Client, method: &str, params: Option<&RawValue>) -> bool {
-    if method == "initialize" || client.handshaken.load(Ordering::SeqCst) {
+    if method == "initialize" {
         return false;
     }
-    if client.stateless.load(Ordering::SeqCst) {
-        return true;
+    let mut era = lock(&client.era);
+    match &*era {
+        Era::Handshake { .. } => false,
+        Era::Stateless => true,
+        Era::Unknown => {
+            let stateless = method == "server/discover" || read_inline(params).version.is_some();
+            if stateless {
+                *era = Era::Stateless;
+            }
+            stateless
+        }
     }
-    let stateless = method == "server/discover" || read_inline(params).version.is_some();
-    if stateless {
-        client.stateless.store(true, Ordering::SeqCst);
-    }
-    stateless
 }
 
 impl Proxy {
@@ -153,12 +156,22 @@ impl Proxy {
         let result = match method {
             "server/discover" => self.discover(params, args).await?,
             "subscriptions/listen" => return self.listen(scope, id, params, cancel).await,
-            _ if self.mode != Mode::Transparent && REMOVED.contains(&method) => {
-                return Err(RpcError::new(
-                    -32601,
-                    format!("Method not found: {method} (removed in protocol 2026-07-28)"),
-                ));
+            // `wrap`'s server answers for itself what this era removed.
+            _ if REMOVED.contains(&method) => match self.mode {
+                Mode::Transparent => self.forward(method, params, args).await?,
+                Mode::Aggregate => {
+                    return Err(RpcError::new(
+                        -32601,
+                        format!("Method not found: {method} (removed in protocol 2026-07-28)"),
+                    ));
+                }
+            },
+            "tools/list" if self.mode == Mode::Transparent && !self.searching() => {
+                self.stateless_tools(params, args).await?
             }
+            // A call of this era takes its input rounds (the client answers the server's
+            // requests by calling again).
+            "tools/call" => self.stateless_call(scope, params, cancel).await?,
             _ => self.route(scope, method, params, args).await?,
         };
         Ok(complete(method, result))
@@ -376,10 +389,7 @@ impl Proxy {
                         "a listening client missed {missed} server events; telling it to list again"
                     );
                     let mut resync: Vec<(&str, Option<Box<RawValue>>)> = Vec::new();
-                    for (wanted, method) in [tools, prompts, resources]
-                        .into_iter()
-                        .zip(RESYNC)
-                    {
+                    for (wanted, method) in [tools, prompts, resources].into_iter().zip(RESYNC) {
                         if wanted {
                             resync.push((method, None));
                         }

@@ -6,12 +6,12 @@
 
 use std::borrow::Cow;
 
+use mcp_supervisor::CallArgs;
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::CallArgs;
 use serde::Deserialize;
-use serde_json::value::RawValue;
 use serde_json::Value;
+use serde_json::value::RawValue;
 
 use crate::json::{list_answer, member_str, object_params, to_raw};
 use crate::proxy::Proxy;
