@@ -3,8 +3,11 @@
 
 mod support;
 
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
+
+use serde_json::Value;
 
 use support::supervisor_bin;
 
@@ -63,7 +66,7 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "claude-desktop",
         file: "claude_desktop_config.json",
-        wrapped: 2,
+        wrapped: 4,
         one: "notes",
         kept: &[
             "\"globalShortcut\": \"Ctrl+Space\"",
@@ -75,7 +78,7 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "cursor",
         file: ".cursor/mcp.json",
-        wrapped: 2,
+        wrapped: 5,
         one: "github",
         kept: &[
             "\"cursorUnknownFlag\": true",
@@ -85,14 +88,14 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "claude-code",
         file: ".mcp.json",
-        wrapped: 3,
+        wrapped: 6,
         one: "everything",
         kept: &["\"type\": \"stdio\"", "\"env\": {}"],
     },
     Fixture {
         dir: "claude-user",
         file: ".claude.json",
-        wrapped: 2,
+        wrapped: 4,
         one: "sqlite",
         kept: &[
             "\"numStartups\": 42",
@@ -104,7 +107,7 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "vscode",
         file: ".vscode/mcp.json",
-        wrapped: 2,
+        wrapped: 4,
         one: "fetch",
         kept: &[
             "\"type\": \"promptString\"",
@@ -114,7 +117,7 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "codex",
         file: "config.toml",
-        wrapped: 2,
+        wrapped: 5,
         one: "search",
         kept: &[
             "# Codex settings, hand-written.",
@@ -130,7 +133,7 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "zed",
         file: "settings.json",
-        wrapped: 2,
+        wrapped: 4,
         one: "legacy-time",
         kept: &[
             "// Zed settings",
@@ -143,7 +146,7 @@ const FIXTURES: &[Fixture] = &[
     Fixture {
         dir: "gemini",
         file: ".gemini/settings.json",
-        wrapped: 3,
+        wrapped: 7,
         one: "docs",
         kept: &[
             "\"theme\": \"GitHub\"",
@@ -242,6 +245,328 @@ fn adopt_then_undo_gives_back_the_original_text() {
         );
         assert_eq!(read(&path), original(fixture), "{}: undo", fixture.dir);
     }
+}
+
+/// A JSON host's text without its comments and trailing commas (Zed's settings.json has both).
+fn plain_json(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut chars = text.chars().peekable();
+    let mut in_string = false;
+    while let Some(c) = chars.next() {
+        if in_string {
+            out.push(c);
+            if c == '\\' {
+                out.extend(chars.next());
+            } else if c == '"' {
+                in_string = false;
+            }
+            continue;
+        }
+        match c {
+            '"' => {
+                in_string = true;
+                out.push(c);
+            }
+            '/' if chars.peek() == Some(&'/') => while chars.next_if(|&n| n != '\n').is_some() {},
+            '/' if chars.peek() == Some(&'*') => {
+                chars.next();
+                let mut last = ' ';
+                for n in chars.by_ref() {
+                    if last == '*' && n == '/' {
+                        break;
+                    }
+                    last = n;
+                }
+            }
+            '}' | ']' => {
+                let end = out.trim_end().len();
+                if out[..end].ends_with(',') {
+                    out.truncate(end - 1);
+                }
+                out.push(c);
+            }
+            _ => out.push(c),
+        }
+    }
+    out
+}
+
+/// A TOML value as the JSON value it stands for (a datetime as its text).
+fn toml_value(value: &toml_edit::Value) -> Value {
+    use toml_edit::Value as T;
+    match value {
+        T::String(s) => Value::from(s.value().as_str()),
+        T::Integer(i) => Value::from(*i.value()),
+        T::Float(f) => Value::from(*f.value()),
+        T::Boolean(b) => Value::from(*b.value()),
+        T::Datetime(d) => Value::from(d.value().to_string()),
+        T::Array(items) => items.iter().map(toml_value).collect(),
+        T::InlineTable(table) => table
+            .iter()
+            .map(|(k, v)| (k.to_owned(), toml_value(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+    }
+}
+
+fn toml_item(item: &toml_edit::Item) -> Value {
+    use toml_edit::Item;
+    match item {
+        Item::None => Value::Null,
+        Item::Value(value) => toml_value(value),
+        Item::Table(table) => table
+            .iter()
+            .map(|(k, v)| (k.to_owned(), toml_item(v)))
+            .collect::<serde_json::Map<_, _>>()
+            .into(),
+        Item::ArrayOfTables(tables) => tables
+            .iter()
+            .map(|table| toml_item(&toml_edit::Item::Table(table.clone())))
+            .collect(),
+    }
+}
+
+/// Every server entry of a host's file by its place (`mcpServers.NAME`,
+/// `projects["/p"].mcpServers.NAME`, `mcp_servers.NAME` …), as a value: JSON as parsed, Codex's
+/// TOML as the values it holds. Two entries compare by their keys and values, not by their text.
+fn entries(text: &str, toml: bool) -> BTreeMap<String, Value> {
+    let mut out = BTreeMap::new();
+    if toml {
+        let doc: toml_edit::DocumentMut = text.parse().expect("the config is TOML");
+        if let Some(servers) = doc.get("mcp_servers").and_then(toml_edit::Item::as_table) {
+            for (name, item) in servers.iter() {
+                out.insert(format!("mcp_servers.{name}"), toml_item(item));
+            }
+        }
+        return out;
+    }
+    let top: Value = serde_json::from_str(&plain_json(text)).expect("the config is JSON");
+    for key in ["mcpServers", "servers", "context_servers"] {
+        if let Some(Value::Object(servers)) = top.get(key) {
+            for (name, entry) in servers {
+                out.insert(format!("{key}.{name}"), entry.clone());
+            }
+        }
+    }
+    if let Some(Value::Object(projects)) = top.get("projects") {
+        for (path, project) in projects {
+            if let Some(Value::Object(servers)) = project.get("mcpServers") {
+                for (name, entry) in servers {
+                    out.insert(
+                        format!("projects[{path:?}].mcpServers.{name}"),
+                        entry.clone(),
+                    );
+                }
+            }
+        }
+    }
+    out
+}
+
+/// An entry adopt wrote: its command (or Zed's older `command.path`) is BIN and runs `wrap`.
+fn wrapped_by_adopt(entry: &Value) -> bool {
+    let (command, args) = match entry.get("command") {
+        Some(Value::Object(nested)) => (nested.get("path"), nested.get("args")),
+        command => (command, entry.get("args")),
+    };
+    command == Some(&Value::from(BIN)) && args.and_then(|args| args.get(0)) == Some(&"wrap".into())
+}
+
+/// Adopt, then undo, on a copy of one host's fixture: every server entry comes back with the same
+/// keys and the same values (key order and layout aside). In between, every entry adopt
+/// understands was wrapped (so the round trip is not empty), with no key added but `command`,
+/// `args` and `env`, and a `type` only ever `"stdio"`: nothing a host would reject.
+fn round_trip(dir: &str) {
+    let fixture = FIXTURES
+        .iter()
+        .find(|f| f.dir == dir)
+        .expect("a fixture of that host");
+    let toml = fixture.file.ends_with(".toml");
+    let (_dir, path) = place(fixture);
+    let before = entries(&original(fixture), toml);
+
+    assert_ok(&adopt(&path, &["--binary", BIN, "--write"]), dir);
+    let adopted = entries(&read(&path), toml);
+    assert_eq!(
+        adopted.keys().collect::<Vec<_>>(),
+        before.keys().collect::<Vec<_>>(),
+        "{dir}: adopt keeps every server"
+    );
+    let mut wrapped = 0;
+    for (name, entry) in &adopted {
+        let was = &before[name];
+        if !wrapped_by_adopt(entry) {
+            assert_eq!(entry, was, "{dir}: {name} is left as it was");
+            continue;
+        }
+        wrapped += 1;
+        let (Value::Object(now), Value::Object(was)) = (entry, was) else {
+            panic!("{dir}: {name} is not an object");
+        };
+        for key in now.keys() {
+            assert!(
+                was.contains_key(key) || ["command", "args", "env"].contains(&key.as_str()),
+                "{dir}: adopt added `{key}` to {name}: {entry}"
+            );
+        }
+        if let Some(kind) = now.get("type") {
+            assert_eq!(kind, "stdio", "{dir}: {name} runs a command: {entry}");
+        }
+    }
+    assert_eq!(wrapped, fixture.wrapped, "{dir}: the servers adopt wraps");
+
+    assert_ok(&adopt(&path, &["--binary", BIN, "--undo", "--write"]), dir);
+    let after = entries(&read(&path), toml);
+    let differ: Vec<String> = before
+        .iter()
+        .filter(|(name, entry)| after.get(*name) != Some(*entry))
+        .map(|(name, entry)| {
+            let now = after
+                .get(name)
+                .map_or("(gone)".to_owned(), Value::to_string);
+            format!("  {name}:\n    before: {entry}\n    undone: {now}")
+        })
+        .collect();
+    assert!(
+        differ.is_empty() && after.len() == before.len(),
+        "{dir}: undo did not give back these entries:\n{}",
+        differ.join("\n")
+    );
+}
+
+#[test]
+fn undo_gives_back_every_claude_desktop_entry() {
+    round_trip("claude-desktop");
+}
+
+#[test]
+fn undo_gives_back_every_cursor_entry() {
+    round_trip("cursor");
+}
+
+#[test]
+fn undo_gives_back_every_claude_code_project_entry() {
+    round_trip("claude-code");
+}
+
+#[test]
+fn undo_gives_back_every_claude_code_user_entry() {
+    round_trip("claude-user");
+}
+
+#[test]
+fn undo_gives_back_every_vscode_entry() {
+    round_trip("vscode");
+}
+
+#[test]
+fn undo_gives_back_every_codex_entry() {
+    round_trip("codex");
+}
+
+#[test]
+fn undo_gives_back_every_zed_entry() {
+    round_trip("zed");
+}
+
+#[test]
+fn undo_gives_back_every_gemini_entry() {
+    round_trip("gemini");
+}
+
+/// Shapes the fixtures do not hold come back as written too: an empty `env` adopt writes header
+/// values into, and headers and env written out of alphabetical order.
+#[test]
+fn undo_gives_back_an_empty_env_and_the_order_of_headers_and_env() {
+    let dir = Scratch::new("adopt-env-order");
+    let path = dir.join(".mcp.json");
+    let text = r#"{
+  "mcpServers": {
+    "empty-env": {
+      "type": "http",
+      "url": "http://127.0.0.1:3001/mcp",
+      "headers": {
+        "X-Team": "core"
+      },
+      "env": {}
+    },
+    "ordered": {
+      "url": "http://127.0.0.1:3002/mcp",
+      "headers": {
+        "X-Zone": "z",
+        "Authorization": "Bearer a"
+      },
+      "env": {
+        "ZED": "1",
+        "ALPHA": "2"
+      }
+    }
+  }
+}
+"#;
+    std::fs::write(&path, text).expect("write");
+    assert_ok(&adopt(&path, &["--binary", BIN, "--write"]), "adopt");
+    let adopted = read(&path);
+    assert_eq!(adopted.matches(BIN).count(), 2, "{adopted}");
+    assert!(
+        adopted.contains(r#""MCP_SUPERVISOR_UNDO": "env={}""#),
+        "{adopted}"
+    );
+    assert_ok(
+        &adopt(&path, &["--binary", BIN, "--undo", "--write"]),
+        "undo",
+    );
+    assert_eq!(read(&path), text);
+}
+
+/// Adopt wraps only what undo can give back: an entry whose env already holds the variable undo
+/// reads, or a URL server with `args` (which adopt would write over), is left as is, and adopt
+/// says why; undo leaves alone an entry whose note it cannot read.
+#[test]
+fn what_undo_could_not_give_back_is_left_as_is() {
+    let dir = Scratch::new("adopt-refused");
+    let path = dir.join(".mcp.json");
+    let text = r#"{
+  "mcpServers": {
+    "taken": {
+      "command": "uvx",
+      "env": {
+        "MCP_SUPERVISOR_UNDO": "mine"
+      }
+    },
+    "odd": {
+      "url": "http://127.0.0.1:3001/mcp",
+      "args": ["--verbose"]
+    }
+  }
+}
+"#;
+    std::fs::write(&path, text).expect("write");
+    let output = adopt(&path, &["--binary", BIN, "--write"]);
+    assert_ok(&output, "adopt");
+    let out = stdout(&output);
+    assert!(
+        out.contains("mcpServers.taken: left as is: its env holds MCP_SUPERVISOR_UNDO"),
+        "{out}"
+    );
+    assert!(
+        out.contains("mcpServers.odd: left as is: it has `args` beside its URL"),
+        "{out}"
+    );
+    assert_eq!(read(&path), text);
+
+    let wrapped = format!(
+        r#"{{"mcpServers": {{"x": {{"command": "{BIN}", "args": ["wrap", "--", "uvx"], "env": {{"MCP_SUPERVISOR_UNDO": "args=[] cwd=/"}}}}}}}}"#
+    );
+    std::fs::write(&path, &wrapped).expect("write");
+    let output = adopt(&path, &["--binary", BIN, "--undo", "--write"]);
+    assert_ok(&output, "undo");
+    assert!(
+        stdout(&output).contains("left as is: its env.MCP_SUPERVISOR_UNDO holds `cwd=/`"),
+        "{}",
+        stdout(&output)
+    );
+    assert_eq!(read(&path), wrapped);
 }
 
 #[test]
@@ -346,8 +671,9 @@ fn unknown_keys_comments_and_servers_left_alone_are_kept() {
 }
 
 /// Codex after adopt, to the byte: comments, blank lines, key order and the server adopt cannot
-/// wrap stay; only the lines of command, args, url and http_headers change, and the header's value
-/// moves to env.
+/// wrap stay; only the lines of command, args, url and http_headers change, the header's value
+/// moves to env, and the `args = []` undo would not otherwise give back is noted in the env table,
+/// which stays a table.
 const CODEX_ADOPTED: &str = r#"# Codex settings, hand-written.
 model = "o4-mini"
 
@@ -370,6 +696,23 @@ env = { MCP_HEADER_X_REGION = "eu" }
 [mcp_servers.private]
 url = "https://private.example.invalid/mcp"
 bearer_token_env_var = "PRIVATE_TOKEN"
+
+[mcp_servers.bare]
+command = "/opt/test/bin/mcp-supervisor"
+cwd = "/home/u/work"
+args = ["wrap", "--", "/usr/local/bin/bare-mcp"]
+
+[mcp_servers.no-arguments]
+command = "/opt/test/bin/mcp-supervisor"
+args = ["wrap", "--", "uvx"]
+
+[mcp_servers.no-arguments.env]
+LOG = "debug"
+MCP_SUPERVISOR_UNDO = "args=[]"
+
+[mcp_servers.remote]
+command = "/opt/test/bin/mcp-supervisor"
+args = ["wrap", "--url", "https://remote.example.invalid/mcp"]
 
 [profiles.fast]
 model = "gpt-5-mini"
@@ -527,7 +870,7 @@ fn url_servers_become_wrap_url_with_their_headers() {
         !text.contains("\"type\": \"http\""),
         "a wrapped server is stdio:\n{text}"
     );
-    assert_eq!(text.matches("\"type\": \"stdio\"").count(), 2, "{text}");
+    assert_eq!(text.matches("\"type\": \"stdio\"").count(), 4, "{text}");
 }
 
 #[test]
@@ -591,7 +934,8 @@ fn gemini_is_a_host_of_its_own_and_its_http_and_sse_servers_are_wrapped() {
         !text.contains("\"httpUrl\"") && !text.contains("\"url\""),
         "{text}"
     );
-    // Undo gives `httpUrl` back to the streamable-HTTP server and `url` to the SSE one.
+    // Undo gives `httpUrl` back to the streamable-HTTP server written so, `url` to the one written
+    // with `"type": "http"`, and `url` to the SSE ones.
     assert_ok(
         &adopt(&path, &["--binary", BIN, "--undo", "--write"]),
         "undo",

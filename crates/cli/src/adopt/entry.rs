@@ -2,11 +2,30 @@
 //! already wrapped, and rewrites it through the [`EntryMap`] of its format. It never reads or
 //! writes files, and never drops a key it does not name.
 //!
-//! Undo needs no backup and no marker key: a wrapped entry's `args` are exactly
-//! `wrap -- CMD ARGS...` or `wrap --url|--sse URL [--header-from-env NAME=VAR]...`, so the
-//! original command, arguments, URL and transport are read back from them, and each header's value from the entry's
-//! `env` (where adopt moved it, so that a token never shows on a command line). Every other key
-//! (cwd, unknown ones, the rest of env) is never touched by adopt, so it needs no restoring.
+//! Undo needs no backup: a wrapped entry's `args` are exactly `wrap -- CMD ARGS...` or
+//! `wrap --url|--sse URL [--header-from-env NAME=VAR]...`, so the original command, arguments, URL
+//! and transport are read back from them, and each header's value from the entry's `env` (where
+//! adopt moved it, so that a token never shows on a command line). Adopt writes `command` and
+//! `args` (in place of a URL server's URL and headers), sets an existing `type` to `"stdio"` and
+//! adds to `env`; it touches no other key, so cwd, unknown keys and the rest of env need no
+//! restoring. Undo rebuilds what adopt replaced by these rules:
+//!
+//! - `command`, and `args` when there are any (none: no `args` key);
+//! - the URL under `url` for `--sse`; for `--url` under `url` when the entry has a `type` key, else
+//!   under the format's streamable-HTTP key (Gemini CLI's `httpUrl`, `url` elsewhere): Gemini
+//!   CLI's two forms, `{"httpUrl": U}` and `{"type": "http", "url": U}`, each come back as written;
+//! - an existing `type` as `"sse"` for `--sse`, `"http"` for `--url`;
+//! - the headers (under the format's headers key) when there are any;
+//! - `env` without the variables adopt added, and no `env` key when that leaves it empty.
+//!
+//! Where these rules would not give an entry back as it was, adopt notes the difference in the
+//! entry's `env`, as the variable [`UNDO_VAR`] (words `args=[]`, `headers={}`, `env={}`,
+//! `type=VALUE`, `url-key=KEY`), which undo reads and removes. Only such entries carry it (an
+//! empty `args`, an empty headers map, an empty `env` adopt writes into, Cursor's `"type":
+//! "streamable-http"`, Gemini CLI's `httpUrl` beside a `type`), and `env` is a key every host
+//! takes on a command's entry, so a wrapped entry holds no key a host would reject. An entry they
+//! could not give back even so (its env already holds that variable; a URL server with `args`) is
+//! left as is, and adopt says why.
 
 /// A value adopt writes into an entry.
 #[derive(Clone, Debug, PartialEq)]
@@ -26,7 +45,8 @@ pub struct Keys {
     /// Keys that hold headers adopt cannot carry into `wrap` (Codex reads them from
     /// its own environment): an entry with one of them is left alone.
     pub env_headers: &'static [&'static str],
-    /// The key of a streamable-HTTP server's URL: `url`, or Gemini CLI's `httpUrl`.
+    /// The key of a streamable-HTTP server's URL: `url`, or Gemini CLI's `httpUrl` (which undo
+    /// writes only for an entry with no `type` key: see the module's rules).
     pub http_url: &'static str,
     /// A `url` is an SSE server's unless `"type": "http"` says otherwise (Gemini CLI); else it
     /// is a streamable-HTTP server's unless `"type": "sse"` says otherwise.
@@ -179,26 +199,157 @@ fn kind(map: &dyn EntryMap, keys: &Keys, binary: &Binary) -> Result<Kind, String
     Ok(Kind::Plain(Server::Url { url, headers, sse }))
 }
 
+/// The env variable in which adopt notes what undo's rules alone would not give back.
+pub const UNDO_VAR: &str = "MCP_SUPERVISOR_UNDO";
+
+/// What undo's rules alone would not give back of one entry: the words of [`UNDO_VAR`].
+#[derive(Debug, Default, PartialEq)]
+struct Notes {
+    /// `args=[]`: it had an empty `args` (the rule writes `args` only when there are some).
+    empty_args: bool,
+    /// `headers={}`: it had an empty headers map (the rule writes headers only when there are
+    /// some).
+    empty_headers: bool,
+    /// `env={}`: it had an empty `env` that adopt wrote into (the rule removes an `env` it leaves
+    /// empty).
+    empty_env: bool,
+    /// `type=VALUE`: its `type` was not the one its transport gives (`"streamable-http"`).
+    kind: Option<String>,
+    /// `url-key=KEY`: its URL stood under KEY, not under the key the rule gives (Gemini CLI's
+    /// `httpUrl` beside a `type`).
+    url_key: Option<String>,
+}
+
+impl Notes {
+    fn is_empty(&self) -> bool {
+        *self == Notes::default()
+    }
+
+    fn render(&self) -> String {
+        let mut words = Vec::new();
+        for (set, word) in [
+            (self.empty_args, "args=[]"),
+            (self.empty_headers, "headers={}"),
+            (self.empty_env, "env={}"),
+        ] {
+            if set {
+                words.push(word.to_owned());
+            }
+        }
+        if let Some(kind) = &self.kind {
+            words.push(format!("type={kind}"));
+        }
+        if let Some(key) = &self.url_key {
+            words.push(format!("url-key={key}"));
+        }
+        words.join(" ")
+    }
+
+    fn parse(text: &str) -> Result<Notes, String> {
+        let mut notes = Notes::default();
+        for word in text.split_whitespace() {
+            match word.split_once('=') {
+                Some(("args", "[]")) => notes.empty_args = true,
+                Some(("headers", "{}")) => notes.empty_headers = true,
+                Some(("env", "{}")) => notes.empty_env = true,
+                Some(("type", kind)) => notes.kind = Some(kind.to_owned()),
+                Some(("url-key", key)) => notes.url_key = Some(key.to_owned()),
+                _ => {
+                    return Err(format!(
+                        "its env.{UNDO_VAR} holds `{word}`, which adopt does not write; restore \
+                         it by hand"
+                    ));
+                }
+            }
+        }
+        Ok(notes)
+    }
+}
+
+/// The key undo gives a URL: `url` for SSE; for streamable HTTP `url` beside a `type` key, else
+/// the format's own (Gemini CLI's `httpUrl`).
+fn url_key(keys: &Keys, sse: bool, typed: bool) -> &'static str {
+    if sse || typed { "url" } else { keys.http_url }
+}
+
+/// The `type` undo writes back where the entry has one.
+fn transport_type(sse: bool) -> &'static str {
+    if sse { "sse" } else { "http" }
+}
+
 /// Rewrite one entry to run through `wrap`. A wrapped entry is left alone.
 pub fn adopt(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
     match kind(map, keys, binary) {
         Err(reason) => Outcome::Skipped(reason),
         Ok(Kind::Wrapped(_)) => Outcome::Unchanged("already goes through mcp-supervisor"),
-        Ok(Kind::Plain(Server::Stdio { command, args })) => {
+        Ok(Kind::Plain(server)) => match wrap(map, keys, binary, server) {
+            Ok(()) => Outcome::Changed("wrapped"),
+            Err(reason) => Outcome::Skipped(reason),
+        },
+    }
+}
+
+/// Everything is read and checked before the first write, so that an entry left alone is left
+/// untouched.
+fn wrap(
+    map: &mut dyn EntryMap,
+    keys: &Keys,
+    binary: &Binary,
+    server: Server,
+) -> Result<(), String> {
+    // An `env` adopt does not write into may hold anything.
+    let read_env = map.get_map("env");
+    let mut env = match &read_env {
+        Ok(env) => env.clone().unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    if env.iter().any(|(name, _)| name == UNDO_VAR) {
+        return Err(format!(
+            "its env holds {UNDO_VAR}, which undo would take for its own note; rename it and run \
+             adopt again"
+        ));
+    }
+    let env_was_empty = matches!(&read_env, Ok(Some(env)) if env.is_empty());
+    let mut notes = Notes::default();
+    let mut moved = false;
+    let is_url = matches!(server, Server::Url { .. });
+    let wrapped = match server {
+        Server::Stdio { command, args } => {
+            notes.empty_args = args.is_empty() && map.contains("args");
             let mut wrapped = vec!["wrap".to_owned(), "--".to_owned(), command];
             wrapped.extend(args);
-            map.set(keys.command, NewValue::Str(binary.path.to_owned()));
-            map.set("args", NewValue::List(wrapped));
-            Outcome::Changed("wrapped")
+            wrapped
         }
-        Ok(Kind::Plain(Server::Url { url, headers, sse })) => {
+        Server::Url { url, headers, sse } => {
+            if map.contains("args") {
+                return Err(
+                    "it has `args` beside its URL, which adopt would write over; remove them and \
+                     run adopt again"
+                        .into(),
+                );
+            }
+            let kind = map.get_str("type")?;
+            let held = if keys.http_url != "url" && map.contains(keys.http_url) {
+                keys.http_url
+            } else {
+                "url"
+            };
+            if held != url_key(keys, sse, kind.is_some()) {
+                notes.url_key = Some(held.to_owned());
+            }
+            if let Some(kind) = kind
+                && kind != transport_type(sse)
+            {
+                if kind.contains(char::is_whitespace) {
+                    return Err(format!(
+                        "its `type` {kind:?} holds a space, which undo could not give back"
+                    ));
+                }
+                notes.kind = Some(kind);
+            }
+            notes.empty_headers = headers.is_empty() && map.contains(keys.headers);
             let flag = if sse { "--sse" } else { "--url" };
             let mut wrapped = vec!["wrap".to_owned(), flag.to_owned(), url];
-            let mut env = match map.get_map("env") {
-                Ok(env) => env.unwrap_or_default(),
-                Err(reason) => return Outcome::Skipped(reason),
-            };
-            let moved = !headers.is_empty();
             for header in headers {
                 let (name, var) = match header {
                     Header::Value(name, value) => {
@@ -208,28 +359,43 @@ pub fn adopt(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
                     }
                     Header::FromEnv(name, var) => (name, var),
                 };
+                moved = true;
                 wrapped.push("--header-from-env".to_owned());
                 wrapped.push(format!("{name}={var}"));
             }
-            map.replace(
-                &["url", keys.http_url, keys.headers],
-                vec![
-                    (
-                        keys.command.to_owned(),
-                        NewValue::Str(binary.path.to_owned()),
-                    ),
-                    ("args".to_owned(), NewValue::List(wrapped)),
-                ],
-            );
-            if moved {
-                map.set("env", NewValue::Map(env));
-            }
-            if map.contains("type") {
-                map.set("type", NewValue::Str("stdio".to_owned()));
-            }
-            Outcome::Changed("wrapped")
+            wrapped
         }
+    };
+    let writes_env = moved || !notes.is_empty();
+    if writes_env {
+        read_env?;
     }
+    notes.empty_env = writes_env && env_was_empty;
+    if is_url {
+        map.replace(
+            &["url", keys.http_url, keys.headers],
+            vec![
+                (
+                    keys.command.to_owned(),
+                    NewValue::Str(binary.path.to_owned()),
+                ),
+                ("args".to_owned(), NewValue::List(wrapped)),
+            ],
+        );
+    } else {
+        map.set(keys.command, NewValue::Str(binary.path.to_owned()));
+        map.set("args", NewValue::List(wrapped));
+    }
+    if !notes.is_empty() {
+        env.push((UNDO_VAR.to_owned(), notes.render()));
+    }
+    if writes_env {
+        map.set("env", NewValue::Map(env));
+    }
+    if is_url && map.contains("type") {
+        map.set("type", NewValue::Str("stdio".to_owned()));
+    }
+    Ok(())
 }
 
 /// Restore one wrapped entry from its `wrap` arguments. An entry that is not wrapped is left alone.
@@ -238,84 +404,109 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
         Ok(Kind::Wrapped(args)) => args,
         Ok(_) | Err(_) => return Outcome::Unchanged("does not go through mcp-supervisor"),
     };
-    match unwrap_args(&args) {
+    match restore(map, keys, &args) {
+        Ok(()) => Outcome::Changed("restored"),
         Err(reason) => Outcome::Skipped(reason),
-        Ok(Server::Stdio { command, args }) => {
+    }
+}
+
+/// The rules of the module's doc, then the notes of [`UNDO_VAR`]; everything is read and checked
+/// before the first write.
+fn restore(map: &mut dyn EntryMap, keys: &Keys, args: &[String]) -> Result<(), String> {
+    let server = unwrap_args(args)?;
+    // An `env` adopt did not write into may hold anything.
+    let read_env = map.get_map("env");
+    let mut env = match &read_env {
+        Ok(env) => env.clone().unwrap_or_default(),
+        Err(_) => Vec::new(),
+    };
+    let mut env_changed = false;
+    let notes = match env.iter().position(|(name, _)| name == UNDO_VAR) {
+        Some(at) => {
+            env_changed = true;
+            Notes::parse(&env.remove(at).1)?
+        }
+        None => Notes::default(),
+    };
+    match server {
+        Server::Stdio { command, args } => {
             map.set(keys.command, NewValue::Str(command));
-            if args.is_empty() {
+            if args.is_empty() && !notes.empty_args {
                 map.replace(&["args"], Vec::new());
             } else {
                 map.set("args", NewValue::List(args));
             }
-            Outcome::Changed("restored")
         }
-        Ok(Server::Url { url, headers, sse }) => {
-            let mut env = match map.get_map("env") {
-                Ok(env) => env.unwrap_or_default(),
-                Err(reason) => return Outcome::Skipped(reason),
-            };
+        Server::Url { url, headers, sse } => {
             let mut values = Vec::new();
-            let moved = headers.iter().any(|h| matches!(h, Header::FromEnv(..)));
             for header in headers {
                 match header {
                     Header::Value(name, value) => values.push((name, value)),
                     Header::FromEnv(name, var) => {
+                        if let Err(reason) = &read_env {
+                            return Err(reason.clone());
+                        }
                         let Some(at) = env.iter().position(|(k, _)| *k == var) else {
-                            return Outcome::Skipped(format!(
+                            return Err(format!(
                                 "its header {name} comes from env.{var}, which it does not have; \
                                  restore it by hand"
                             ));
                         };
                         values.push((name, env.remove(at).1));
+                        env_changed = true;
                     }
                 }
             }
-            let (url_key, kind) = if sse {
-                ("url", "sse")
-            } else {
-                (keys.http_url, "http")
+            let typed = map.contains("type");
+            let key = match notes.url_key {
+                None => url_key(keys, sse, typed).to_owned(),
+                Some(key) if key == "url" || key == keys.http_url => key,
+                Some(key) => {
+                    return Err(format!(
+                        "its env.{UNDO_VAR} puts the URL under `{key}`, which is no URL key of \
+                         this host; restore it by hand"
+                    ));
+                }
             };
-            let mut insert = vec![(url_key.to_owned(), NewValue::Str(url))];
-            if !values.is_empty() {
+            let mut insert = vec![(key, NewValue::Str(url))];
+            if !values.is_empty() || notes.empty_headers {
                 insert.push((keys.headers.to_owned(), NewValue::Map(values)));
             }
             map.replace(&[keys.command, "args"], insert);
-            if moved && env.is_empty() {
-                map.replace(&["env"], Vec::new());
-            } else if moved {
-                map.set("env", NewValue::Map(env));
+            if typed {
+                let kind = notes.kind.unwrap_or_else(|| transport_type(sse).to_owned());
+                map.set("type", NewValue::Str(kind));
             }
-            if map.contains("type") {
-                map.set("type", NewValue::Str(kind.to_owned()));
-            }
-            Outcome::Changed("restored")
         }
     }
+    if env_changed {
+        if env.is_empty() && !notes.empty_env {
+            map.replace(&["env"], Vec::new());
+        } else {
+            map.set("env", NewValue::Map(env));
+        }
+    }
+    Ok(())
 }
 
-/// `wrap` flags that take a value; any of them other than the URL and the headers (added by hand)
-/// is dropped on undo, since the original entry had no such thing.
-const VALUE_FLAGS: &[&str] = &[
-    "--name",
-    "--initial-delay-ms",
-    "--max-delay-ms",
-    "--max-attempts",
-    "--tool-call-timeout-ms",
-    "--connect-timeout-ms",
-    "--health-interval-ms",
-    "--retry-tool",
-    "--http",
-    "--admin",
-    "--auth-token-env",
-    "--allow-host",
-    "--allow-origin",
-];
-const BOOL_FLAGS: &[&str] = &["--no-reconnect", "--stdio"];
+/// Whether `flag` (`--max-attempts`) is one of `wrap`'s flags (or a global one) and takes a value,
+/// read from clap's own definition of the command line, so that every flag wrap has is known here.
+/// Any of them other than the URL and the headers (added by hand) is dropped on undo, since the
+/// original entry had no such thing.
+fn wrap_flag(cli: &clap::Command, flag: &str) -> Option<bool> {
+    let long = flag.strip_prefix("--")?;
+    let wrap = cli.find_subcommand("wrap")?;
+    wrap.get_arguments()
+        .chain(cli.get_arguments().filter(|arg| arg.is_global_set()))
+        .find(|arg| arg.get_long() == Some(long))
+        .map(|arg| arg.get_action().takes_values())
+}
 
 fn unwrap_args(args: &[String]) -> Result<Server, String> {
     let mut url = None;
     let mut sse = false;
     let mut headers = Vec::new();
+    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -332,15 +523,15 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
                 args: command.collect(),
             });
         }
-        if BOOL_FLAGS.contains(&flag) {
-            continue;
-        }
-        if !["--url", "--sse", "--header", "--header-from-env"].contains(&flag)
-            && !VALUE_FLAGS.contains(&flag)
-        {
-            return Err(format!(
-                "its wrap arguments hold `{arg}`, which adopt does not know; restore it by hand"
-            ));
+        match wrap_flag(&cli, flag) {
+            Some(true) => {}
+            Some(false) => continue,
+            None => {
+                return Err(format!(
+                    "its wrap arguments hold `{arg}`, which adopt does not know; restore it by \
+                     hand"
+                ));
+            }
         }
         let Some(value) = inline.or_else(|| rest.next().cloned()) else {
             return Err(format!(
@@ -418,8 +609,71 @@ mod tests {
                 sse: true,
             })
         );
+        // Every flag wrap has, added by hand, is dropped (its value with it).
+        assert_eq!(
+            unwrap_args(&strings(&[
+                "wrap",
+                "--pin",
+                "block",
+                "--on-demand",
+                "--tool-exposure=search",
+                "--log-level",
+                "debug",
+                "--sse",
+                "http://h/sse",
+            ])),
+            Ok(Server::Url {
+                url: "http://h/sse".into(),
+                headers: Vec::new(),
+                sse: true,
+            })
+        );
         assert!(unwrap_args(&strings(&["wrap", "--weird", "--", "x"])).is_err());
         assert!(unwrap_args(&strings(&["wrap", "--"])).is_err());
+    }
+
+    #[test]
+    fn notes_read_back_as_written_and_an_unknown_word_is_refused() {
+        let notes = Notes {
+            empty_args: true,
+            empty_headers: true,
+            empty_env: true,
+            kind: Some("streamable-http".into()),
+            url_key: Some("httpUrl".into()),
+        };
+        let text = notes.render();
+        assert_eq!(
+            text,
+            "args=[] headers={} env={} type=streamable-http url-key=httpUrl"
+        );
+        assert_eq!(Notes::parse(&text), Ok(notes));
+        assert_eq!(Notes::parse(""), Ok(Notes::default()));
+        assert!(Notes::default().is_empty());
+        assert!(Notes::parse("args=[] cwd=/tmp").is_err());
+    }
+
+    #[test]
+    fn the_url_key_follows_the_transport_the_type_key_and_the_format() {
+        let gemini = Keys {
+            command: "command",
+            headers: "headers",
+            env_headers: &[],
+            http_url: "httpUrl",
+            url_is_sse: true,
+        };
+        let other = Keys {
+            http_url: "url",
+            url_is_sse: false,
+            ..gemini
+        };
+        // Gemini CLI: {"httpUrl": U}, {"type": "http", "url": U}, {"url": U}, {"type": "sse", "url": U}.
+        assert_eq!(url_key(&gemini, false, false), "httpUrl");
+        assert_eq!(url_key(&gemini, false, true), "url");
+        assert_eq!(url_key(&gemini, true, false), "url");
+        assert_eq!(url_key(&gemini, true, true), "url");
+        for (sse, typed) in [(false, false), (false, true), (true, false), (true, true)] {
+            assert_eq!(url_key(&other, sse, typed), "url");
+        }
     }
 
     #[test]

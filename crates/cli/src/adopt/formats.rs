@@ -20,7 +20,8 @@ pub enum Format {
     Codex,
     /// Zed's settings.json (`context_servers`).
     Zed,
-    /// Gemini CLI's .gemini/settings.json (`mcpServers`; `httpUrl` streamable HTTP, `url` SSE).
+    /// Gemini CLI's .gemini/settings.json (`mcpServers`; streamable HTTP under `httpUrl` or under
+    /// `url` with `"type": "http"`, SSE under `url`).
     Gemini,
 }
 

@@ -23,7 +23,8 @@ pub struct Layout {
     pub projects: bool,
     /// Zed's older form: `command` is an object holding `path`, `args` and `env`.
     pub nested_command: bool,
-    /// Gemini CLI's URLs: `httpUrl` for streamable HTTP, `url` for SSE.
+    /// Gemini CLI's URLs: `httpUrl` (or `url` with `"type": "http"`) for streamable HTTP, `url`
+    /// for SSE.
     pub gemini_urls: bool,
 }
 
@@ -403,6 +404,23 @@ impl EntryMap for JsonEntry {
     }
 
     fn get_map(&self, key: &str) -> Result<Option<Vec<(String, String)>>, String> {
+        // In the order written, so that a map adopt writes back keeps it.
+        if let Some((_, Member::Kept { clean, .. })) = self.members.iter().find(|(k, _)| k == key)
+            && let Ok(members) = members(clean, 0..clean.len())
+        {
+            return members
+                .into_iter()
+                .map(|(k, span)| match serde_json::from_str(&clean[span]) {
+                    Ok(serde_json::Value::String(s)) => Ok((k, s)),
+                    Ok(other) => Err(format!(
+                        "its `{key}.{k}` is {}, not a string",
+                        json_type(&other)
+                    )),
+                    Err(_) => Err(format!("its `{key}.{k}` is not JSON")),
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some);
+        }
         match self.value(key) {
             None => Ok(None),
             Some(serde_json::Value::Object(map)) => map

@@ -129,6 +129,17 @@ impl EntryMap for TomlEntry<'_> {
     }
 
     fn set(&mut self, key: &str, value: NewValue) {
+        // A `[mcp_servers.NAME.env]` table stays a table: its keys that stay keep their lines.
+        if let (Some(Item::Table(table)), NewValue::Map(pairs)) = (self.table.get_mut(key), &value)
+        {
+            table.retain(|name, _| pairs.iter().any(|(k, _)| k == name));
+            for (name, text) in pairs {
+                if table.get(name).and_then(Item::as_str) != Some(text.as_str()) {
+                    TomlEntry { table }.set(name, NewValue::Str(text.clone()));
+                }
+            }
+            return;
+        }
         let mut new = to_value(value);
         match self.table.get_mut(key) {
             Some(Item::Value(old)) => {
