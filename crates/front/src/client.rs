@@ -192,6 +192,11 @@ impl Client {
         *lock(&self.era) = Era::Stateless;
     }
 
+    /// How many of its requests are under way.
+    pub fn in_flight(&self) -> usize {
+        lock(&self.calls).len()
+    }
+
     /// Whether a server's request with this id (ours, sent to this client) still waits for the
     /// client's answer. An answer to one that does not (another replica sent it, or it was
     /// answered or gave up) reaches nobody.

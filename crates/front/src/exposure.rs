@@ -8,20 +8,21 @@
 //! It owns the two tools' definitions and the rewriting of a `call_tool` request; the ranking is
 //! the core's ([`mcp_supervisor::core::tool_search`]), and it never talks to a server itself.
 
-use std::sync::Arc;
-use std::sync::atomic::Ordering;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use mcp_supervisor::core::config::ToolExposure;
 use mcp_supervisor::core::members::{self, Members};
 use mcp_supervisor::core::tool_search::Index;
+use mcp_supervisor::hub::LIST_WAIT;
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::upstream::notification_text;
+use mcp_supervisor::{Hub, PublishedTool};
 use serde::Deserialize;
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use crate::Mode;
 use crate::json::{lock, to_raw};
-use crate::proxy::{Mode, Proxy};
 
 /// The searching tool's name.
 pub const SEARCH_TOOLS: &str = "search_tools";
@@ -84,31 +85,45 @@ struct Outer<'a> {
     arguments: Option<&'a RawValue>,
 }
 
-impl Proxy {
+/// A catalog and its search index.
+type Indexed = (Arc<Vec<PublishedTool>>, Arc<Index>);
+
+/// How tools are shown, owned by the proxy: every tool, or the two tools of search mode with
+/// the index of the catalog it was built from (rebuilt when the catalog changes).
+#[derive(Default)]
+pub struct ToolSearch {
+    on: AtomicBool,
+    index: Mutex<Option<Indexed>>,
+}
+
+impl ToolSearch {
     /// Whether the client sees the two tools instead of every tool.
-    pub fn searching(&self) -> bool {
-        self.search.load(Ordering::SeqCst)
+    pub fn is_on(&self) -> bool {
+        self.on.load(Ordering::SeqCst)
     }
 
-    /// Set how tools are shown; a change is told to every client with `tools/list_changed`.
-    pub fn set_exposure(&self, exposure: ToolExposure) {
+    /// Set how tools are shown; whether that changed what clients see.
+    pub fn set(&self, exposure: ToolExposure) -> bool {
         let search = exposure == ToolExposure::Search;
-        if self.search.swap(search, Ordering::SeqCst) != search {
-            tracing::info!(?exposure, "tool exposure changed");
-            self.tell_clients(&notification_text("notifications/tools/list_changed", None));
-        }
+        self.on.swap(search, Ordering::SeqCst) != search
     }
 
-    /// A `tools/call` for `name` in search mode: `search_tools` is answered, `call_tool` becomes
-    /// the call it names (every other member of the params, `_meta` and `task` among them,
-    /// whole), and any other name is called as it is.
-    pub(crate) async fn exposed(&self, name: &str, params: &RawValue) -> Exposed {
+    /// A `tools/call` for `name` in search mode: `search_tools` is answered from `hub`'s
+    /// catalog, `call_tool` becomes the call it names (every other member of the params,
+    /// `_meta` and `task` among them, whole), and any other name is called as it is.
+    pub(crate) async fn exposed(
+        &self,
+        hub: &Hub,
+        mode: Mode,
+        name: &str,
+        params: &RawValue,
+    ) -> Exposed {
         let arguments = serde_json::from_str::<Outer<'_>>(params.get())
             .ok()
             .and_then(|o| o.arguments);
         match name {
-            SEARCH_TOOLS => Exposed::Answer(self.search_tools(arguments)),
-            CALL_TOOL => self.unwrap_call(params, arguments).await,
+            SEARCH_TOOLS => Exposed::Answer(self.search_tools(hub, arguments)),
+            CALL_TOOL => unwrap_call(hub, mode, params, arguments).await,
             _ => Exposed::Call {
                 name: name.to_string(),
                 params: params.to_owned(),
@@ -116,7 +131,11 @@ impl Proxy {
         }
     }
 
-    fn search_tools(&self, arguments: Option<&RawValue>) -> Result<Box<RawValue>, RpcError> {
+    fn search_tools(
+        &self,
+        hub: &Hub,
+        arguments: Option<&RawValue>,
+    ) -> Result<Box<RawValue>, RpcError> {
         #[derive(Deserialize)]
         struct Search {
             query: Option<String>,
@@ -144,9 +163,9 @@ impl Proxy {
                 }
             },
         };
-        let tools = self.hub.tools();
+        let tools = hub.tools();
         let index = {
-            let mut cached = lock(&self.search_index);
+            let mut cached = lock(&self.index);
             match &*cached {
                 Some((of, index)) if Arc::ptr_eq(of, &tools) => index.clone(),
                 _ => {
@@ -168,60 +187,64 @@ impl Proxy {
         text.push_str("]}");
         to_raw(&json!({ "content": [{ "type": "text", "text": text }] }))
     }
+}
 
-    /// `call_tool`'s arguments as the call they name: its `name` and `arguments` become the
-    /// params' own, every other member stays.
-    async fn unwrap_call(&self, params: &RawValue, arguments: Option<&RawValue>) -> Exposed {
-        #[derive(Deserialize)]
-        struct Call<'a> {
-            name: Option<String>,
-            #[serde(borrow, default)]
-            arguments: Option<&'a RawValue>,
-        }
-        let Some(call) = arguments.and_then(|a| serde_json::from_str::<Call<'_>>(a.get()).ok())
-        else {
-            return Exposed::Answer(tool_error(
-                "call_tool needs its arguments as an object with the tool's `name` (from search_tools) and its `arguments`",
-            ));
-        };
-        let Some(name) = call.name.filter(|n| !n.is_empty()) else {
-            return Exposed::Answer(tool_error(
-                "call_tool needs the tool's `name`, as search_tools gave it",
-            ));
-        };
-        // In `serve`, a name the registry does not hold is said here, once the lists are in;
-        // in `wrap` it goes to the server, whose own answer comes back.
-        if self.mode == Mode::Aggregate {
-            self.hub.wait_listed(crate::tools::STARTUP_WAIT).await;
-            if self.hub.registry().route(&name).is_none() {
-                return Exposed::Answer(tool_error(&format!(
-                    "no tool is named \"{name}\" here; search_tools finds the tools there are, by what they do"
-                )));
-            }
-        }
-        let Ok(outer) = serde_json::from_str::<Members<'_>>(params.get()) else {
-            return Exposed::Answer(Err(RpcError::new(
-                -32602,
-                "Invalid params: tools/call params are an object",
+/// `call_tool`'s arguments as the call they name: its `name` and `arguments` become the
+/// params' own, every other member stays.
+async fn unwrap_call(
+    hub: &Hub,
+    mode: Mode,
+    params: &RawValue,
+    arguments: Option<&RawValue>,
+) -> Exposed {
+    #[derive(Deserialize)]
+    struct Call<'a> {
+        name: Option<String>,
+        #[serde(borrow, default)]
+        arguments: Option<&'a RawValue>,
+    }
+    let Some(call) = arguments.and_then(|a| serde_json::from_str::<Call<'_>>(a.get()).ok()) else {
+        return Exposed::Answer(tool_error(
+            "call_tool needs its arguments as an object with the tool's `name` (from search_tools) and its `arguments`",
+        ));
+    };
+    let Some(name) = call.name.filter(|n| !n.is_empty()) else {
+        return Exposed::Answer(tool_error(
+            "call_tool needs the tool's `name`, as search_tools gave it",
+        ));
+    };
+    // In `serve`, a name the registry does not hold is said here, once the lists are in;
+    // in `wrap` it goes to the server, whose own answer comes back.
+    if mode == Mode::Aggregate {
+        hub.wait_listed(LIST_WAIT).await;
+        if hub.registry().route(&name).is_none() {
+            return Exposed::Answer(tool_error(&format!(
+                "no tool is named \"{name}\" here; search_tools finds the tools there are, by what they do"
             )));
-        };
-        let Ok(name_json) = serde_json::value::to_raw_value(&name) else {
-            return Exposed::Answer(Err(RpcError::new(-32603, "the tool name is not text")));
-        };
-        let mut inner: Vec<_> = Vec::with_capacity(outer.0.len() + 1);
-        for (key, value) in &outer.0 {
-            match key.as_ref() {
-                "name" => inner.push((key.clone(), &*name_json)),
-                "arguments" => inner.extend(call.arguments.map(|a| (key.clone(), a))),
-                _ => inner.push((key.clone(), *value)),
-            }
         }
-        match members::write(&inner) {
-            Some(params) => Exposed::Call { name, params },
-            None => Exposed::Answer(Err(RpcError::new(
-                -32603,
-                "the call's params could not be written",
-            ))),
+    }
+    let Ok(outer) = serde_json::from_str::<Members<'_>>(params.get()) else {
+        return Exposed::Answer(Err(RpcError::new(
+            -32602,
+            "Invalid params: tools/call params are an object",
+        )));
+    };
+    let Ok(name_json) = serde_json::value::to_raw_value(&name) else {
+        return Exposed::Answer(Err(RpcError::new(-32603, "the tool name is not text")));
+    };
+    let mut inner: Vec<_> = Vec::with_capacity(outer.0.len() + 1);
+    for (key, value) in &outer.0 {
+        match key.as_ref() {
+            "name" => inner.push((key.clone(), &*name_json)),
+            "arguments" => inner.extend(call.arguments.map(|a| (key.clone(), a))),
+            _ => inner.push((key.clone(), *value)),
         }
+    }
+    match members::write(&inner) {
+        Some(params) => Exposed::Call { name, params },
+        None => Exposed::Answer(Err(RpcError::new(
+            -32603,
+            "the call's params could not be written",
+        ))),
     }
 }

@@ -48,7 +48,7 @@ pub use client::{Client, OUTBOX, Scope, Undelivered};
 pub use handshake::{SESSION_VERSIONS, STATELESS_VERSION, routed_capabilities};
 pub use json::string_of;
 pub use message::{Kind, Message, error_text};
-pub use proxy::{Mode, Proxy};
+pub use proxy::Proxy;
 pub use session::Session;
 
 use std::sync::Arc;
@@ -56,6 +56,16 @@ use std::sync::Arc;
 use mcp_supervisor::core::config::Config;
 use mcp_supervisor::hub::default_handshake;
 use mcp_supervisor::{Hub, HubOptions};
+
+/// Whether the proxy fronts many servers (`serve`) or stands in for one (`wrap`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    /// Many servers behind one: names prefixed, lists aggregated, what the proxy owns answered
+    /// by it.
+    Aggregate,
+    /// Fully transparent: what the proxy does not own goes to the server as it came.
+    Transparent,
+}
 
 /// Start a hub on `config` and its front, as `serve` ([`Mode::Aggregate`]) or `wrap`
 /// ([`Mode::Transparent`]) does. `options` gives the catalogs' folder and the trace context; its

@@ -15,8 +15,12 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
 
 use mcp_supervisor::Hub;
+use mcp_supervisor::core::config::ToolExposure;
+use mcp_supervisor::upstream::notification_text;
 use tokio::sync::mpsc;
 
+pub use crate::Mode;
+use crate::exposure::ToolSearch;
 use crate::json::lock;
 
 // The names a transport uses, where it has always found them.
@@ -25,14 +29,6 @@ pub use crate::handshake::{SESSION_VERSIONS, STATELESS_VERSION};
 pub use crate::json::string_of;
 pub use crate::message::{Kind, Message, error_text};
 pub use crate::session::Session;
-
-/// Whether the proxy fronts many servers (`serve`) or stands in for one (`wrap`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Mode {
-    Aggregate,
-    /// Fully transparent: what the proxy does not own goes to the server as it came.
-    Transparent,
-}
 
 /// Shared by every client of every face.
 pub struct Proxy {
@@ -44,12 +40,11 @@ pub struct Proxy {
     /// handshake era asked them something).
     pub(crate) rounds: crate::rounds::Rounds,
     /// `toolExposure: "search"`: two tools in place of every tool ([`crate::exposure`]).
-    pub(crate) search: std::sync::atomic::AtomicBool,
-    /// The search index of the catalog it was built from (rebuilt when the catalog changes).
-    pub(crate) search_index: Mutex<Option<SearchIndex>>,
-    /// One change of the clients' subscriptions at a time: a server is subscribed while a
-    /// client is, and unsubscribed once none is ([`crate::asked`]).
-    pub(crate) subscribing: tokio::sync::Mutex<()>,
+    pub(crate) search: ToolSearch,
+    /// One change of a shared server's subscriptions at a time, per server: it is subscribed
+    /// to a URI while a client is, and unsubscribed once none is ([`crate::shared`]); a hung
+    /// server holds only its own.
+    pub(crate) subscribing: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
     /// The log level each shared server was last asked for, by server (a rank in
     /// [`crate::asked::LEVELS`]).
     pub(crate) levels_asked: Mutex<HashMap<String, u8>>,
@@ -57,12 +52,6 @@ pub struct Proxy {
     /// and level again ([`Proxy::restore`]).
     pub(crate) restored: Mutex<HashMap<String, u64>>,
 }
-
-/// A catalog and its search index.
-pub(crate) type SearchIndex = (
-    Arc<Vec<mcp_supervisor::PublishedTool>>,
-    Arc<mcp_supervisor::core::tool_search::Index>,
-);
 
 impl Proxy {
     pub fn new(hub: Arc<Hub>, mode: Mode) -> Arc<Self> {
@@ -72,14 +61,26 @@ impl Proxy {
             metrics: Arc::default(),
             clients: Mutex::new(Vec::new()),
             rounds: crate::rounds::Rounds::default(),
-            search: std::sync::atomic::AtomicBool::new(false),
-            search_index: Mutex::new(None),
-            subscribing: tokio::sync::Mutex::new(()),
+            search: ToolSearch::default(),
+            subscribing: Mutex::default(),
             levels_asked: Mutex::new(HashMap::new()),
             restored: Mutex::new(HashMap::new()),
         });
         proxy.pass_events_down();
         proxy
+    }
+
+    /// Whether the client sees the two tools of search mode instead of every tool.
+    pub fn searching(&self) -> bool {
+        self.search.is_on()
+    }
+
+    /// Set how tools are shown; a change is told to every client with `tools/list_changed`.
+    pub fn set_exposure(&self, exposure: ToolExposure) {
+        if self.search.set(exposure) {
+            tracing::info!(?exposure, "tool exposure changed");
+            self.tell_clients(&notification_text("notifications/tools/list_changed", None));
+        }
     }
 
     pub fn hub(&self) -> &Arc<Hub> {

@@ -7,6 +7,7 @@
 //! another's.
 
 use std::borrow::Cow;
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use mcp_supervisor::CallArgs;
@@ -53,7 +54,8 @@ impl Proxy {
             return self.send(&server, method, params, args).await;
         }
         let key = (server.clone(), uri);
-        let _one_at_a_time = self.subscribing.lock().await;
+        let one_at_a_time = self.subscribing(&server);
+        let _one_at_a_time = one_at_a_time.lock().await;
         let others = self.subscribed(&key, Some(&scope.client));
         if method == "resources/subscribe" {
             let answer = match others {
@@ -202,23 +204,43 @@ impl Proxy {
         if mine.is_empty() {
             return;
         }
-        let proxy = self.clone();
-        tokio::spawn(async move {
-            let _one_at_a_time = proxy.subscribing.lock().await;
-            for key in mine {
-                if proxy.subscribed(&key, None) {
-                    continue;
+        // One task per server (so a hung one holds up only its own URIs), each in turn with
+        // that server's other subscription changes.
+        let mut by_server: HashMap<String, Vec<String>> = HashMap::new();
+        for (server, uri) in mine {
+            by_server.entry(server).or_default().push(uri);
+        }
+        for (server, uris) in by_server {
+            let proxy = self.clone();
+            tokio::spawn(async move {
+                let one_at_a_time = proxy.subscribing(&server);
+                let _one_at_a_time = one_at_a_time.lock().await;
+                for uri in uris {
+                    let key = (server.clone(), uri);
+                    if proxy.subscribed(&key, None) {
+                        continue;
+                    }
+                    let uri = key.1;
+                    let params = json!({ "uri": uri });
+                    if let Err(error) = proxy
+                        .ask_shared(&server, "resources/unsubscribe", params)
+                        .await
+                    {
+                        tracing::debug!(%server, %uri, "unsubscribing for a client that left: {}", error.message);
+                    }
                 }
-                let (server, uri) = key;
-                let params = json!({ "uri": uri });
-                if let Err(error) = proxy
-                    .ask_shared(&server, "resources/unsubscribe", params)
-                    .await
-                {
-                    tracing::debug!(%server, %uri, "unsubscribing for a client that left: {}", error.message);
-                }
-            }
-        });
+            });
+        }
+    }
+
+    /// The lock that orders `server`'s subscription changes (one at a time per server).
+    fn subscribing(&self, server: &str) -> Arc<tokio::sync::Mutex<()>> {
+        let mut locks = lock(&self.subscribing);
+        // A server that left the config leaves its lock behind: drop those no one holds.
+        if locks.len() > self.hub.servers().len() + 8 {
+            locks.retain(|_, l| Arc::strong_count(l) > 1);
+        }
+        locks.entry(server.to_string()).or_default().clone()
     }
 
     /// A shared server's new generation (a respawn, a restart) is given what the clients asked

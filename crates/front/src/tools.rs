@@ -109,13 +109,19 @@ impl Proxy {
                 params: Cow::Borrowed(params),
             });
         }
-        Ok(match self.exposed(&name, params).await {
-            crate::exposure::Exposed::Answer(answer) => Named::Answer(answer),
-            crate::exposure::Exposed::Call { name, params } => Named::Call {
-                name: Cow::Owned(name),
-                params: Cow::Owned(params),
+        Ok(
+            match self
+                .search
+                .exposed(&self.hub, self.mode, &name, params)
+                .await
+            {
+                crate::exposure::Exposed::Answer(answer) => Named::Answer(answer),
+                crate::exposure::Exposed::Call { name, params } => Named::Call {
+                    name: Cow::Owned(name),
+                    params: Cow::Owned(params),
+                },
             },
-        })
+        )
     }
 
     /// A call's outcome as the client's answer (both eras): counted in the metrics, a failure

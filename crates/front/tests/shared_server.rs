@@ -491,3 +491,80 @@ async fn serve_passes_on_each_servers_instructions() {
     hub.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// One server's subscription changes never wait for another's: with server `a` frozen
+/// (SIGSTOP) in the middle of a client's `resources/subscribe`, another client subscribes to a
+/// resource of server `b` and is answered while `a`'s is still pending (the lock that orders
+/// subscription changes is per server; it was one lock for all, held across the upstream call).
+#[tokio::test]
+async fn a_hung_server_does_not_hold_up_subscriptions_to_another() {
+    let dir = temp_dir("front-shared-per-server");
+    let mut servers = serde_json::Map::new();
+    for name in ["a", "b"] {
+        let script = dir.join(format!("{name}.py"));
+        std::fs::write(&script, SERVER.replace("x://a", &format!("x://{name}")))
+            .expect("write the server");
+        servers.insert(
+            name.to_string(),
+            json!({
+                "command": python("import json").display().to_string(),
+                "args": [script.display().to_string(), dir.join(format!("{name}.jsonl")).display().to_string()],
+            }),
+        );
+    }
+    let config = json!({ "mcpServers": servers }).to_string();
+    let config = parse_config(&config, &|_| None).expect("a valid config");
+    let hub = Arc::new(Hub::start(config));
+    let proxy = Proxy::new(hub.clone(), Mode::Aggregate);
+    let mut first = Peer::connect(&proxy, "first").await;
+    let mut second = Peer::connect(&proxy, "second").await;
+    // Both servers' resources are known (listed) before one of them freezes.
+    first.request(&proxy, "resources/list", json!({})).await;
+    let pid = first
+        .request(
+            &proxy,
+            "tools/call",
+            json!({ "name": "a__pid", "arguments": {} }),
+        )
+        .await;
+    let pid: i32 = pid["result"]["content"][0]["text"]
+        .as_str()
+        .and_then(|t| t.parse().ok())
+        .unwrap_or_else(|| panic!("a pid: {pid}"));
+    let signal = |signal: nix::sys::signal::Signal| {
+        nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), signal).expect("signal server a")
+    };
+    signal(nix::sys::signal::Signal::SIGSTOP);
+    let text = json!({ "jsonrpc": "2.0", "id": 90, "method": "resources/subscribe",
+        "params": { "uri": "x://a" } })
+    .to_string();
+    let (proxy_a, client_a) = (proxy.clone(), first.client.clone());
+    let frozen = tokio::spawn(async move { proxy_a.handle(&client_a, &text, None).await });
+    // `a`'s subscribe is under way (it holds `a`'s lock) before `b`'s is asked.
+    mcp_supervisor_testkit::poll_until("the frozen server's subscribe is in flight", LIMIT, || {
+        first.client.in_flight() == 1
+    })
+    .await;
+    // On this one-thread runtime, the request's task goes on to its upstream wait (taking the
+    // lock on its way) while this one yields.
+    for _ in 0..8 {
+        tokio::task::yield_now().await;
+    }
+    second
+        .request(&proxy, "resources/subscribe", json!({ "uri": "x://b" }))
+        .await;
+    assert!(
+        !frozen.is_finished(),
+        "the subscribe to the frozen server is still waiting"
+    );
+    signal(nix::sys::signal::Signal::SIGCONT);
+    let answered = tokio::time::timeout(LIMIT, frozen)
+        .await
+        .expect("answered once the server goes on")
+        .expect("the request's task");
+    assert!(answered.is_some_and(|a| a.contains("\"result\"")));
+    proxy.disconnect(&first.client);
+    proxy.disconnect(&second.client);
+    hub.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
