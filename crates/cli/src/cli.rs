@@ -59,6 +59,39 @@ pub struct FaceArgs {
     /// cancel the calls still running and stop (0 = stop at once).
     #[arg(long, value_name = "MS", default_value_t = crate::drain::DEFAULT_DRAIN_MS)]
     pub drain_ms: u64,
+    #[command(flatten)]
+    pub http_limits: HttpLimitArgs,
+}
+
+/// How every HTTP listener of the process (--http, --admin) treats slow and idle connections.
+#[derive(Clone, Copy, Debug, clap::Args)]
+pub struct HttpLimitArgs {
+    /// Close an HTTP connection whose request headers are not complete this long after it
+    /// opened, or after the first byte of a later request on it.
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = crate::http::listener::DEFAULT_HEADER_TIMEOUT_MS,
+        value_parser = crate::http::listener::timeout_ms
+    )]
+    pub http_header_timeout_ms: u64,
+    /// Close a kept-alive HTTP connection with no request in flight after this long (a response
+    /// still being sent, such as an event stream or a slow call, is never cut).
+    #[arg(
+        long,
+        value_name = "MS",
+        default_value_t = crate::http::listener::DEFAULT_IDLE_TIMEOUT_MS,
+        value_parser = crate::http::listener::timeout_ms
+    )]
+    pub http_idle_timeout_ms: u64,
+    /// Keep at most N connections open on each HTTP listener; past N a new one is closed at once.
+    #[arg(
+        long,
+        value_name = "N",
+        default_value_t = crate::http::listener::DEFAULT_MAX_CONNECTIONS,
+        value_parser = crate::http::listener::max_connections
+    )]
+    pub http_max_connections: u32,
 }
 
 /// Where saved catalogs live (`serve`, `wrap`).

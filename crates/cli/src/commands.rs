@@ -392,6 +392,7 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
             origins: args.allow_origin,
         },
         drain: std::time::Duration::from_millis(args.drain_ms),
+        limits: args.http_limits.into(),
     })
 }
 

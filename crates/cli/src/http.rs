@@ -4,8 +4,13 @@
 //! token. The probes `/livez` and `/readyz` stand outside the guard (a kubelet sends no token, and
 //! its `Host` is the pod's address): they answer a status and one word, nothing else.
 //!
+//! Connections are accepted, timed and capped by [`listener`] (slow or idle clients cannot hold
+//! a listener, SPEC §9).
+//!
 //! It only reads status and asks the hub; it never touches a supervisor, and never reads an MCP
 //! message (that is `mcp_http`'s).
+
+pub mod listener;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -35,15 +40,17 @@ pub struct Guard {
 }
 
 /// Serve the MCP face (when `mcp`, with its session ids sealed so), the admin endpoints and the
-/// probes on `listener` until `shutdown`.
+/// probes on `listener`, its connections within `limits`, until `shutdown` (then until every
+/// connection has closed).
 pub async fn serve(
     proxy: Arc<Proxy>,
     listener: tokio::net::TcpListener,
     guard: Guard,
     mcp: Option<Arc<crate::mcp_http::Sealing>>,
     drain: Drain,
+    limits: listener::Limits,
     shutdown: CancellationToken,
-) -> std::io::Result<()> {
+) {
     let mut router: Router = Router::new()
         .route("/status", get(status))
         .route("/healthz", get(healthz))
@@ -62,15 +69,7 @@ pub async fn serve(
     let router = router
         .layer(middleware::from_fn_with_state(Arc::new(guard), check))
         .merge(probes(drain));
-    // Answers are small SSE events: do not let Nagle hold one back behind the previous write.
-    let listener = axum::serve::ListenerExt::tap_io(listener, |tcp| {
-        if let Err(error) = tcp.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {error}");
-        }
-    });
-    axum::serve(listener, router)
-        .with_graceful_shutdown(shutdown.cancelled_owned())
-        .await
+    listener::run(listener, router, limits, shutdown).await;
 }
 
 /// Bind `addr`, with an error that says what to do.

@@ -46,6 +46,8 @@ pub struct Faces {
     pub guard: Guard,
     /// SIGTERM's drain window, when an MCP HTTP face serves (`--drain-ms`).
     pub drain: Duration,
+    /// Header and idle timeouts and the connection cap of every HTTP listener.
+    pub limits: http::listener::Limits,
 }
 
 /// How a stop was asked for.
@@ -83,7 +85,10 @@ pub async fn run(
     let mut tasks = Vec::new();
     let mut http_tasks = Vec::new();
 
-    for (addr, mcp) in [(faces.http, Some(sealing)), (faces.admin, None)] {
+    let listeners = [(faces.http, Some(sealing)), (faces.admin, None)];
+    let count = listeners.iter().filter(|(addr, _)| addr.is_some()).count();
+    let limits = http::listener::fit_open_files(faces.limits, count);
+    for (addr, mcp) in listeners {
         let Some(addr) = addr else { continue };
         let listener = match http::bind(addr).await {
             Ok(listener) => listener,
@@ -103,14 +108,9 @@ pub async fn run(
         );
         let (proxy, guard, shutdown) = (proxy.clone(), faces.guard.clone(), shutdown.clone());
         let drain = drain.clone();
-        http_tasks.push(tokio::spawn(async move {
-            if let Err(error) =
-                http::serve(proxy, listener, guard, mcp, drain, shutdown.clone()).await
-            {
-                tracing::error!("HTTP face failed: {error}");
-                shutdown.cancel();
-            }
-        }));
+        http_tasks.push(tokio::spawn(http::serve(
+            proxy, listener, guard, mcp, drain, limits, shutdown,
+        )));
     }
     drain.set_ready();
 
