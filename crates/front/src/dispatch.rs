@@ -14,17 +14,13 @@ use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
 use crate::client::Scope;
-use crate::json::{member_str, raw_json};
+use crate::json::raw_json;
+use crate::message::Head;
 use crate::proxy::{Mode, Proxy};
 
 /// How long a client's `initialize` waits for its own upstream sessions of isolated `url`
 /// servers to open (SPEC §11); one not open by then is not carried in its session id.
 pub(crate) const UPSTREAM_SESSION_WAIT: Duration = Duration::from_secs(10);
-
-/// Whether a list request asks for a page after the first (it carries a `cursor`).
-pub(crate) fn paged(params: Option<&RawValue>) -> bool {
-    params.is_some_and(|p| p.get().contains("cursor") && member_str(p, "cursor").is_some())
-}
 
 /// The error for a cursor of a list the proxy answers whole.
 pub(crate) fn unknown_cursor(method: &str) -> RpcError {
@@ -43,6 +39,7 @@ impl Proxy {
         scope: &Arc<Scope>,
         method: &str,
         params: Option<&RawValue>,
+        head: &Head,
         cancel: CancellationToken,
     ) -> Result<Box<RawValue>, RpcError> {
         let args = CallArgs {
@@ -53,7 +50,7 @@ impl Proxy {
         if method != "initialize" {
             self.ensure_handshake();
         }
-        self.route(scope, method, params, args).await
+        self.route(scope, method, params, head, args).await
     }
 
     /// The one dispatcher, for clients of both eras: route a request by its method; what the
@@ -65,8 +62,13 @@ impl Proxy {
         scope: &Arc<Scope>,
         method: &str,
         params: Option<&RawValue>,
+        head: &Head,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
+        // The lists the proxy answers itself come whole, with no `nextCursor`: a cursor (a page
+        // after the first) is not one of ours (the server itself would refuse a cursor it did
+        // not give).
+        let paged = head.cursor;
         match method {
             "initialize" => {
                 let answer = self.initialize(&scope.client, params).await?;
@@ -81,21 +83,17 @@ impl Proxy {
                 Ok(answer)
             }
             "ping" => Ok(raw_json("{}")),
-            // The lists the proxy answers itself come whole, with no `nextCursor`: a cursor is
-            // not one of ours (the server itself would refuse a cursor it did not give).
-            "tools/list" if paged(params) => Err(unknown_cursor(method)),
+            "tools/list" if paged => Err(unknown_cursor(method)),
             "tools/list" => self.list_tools().await,
             // A server's requests during the call reach the client as they come.
-            "tools/call" => self.call_tool(params, args).await,
+            "tools/call" => self.call_tool(params, head, args).await,
             "resources/subscribe" | "resources/unsubscribe" => {
-                let uri = params
-                    .and_then(|p| member_str(p, "uri"))
-                    .unwrap_or_default();
+                let uri = head.uri.clone().unwrap_or_default();
                 self.subscription(scope, method, uri, params, args).await
             }
             "logging/setLevel" => self.set_level(scope, params, args).await,
             _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
-            "prompts/list" | "resources/list" | "resources/templates/list" if paged(params) => {
+            "prompts/list" | "resources/list" | "resources/templates/list" if paged => {
                 Err(unknown_cursor(method))
             }
             "prompts/list" => self.list_prompts(args).await,
@@ -106,15 +104,13 @@ impl Proxy {
                 self.list_resources(method, args).await
             }
             "resources/read" => {
-                let uri = params
-                    .and_then(|p| member_str(p, "uri"))
-                    .unwrap_or_default();
-                let server = self.resource_owner(&uri, &args).await?;
+                let uri = head.uri.as_deref().unwrap_or_default();
+                let server = self.resource_owner(uri, &args).await?;
                 self.send(&server, method, params, args).await
             }
             "tasks/list" => self.list_tasks(params, args).await,
             "tasks/get" | "tasks/result" | "tasks/cancel" => {
-                self.task_request(method, params, args).await
+                self.task_request(method, params, head, args).await
             }
             _ => match self.hub.servers().as_slice() {
                 // One server: it answers what we do not know.

@@ -62,10 +62,12 @@ impl Proxy {
                 // Forgotten however the request ends, also when its future is dropped (an HTTP
                 // client that went away).
                 let mut in_flight = InFlight { client, key };
-                let answer = if crate::stateless::is_stateless(client, method, params) {
-                    self.stateless(&scope, id, method, params, cancel).await
+                let head = message.head();
+                let answer = if crate::stateless::is_stateless(client, method, head) {
+                    self.stateless(&scope, id, method, params, head, cancel)
+                        .await
                 } else {
-                    self.request(&scope, method, params, cancel).await
+                    self.request(&scope, method, params, head, cancel).await
                 };
                 // Its client cancelled it: no answer, as MCP asks of the receiver of a
                 // cancellation and as the server itself would do.

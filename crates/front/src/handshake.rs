@@ -16,7 +16,8 @@ use serde_json::{Value, json};
 
 use crate::client::Client;
 use crate::declared::Capabilities;
-use crate::json::{member_str, raw_json, to_raw};
+use crate::json::{member_str, raw_json, string_of, to_raw};
+use crate::message::Meta;
 use crate::proxy::{Mode, Proxy};
 
 /// How long `initialize` in `wrap` waits for the server's own answer.
@@ -29,27 +30,26 @@ pub const STATELESS_VERSION: &str = mcp_supervisor::core::versions::STATELESS;
 pub const SESSION_VERSIONS: [&str; 4] = mcp_supervisor::core::versions::HANDSHAKE;
 
 /// `initialize` params from a 2026-07-28 request's `_meta` (client info and capabilities).
-pub(crate) fn identity_of(meta: &Value) -> Option<Arc<RawValue>> {
+pub(crate) fn identity_of(meta: &Meta) -> Option<Arc<RawValue>> {
+    let value = |raw: &Option<Box<RawValue>>| {
+        raw.as_deref()
+            .and_then(|r| serde_json::from_str::<Value>(r.get()).ok())
+    };
     // clientInfo is only recommended in this era: a client that leaves it out is named as the
     // proxy would name itself.
-    let info = meta
-        .get("io.modelcontextprotocol/clientInfo")
-        .cloned()
-        .unwrap_or_else(
-            || json!({ "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") }),
-        );
-    let capabilities = meta
-        .get("io.modelcontextprotocol/clientCapabilities")
-        .cloned()
-        .unwrap_or_else(|| json!({}));
+    let info = value(&meta.client_info).unwrap_or_else(
+        || json!({ "name": "mcp-supervisor", "version": env!("CARGO_PKG_VERSION") }),
+    );
+    let capabilities = value(&meta.capabilities).unwrap_or_else(|| json!({}));
     // The client's own version: the server is asked for it (a server that does not speak it
     // is opened with the newest handshake version instead). Only a request of this era
     // decides: one without a version, or with one no server could speak (a client probing),
     // does not.
     let version = meta
-        .get("io.modelcontextprotocol/protocolVersion")
-        .and_then(Value::as_str)
-        .filter(|v| *v == STATELESS_VERSION)?;
+        .version
+        .as_deref()
+        .and_then(string_of)
+        .filter(|v| v == STATELESS_VERSION)?;
     // `_meta` marks the handshake as a stateless client's, so the server is opened in that era.
     let params = json!({
         "protocolVersion": version,
@@ -129,17 +129,9 @@ impl Proxy {
     /// Then it waits (bounded) for the server's first attempt, so that the face can show the
     /// server's own identity. A request without the client's identity does not decide it (the
     /// face refuses it); the next one that has it does.
-    pub(crate) async fn ensure_handshake_from(&self, params: Option<&RawValue>) {
+    pub(crate) async fn ensure_handshake_from(&self, meta: &Meta) {
         if !self.hub.has_handshake() {
-            #[derive(Deserialize)]
-            struct Params {
-                #[serde(rename = "_meta", default)]
-                meta: Option<Value>,
-            }
-            let meta = params
-                .and_then(|p| serde_json::from_str::<Params>(p.get()).ok())
-                .and_then(|p| p.meta);
-            match meta.as_ref().and_then(identity_of) {
+            match identity_of(meta) {
                 Some(params) => {
                     self.hub.set_handshake(params);
                 }

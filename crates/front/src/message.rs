@@ -1,11 +1,16 @@
-//! A client's message, its envelope read once ([`Message`]): its kind, id, method and params
-//! (kept as JSON text, whole), checked as MCP asks of every message, or the error answer that
-//! says what is wrong with it.
+//! A client's message, read once ([`Message`]): its envelope (kind, id, method, params kept as
+//! JSON text, whole) and, in one pass over the params, the members the front routes by
+//! ([`Head`]: a tool or prompt `name` and where it lies, a resource `uri`, a `cursor`, a
+//! `taskId`, and the 2026-07-28 era's `_meta` identity), checked as MCP asks of every message,
+//! or the error answer that says what is wrong with it.
 //!
-//! It reads only the envelope; what a method's params mean is the business of the file that
-//! owns that method. It never answers anything but a malformed message.
+//! What a method's params mean is the business of the file that owns that method; it reads
+//! them from the head, never from the text again. It never answers anything but a malformed
+//! message.
 
 use std::borrow::Cow;
+use std::ops::Range;
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use mcp_supervisor::link::RpcError;
 use mcp_supervisor::upstream::{Envelope, response_text};
@@ -44,16 +49,169 @@ pub(crate) fn method_of(method: &str) -> Cow<'static, str> {
     }
 }
 
-/// A client's message, its envelope read once: a face reads each message on arrival, and
-/// everything after (its checks, the dispatcher) takes the parts from here, so no envelope is
-/// parsed twice. The params (and a response's result or error) are kept as JSON text, whole.
+/// A client's message, read once: a face reads each message on arrival, and everything after
+/// (its checks, the era's layer, the dispatcher) takes the parts from here, so neither the
+/// envelope nor the params are parsed twice. The params (and a response's result or error) are
+/// kept as JSON text, whole.
 #[derive(Debug)]
 pub struct Message {
     pub(crate) kind: Kind,
     pub(crate) id: Option<Box<RawValue>>,
     pub(crate) params: Option<Box<RawValue>>,
+    pub(crate) head: Head,
     pub(crate) result: Option<Box<RawValue>>,
     pub(crate) error: Option<Box<RawValue>>,
+}
+
+/// The members of a message's params the front routes by, read in the one pass over them
+/// ([`Head::read`]). Of two members of one name, the last counts, as for any JSON parser.
+#[derive(Clone, Debug, Default)]
+pub struct Head {
+    /// `name` (a tool's or a prompt's), when it is a string.
+    pub name: Option<String>,
+    /// Where `name`'s value (the JSON string, quotes included) lies in the params text: a rename
+    /// writes the new name there, with no second read of the params.
+    pub name_at: Option<Range<usize>>,
+    /// `uri` (a resource's), when it is a string.
+    pub uri: Option<String>,
+    /// Whether the params carry a `cursor` (a page after the first).
+    pub cursor: bool,
+    /// `taskId`, when it is a string.
+    pub task_id: Option<String>,
+    /// `requestState` (a 2026-07-28 retry of an input round), when it is a string.
+    pub request_state: Option<String>,
+    /// `inputResponses` (the client's answers in such a retry), as JSON text.
+    pub input_responses: Option<Box<RawValue>>,
+    /// What `_meta` says of the client (the 2026-07-28 era's identity), when it is there.
+    pub meta: Meta,
+}
+
+/// The members of a request's `_meta` the front reads: the 2026-07-28 era's identity.
+#[derive(Clone, Debug, Default)]
+pub struct Meta {
+    /// `io.modelcontextprotocol/protocolVersion`, as JSON text (a string when well-formed).
+    pub version: Option<Box<RawValue>>,
+    /// `io.modelcontextprotocol/clientCapabilities`, as JSON text (an object when well-formed).
+    pub capabilities: Option<Box<RawValue>>,
+    /// `io.modelcontextprotocol/clientInfo`, as JSON text.
+    pub client_info: Option<Box<RawValue>>,
+}
+
+/// How many times the front has read a message's params (one [`Head::read`] each), over the
+/// process: a test reads it to show that a message's params are read once on their way in.
+pub static PARAMS_READ: AtomicU64 = AtomicU64::new(0);
+
+impl Head {
+    /// Read the head of `params` in one pass; `None` when they are not an object or their
+    /// `_meta` is neither an object nor null (a server could not read such params).
+    pub fn read(params: &RawValue) -> Option<Self> {
+        PARAMS_READ.fetch_add(1, Ordering::Relaxed);
+        let text = params.get();
+        let mut deserializer = serde_json::Deserializer::from_str(text);
+        let head =
+            serde::de::DeserializeSeed::deserialize(HeadSeed { text }, &mut deserializer).ok()?;
+        deserializer.end().ok()?;
+        Some(head)
+    }
+}
+
+/// Reads a [`Head`] from the params' text, noting where `name`'s value lies in it.
+struct HeadSeed<'t> {
+    text: &'t str,
+}
+
+impl<'de> serde::de::DeserializeSeed<'de> for HeadSeed<'_> {
+    type Value = Head;
+    fn deserialize<D: serde::Deserializer<'de>>(self, d: D) -> Result<Head, D::Error> {
+        d.deserialize_map(self)
+    }
+}
+
+impl<'de> serde::de::Visitor<'de> for HeadSeed<'_> {
+    type Value = Head;
+    fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("params as a JSON object")
+    }
+    fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Head, A::Error> {
+        /// A member read whole as text, to be looked at only if it is one we want.
+        type Raw<'a> = &'a RawValue;
+        let mut head = Head::default();
+        while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+            match key.as_ref() {
+                "name" => {
+                    let value: Raw<'de> = map.next_value()?;
+                    head.name = serde_json::from_str::<String>(value.get()).ok();
+                    head.name_at = head
+                        .name
+                        .as_ref()
+                        .and_then(|_| span(self.text, value.get()));
+                }
+                "uri" => head.uri = string(map.next_value::<Raw<'de>>()?),
+                "taskId" => head.task_id = string(map.next_value::<Raw<'de>>()?),
+                "requestState" => head.request_state = string(map.next_value::<Raw<'de>>()?),
+                "inputResponses" => {
+                    head.input_responses = Some(map.next_value::<Raw<'de>>()?.to_owned());
+                }
+                "cursor" => {
+                    let value: Raw<'de> = map.next_value()?;
+                    head.cursor = value.get() != "null";
+                }
+                "_meta" => head.meta = map.next_value::<Option<Meta>>()?.unwrap_or_default(),
+                _ => {
+                    map.next_value::<serde::de::IgnoredAny>()?;
+                }
+            }
+        }
+        Ok(head)
+    }
+}
+
+impl<'de> Deserialize<'de> for Meta {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct Visit;
+        impl<'de> serde::de::Visitor<'de> for Visit {
+            type Value = Meta;
+            fn expecting(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+                f.write_str("`_meta` as a JSON object")
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(self, mut map: A) -> Result<Meta, A::Error> {
+                let mut meta = Meta::default();
+                while let Some(key) = map.next_key::<Cow<'de, str>>()? {
+                    let slot = match key.as_ref() {
+                        META_VERSION => &mut meta.version,
+                        META_CAPABILITIES => &mut meta.capabilities,
+                        META_CLIENT_INFO => &mut meta.client_info,
+                        _ => {
+                            map.next_value::<serde::de::IgnoredAny>()?;
+                            continue;
+                        }
+                    };
+                    *slot = Some(map.next_value::<&'de RawValue>()?.to_owned());
+                }
+                Ok(meta)
+            }
+        }
+        d.deserialize_map(Visit)
+    }
+}
+
+/// `_meta`'s member that names the 2026-07-28 era's protocol version.
+pub(crate) const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
+/// `_meta`'s member that holds a 2026-07-28 client's capabilities.
+pub(crate) const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
+/// `_meta`'s member that holds a 2026-07-28 client's info.
+pub(crate) const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
+
+/// A JSON string's value, if the text is one.
+fn string(raw: &RawValue) -> Option<String> {
+    serde_json::from_str(raw.get()).ok()
+}
+
+/// Where `part` (a slice of `whole`) lies in `whole`.
+fn span(whole: &str, part: &str) -> Option<Range<usize>> {
+    let start = (part.as_ptr() as usize).checked_sub(whole.as_ptr() as usize)?;
+    let end = start + part.len();
+    (end <= whole.len() && whole.get(start..end) == Some(part)).then_some(start..end)
 }
 
 impl Message {
@@ -78,10 +236,21 @@ impl Message {
                 ));
             }
         };
+        let head = match envelope.params {
+            Some(params) => Head::read(params).ok_or_else(|| {
+                error_text(
+                    None,
+                    -32600,
+                    "Invalid Request: `params` is an object, and its `_meta`, when present, an object",
+                )
+            })?,
+            None => Head::default(),
+        };
         Ok(Self {
             kind,
             id: envelope.id.map(ToOwned::to_owned),
             params: envelope.params.map(ToOwned::to_owned),
+            head,
             result: envelope.result.map(ToOwned::to_owned),
             error: envelope.error.map(ToOwned::to_owned),
         })
@@ -108,14 +277,17 @@ impl Message {
         self.params.as_deref()
     }
 
+    /// The members of its params the front routes by, read with the message.
+    pub fn head(&self) -> &Head {
+        &self.head
+    }
+
     /// Whether it is a request of protocol 2026-07-28 that needs no session: `server/discover`,
     /// or a request (not `initialize`) that names its protocol version in `_meta`.
     pub fn is_sessionless(&self) -> bool {
         match &self.kind {
             Kind::Request { method } if method == "server/discover" => true,
-            Kind::Request { method } if method != "initialize" => self
-                .params()
-                .is_some_and(|p| p.get().contains("io.modelcontextprotocol/protocolVersion")),
+            Kind::Request { method } if method != "initialize" => self.head.meta.version.is_some(),
             _ => false,
         }
     }
@@ -151,31 +323,7 @@ pub(crate) fn read_envelope(text: &str) -> Result<Envelope<'_>, String> {
     if envelope.params.is_some_and(|p| p.get() == "null") {
         envelope.params = None;
     }
-    if envelope.params.is_some_and(|p| !params_are_valid(p)) {
-        return Err(invalid(
-            "`params` is an object, and its `_meta`, when present, an object",
-        ));
-    }
     Ok(envelope)
-}
-
-/// Whether `params` has the shape every MCP message's has: an object, whose `_meta` (which the
-/// proxy reads, for a progress token) is an object when present. A server could not answer a
-/// request with other params (it cannot read them), so it never gets one.
-pub(crate) fn params_are_valid(params: &RawValue) -> bool {
-    #[derive(Deserialize)]
-    struct Params<'a> {
-        #[serde(rename = "_meta", borrow, default)]
-        meta: Option<&'a RawValue>,
-    }
-    let text = params.get();
-    // `_meta` is read only when there is one (most params have none).
-    text.starts_with('{')
-        && (!text.contains("\"_meta\"")
-            || serde_json::from_str::<Params<'_>>(text).is_ok_and(|p| {
-                p.meta
-                    .is_none_or(|m| m.get().starts_with('{') || m.get() == "null")
-            }))
 }
 
 /// Whether a request id is one MCP allows: a string or an integer.

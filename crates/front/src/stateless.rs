@@ -28,11 +28,10 @@ use crate::declared::Capabilities;
 use crate::fan_out::FAN_OUT_WAIT;
 use crate::handshake::{STATELESS_VERSION, serve_capabilities, serve_info, serve_instructions};
 use crate::json::{lock, member_str, raw_json, string_of, to_raw};
+use crate::message::{Head, META_CAPABILITIES, META_VERSION};
 use crate::proxy::{Mode, Proxy};
 use crate::tools::{Named, call_through};
 
-const META_VERSION: &str = "io.modelcontextprotocol/protocolVersion";
-const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabilities";
 const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
@@ -59,32 +58,16 @@ const CACHED: [&str; 6] = [
     "resources/read",
 ];
 
-/// The members of a request's `_meta` this face reads.
-#[derive(Deserialize, Default)]
-struct Inline<'a> {
-    #[serde(rename = "io.modelcontextprotocol/protocolVersion", borrow, default)]
-    version: Option<&'a RawValue>,
-    #[serde(rename = "io.modelcontextprotocol/clientCapabilities", borrow, default)]
-    capabilities: Option<&'a RawValue>,
-}
-
-fn read_inline(params: Option<&RawValue>) -> Inline<'_> {
-    #[derive(Deserialize)]
-    struct Params<'a> {
-        #[serde(rename = "_meta", borrow, default)]
-        meta: Option<Inline<'a>>,
-    }
-    params
-        .filter(|p| p.get().contains(META_VERSION) || p.get().contains(META_CAPABILITIES))
-        .and_then(|p| serde_json::from_str::<Params<'_>>(p.get()).ok())
-        .and_then(|p| p.meta)
-        .unwrap_or_default()
+/// A retry's answers to an input round, and the round's state.
+struct Retry {
+    responses: BTreeMap<String, Value>,
+    state: String,
 }
 
 /// Whether a client's request is of the stateless era: the client never sent `initialize`, and
 /// this request (or an earlier one of its) is `server/discover` or names its protocol version
 /// in `_meta`. The first such request marks the client.
-pub fn is_stateless(client: &Client, method: &str, params: Option<&RawValue>) -> bool {
+pub fn is_stateless(client: &Client, method: &str, head: &Head) -> bool {
     if method == "initialize" {
         return false;
     }
@@ -93,7 +76,7 @@ pub fn is_stateless(client: &Client, method: &str, params: Option<&RawValue>) ->
         Era::Handshake { .. } => false,
         Era::Stateless => true,
         Era::Unknown => {
-            let stateless = method == "server/discover" || read_inline(params).version.is_some();
+            let stateless = method == "server/discover" || head.meta.version.is_some();
             if stateless {
                 *era = Era::Stateless;
             }
@@ -111,16 +94,18 @@ impl Proxy {
         id: &RawValue,
         method: &str,
         params: Option<&RawValue>,
+        head: &Head,
         cancel: CancellationToken,
     ) -> Result<Box<RawValue>, RpcError> {
-        let inline = read_inline(params);
-        let version = inline.version.and_then(string_of);
+        let inline = &head.meta;
+        let version = inline.version.as_deref().and_then(string_of);
         let mut missing = Vec::new();
         if version.is_none() {
             missing.push(META_VERSION);
         }
         if !inline
             .capabilities
+            .as_deref()
             .is_some_and(|c| c.get().starts_with('{'))
         {
             missing.push(META_CAPABILITIES);
@@ -143,7 +128,7 @@ impl Proxy {
             });
         }
         // The first such request opens the server with this client's identity.
-        self.ensure_handshake_from(params).await;
+        self.ensure_handshake_from(&head.meta).await;
         self.ensure_handshake();
         let args = CallArgs {
             cancel: Some(cancel.clone()),
@@ -171,8 +156,8 @@ impl Proxy {
             }
             // A call of this era takes its input rounds (the client answers the server's
             // requests by calling again).
-            "tools/call" => self.stateless_call(scope, params, cancel).await?,
-            _ => self.route(scope, method, params, args).await?,
+            "tools/call" => self.stateless_call(scope, params, head, cancel).await?,
+            _ => self.route(scope, method, params, head, args).await?,
         };
         Ok(complete(method, result))
     }
@@ -477,25 +462,30 @@ impl Proxy {
         self: &Arc<Self>,
         scope: &Arc<Scope>,
         params: Option<&RawValue>,
+        head: &Head,
         cancel: CancellationToken,
     ) -> Result<Box<RawValue>, RpcError> {
-        let request_params = params;
-        let (name, params) = match self.named_call(params).await? {
-            Named::Call { name, params } => (name, params.into_owned()),
+        let (name, params, name_at) = match self.named_call(params, head).await? {
+            Named::Call {
+                name,
+                params,
+                name_at,
+            } => (name, params.into_owned(), name_at),
             Named::Answer(answer) => return answer,
         };
-        #[derive(Deserialize)]
-        struct Retry {
-            #[serde(rename = "inputResponses")]
-            responses: BTreeMap<String, Value>,
-            #[serde(rename = "requestState")]
-            state: String,
-        }
-        let retry = params
-            .get()
-            .contains("inputResponses")
-            .then(|| serde_json::from_str::<Retry>(params.get()).ok())
-            .flatten();
+        // A retry that answers an input round: its answers and the round's state, as read with
+        // the message.
+        let retry = match (&head.request_state, &head.input_responses) {
+            (Some(state), Some(responses)) => {
+                serde_json::from_str(responses.get())
+                    .ok()
+                    .map(|responses| Retry {
+                        responses,
+                        state: state.clone(),
+                    })
+            }
+            _ => None,
+        };
         // Counted when it ends (cancelled if this request is dropped first).
         let record = self.metrics().start();
         if let Some(retry) = retry {
@@ -531,8 +521,10 @@ impl Proxy {
         };
         // What this request's client declared (`_meta`): a server's request it cannot answer
         // is refused at once, as for a client of the handshake era. Declaring nothing lets all.
-        let declared = read_inline(request_params)
+        let declared = head
+            .meta
             .capabilities
+            .as_deref()
             .map(|c| Capabilities::read(c.get()));
         let allowed: crate::rounds::Allowed =
             Arc::new(move |method| declared.is_none_or(|d| d.allow(method)));
@@ -548,6 +540,7 @@ impl Proxy {
                             cancel: Some(call_cancel),
                             origin: Some(origin),
                             relays_input: true,
+                            name_at,
                             ..CallArgs::default()
                         };
                         call_through(&hub, mode, &tool, &params, args).await

@@ -13,7 +13,8 @@ use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::json::{list_answer, member_str, object_params, to_raw};
+use crate::json::{list_answer, object_params, to_raw};
+use crate::message::Head;
 use crate::proxy::Proxy;
 
 /// `task.taskId` (a tool call's task) or `taskId` (a task's state) of a result, namespaced by
@@ -71,11 +72,12 @@ impl Proxy {
         &self,
         method: &str,
         params: Option<&RawValue>,
+        head: &Head,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
         let params = object_params(method, params)?;
-        let public = member_str(params, "taskId").unwrap_or_default();
-        let Some((server, task)) = mcp_supervisor::routes::task_route(&public) else {
+        let public = head.task_id.as_deref().unwrap_or_default();
+        let Some((server, task)) = mcp_supervisor::routes::task_route(public) else {
             return Err(RpcError::new(
                 -32602,
                 format!(

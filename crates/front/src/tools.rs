@@ -12,7 +12,8 @@ use mcp_supervisor::{CallArgs, CallError, Hub};
 use serde_json::value::RawValue;
 
 use crate::fan_out::call_error;
-use crate::json::{is_error, member_text, to_raw};
+use crate::json::{is_error, to_raw};
+use crate::message::Head;
 use crate::proxy::{Mode, Proxy};
 use crate::tasks::namespace_task;
 
@@ -26,6 +27,9 @@ pub(crate) enum Named<'a> {
     Call {
         name: Cow<'a, str>,
         params: Cow<'a, RawValue>,
+        /// Where the name lies in the params as the client sent them (`None` when search mode
+        /// made the params): the hub's rename writes there ([`CallArgs::name_at`]).
+        name_at: Option<std::ops::Range<usize>>,
     },
     /// Answered here (search mode's `search_tools`, or a `call_tool` that names nothing).
     Answer(Result<Box<RawValue>, RpcError>),
@@ -83,13 +87,19 @@ impl Proxy {
     pub(crate) async fn call_tool(
         &self,
         params: Option<&RawValue>,
+        head: &Head,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let (name, params) = match self.named_call(params).await? {
-            Named::Call { name, params } => (name, params),
+        let (name, params, name_at) = match self.named_call(params, head).await? {
+            Named::Call {
+                name,
+                params,
+                name_at,
+            } => (name, params, name_at),
             Named::Answer(answer) => return answer,
         };
         let record = self.metrics.start();
+        let args = CallArgs { name_at, ..args };
         let outcome = call_through(&self.hub, self.mode, &name, &params, args).await;
         self.call_answer(&name, outcome, record)
     }
@@ -99,26 +109,31 @@ impl Proxy {
     pub(crate) async fn named_call<'a>(
         &self,
         params: Option<&'a RawValue>,
+        head: &'a Head,
     ) -> Result<Named<'a>, RpcError> {
         let params = params.ok_or_else(|| RpcError::new(-32602, "tools/call needs params"))?;
-        let name = member_text(params, "name")
+        let name = head
+            .name
+            .as_deref()
             .ok_or_else(|| RpcError::new(-32602, "Invalid params: tools/call needs a `name`"))?;
         if !self.searching() {
             return Ok(Named::Call {
-                name,
+                name: Cow::Borrowed(name),
                 params: Cow::Borrowed(params),
+                name_at: head.name_at.clone(),
             });
         }
         Ok(
             match self
                 .search
-                .exposed(&self.hub, self.mode, &name, params)
+                .exposed(&self.hub, self.mode, name, params)
                 .await
             {
                 crate::exposure::Exposed::Answer(answer) => Named::Answer(answer),
                 crate::exposure::Exposed::Call { name, params } => Named::Call {
                     name: Cow::Owned(name),
                     params: Cow::Owned(params),
+                    name_at: None,
                 },
             },
         )

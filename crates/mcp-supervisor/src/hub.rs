@@ -70,6 +70,11 @@ pub struct CallArgs {
     /// that era): they come back as the call's result, whole, instead of being answered through
     /// `origin` round by round.
     pub relays_input: bool,
+    /// Where the params' `name` value (the JSON string, quotes included) lies in their text,
+    /// when the caller read it already ([`Hub::call_json`]): a rename to the upstream name is
+    /// then written there, with no second read of the params. Checked before use: a range that
+    /// does not hold the public name as a JSON string is ignored.
+    pub name_at: Option<std::ops::Range<usize>>,
 }
 
 impl std::fmt::Debug for CallArgs {
@@ -1026,16 +1031,23 @@ impl Hub {
                     name: public_name.to_string(),
                 }
             })?;
+            let spliced = args
+                .name_at
+                .take()
+                .and_then(|at| splice_name(params, at, public_name, &name));
             renamed =
-                crate::upstream::rpc::with_member(params, "name", &name).ok_or_else(|| {
-                    CallError::ServerError {
-                        server: tool.server.clone(),
-                        tool: tool.upstream_name.clone(),
-                        code: -32602,
-                        message: "the tools/call params are not a JSON object".to_string(),
-                        data: None,
-                    }
-                })?;
+                match spliced {
+                    Some(spliced) => spliced,
+                    None => crate::upstream::rpc::with_member(params, "name", &name).ok_or_else(
+                        || CallError::ServerError {
+                            server: tool.server.clone(),
+                            tool: tool.upstream_name.clone(),
+                            code: -32602,
+                            message: "the tools/call params are not a JSON object".to_string(),
+                            data: None,
+                        },
+                    )?,
+                };
             &*renamed
         };
         let handle = self.serving(&tool.server, handle, args.origin.as_ref())?;
@@ -1658,9 +1670,51 @@ impl Downstream for ProgressTo {
     }
 }
 
+/// `params` with the JSON string at `at` (which must be `public`'s, as the caller read it)
+/// replaced by `name`: a rename that reads nothing else of the params. `None` when `at` does
+/// not hold `public` as a JSON string (the caller's reading does not fit these params).
+fn splice_name(
+    params: &RawValue,
+    at: std::ops::Range<usize>,
+    public: &str,
+    name: &RawValue,
+) -> Option<Box<RawValue>> {
+    let text = params.get();
+    let held = text.get(at.clone())?;
+    if serde_json::from_str::<&str>(held).ok()? != public {
+        return None;
+    }
+    let mut out = String::with_capacity(text.len() - held.len() + name.get().len());
+    out.push_str(&text[..at.start]);
+    out.push_str(name.get());
+    out.push_str(&text[at.end..]);
+    RawValue::from_string(out).ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A rename writes the upstream name where the caller found the public one, and only
+    /// where that holds the public name; anything else is left to a full rename.
+    #[test]
+    fn a_rename_splices_the_name_where_it_was_read() {
+        let raw = |t: &str| RawValue::from_string(t.to_string()).expect("JSON");
+        let params = raw(r#"{"_meta":{"k":"s__t"},"name":"s__t","arguments":{"name":"x"}}"#);
+        let at = params.get().find(r#""s__t","#).expect("the name");
+        let at = at..at + r#""s__t""#.len();
+        let upstream = raw(r#""t""#);
+        let spliced = splice_name(&params, at.clone(), "s__t", &upstream).expect("spliced");
+        assert_eq!(
+            spliced.get(),
+            r#"{"_meta":{"k":"s__t"},"name":"t","arguments":{"name":"x"}}"#
+        );
+        assert!(splice_name(&params, at.clone(), "other", &upstream).is_none());
+        assert!(splice_name(&params, 0..at.end, "s__t", &upstream).is_none());
+        assert!(
+            splice_name(&params, at.start..params.get().len() + 1, "s__t", &upstream).is_none()
+        );
+    }
 
     #[test]
     fn only_reading_methods_are_safe_to_repeat() {
