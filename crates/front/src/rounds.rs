@@ -70,6 +70,25 @@ pub struct Rounds {
     next: AtomicU64,
 }
 
+/// What the call's task came to. The call runs in a task of its own only so that it outlives
+/// the request between rounds; how it ends is the request's, as if it had run in place:
+///
+/// - a panic goes on in the request that drives the round (a face turns it into an internal
+///   error answer, as for a call without rounds); it is not made into a [`CallError`], which
+///   would name a server and a tool this module does not know, and say the call came back;
+/// - a cancelled task is one the runtime is dropping as it shuts down ([`Rounds::expire`]
+///   aborts only rounds waiting in the map, never one being driven): the request is being
+///   dropped with it, and nothing is answered.
+async fn outcome(ended: Result<Outcome, tokio::task::JoinError>) -> Outcome {
+    match ended {
+        Ok(outcome) => outcome,
+        Err(failed) => match failed.try_into_panic() {
+            Ok(panic) => std::panic::resume_unwind(panic),
+            Err(_cancelled) => std::future::pending().await,
+        },
+    }
+}
+
 /// The origin of a call in rounds: each server request becomes an [`Ask`]; its progress goes to
 /// `progress` (the client's stream), as it came.
 struct Collect {
@@ -184,25 +203,12 @@ impl Rounds {
     /// Wait for the call to end or for the server's next request(s).
     async fn drive(&self, mut round: Round) -> Step {
         let first = tokio::select! {
-            outcome = &mut round.call => {
-                return Step::Done(outcome.unwrap_or_else(|e| Err(CallError::Malformed {
-                    server: String::new(),
-                    tool: String::new(),
-                    detail: format!("the call's task failed: {e}"),
-                })));
-            }
+            ended = &mut round.call => return Step::Done(outcome(ended).await),
             ask = round.asks.recv() => ask,
         };
         let Some(first) = first else {
             // Every origin handle is gone: only the call's end can come.
-            let outcome = (&mut round.call).await;
-            return Step::Done(outcome.unwrap_or_else(|e| {
-                Err(CallError::Malformed {
-                    server: String::new(),
-                    tool: String::new(),
-                    detail: format!("the call's task failed: {e}"),
-                })
-            }));
+            return Step::Done(outcome((&mut round.call).await).await);
         };
         let mut requests = Vec::new();
         let mut ask = Some(first);
@@ -326,6 +332,27 @@ mod tests {
             "{}",
             result.get()
         );
+    }
+
+    #[tokio::test]
+    async fn a_call_that_panics_panics_in_the_request_that_drives_it_not_as_a_call_error() {
+        let rounds = Rounds::default();
+        let driven = std::panic::AssertUnwindSafe(rounds.start(
+            |_| {
+                Box::pin(async {
+                    if true {
+                        panic!("a bug in the call");
+                    }
+                    Ok(raw("{}"))
+                })
+            },
+            None,
+            None,
+        ))
+        .catch_unwind()
+        .await;
+        let panic = driven.err().expect("the call's panic reaches its request");
+        assert_eq!(panic.downcast_ref::<&str>(), Some(&"a bug in the call"));
     }
 
     #[tokio::test]

@@ -156,23 +156,83 @@ impl CatalogStore {
 
     /// Save `catalog` for `server`, atomically: readers see the old file or the new one, never
     /// half of one.
-    pub fn save(&self, server: &ServerConfig, catalog: &Catalog) -> Result<(), String> {
+    pub fn save(&self, server: &ServerConfig, catalog: &Catalog) -> Result<(), SaveError> {
         let path = self.path_for(server);
         let text = serde_json::to_vec(&FileOut {
             format: FORMAT_VERSION,
             server: server.describe(),
             catalog,
         })
-        .map_err(|e| format!("the catalog cannot be written as JSON: {e}"))?;
-        write_atomically(&path, &text)
+        .map_err(|source| SaveError::Encode { source })?;
+        Ok(write_atomically(&path, &text)?)
     }
+}
+
+/// Why a catalog was not saved ([`CatalogStore::save`]). Nothing depends on it: the server's
+/// next successful list tries again.
+#[derive(Debug, thiserror::Error)]
+pub enum SaveError {
+    /// The catalog could not be written as JSON (a list item the server sent is not valid).
+    #[error("the catalog cannot be written as JSON: {source}")]
+    Encode {
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// The file could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
+/// Why a file of the state directory (a catalog, a pin file) was not written: the directory or
+/// the file, and what the system said.
+#[derive(Debug, thiserror::Error)]
+pub enum WriteError {
+    /// Its directory could not be created.
+    #[error(
+        "cannot create {}: {source}; check that the state directory is writable, or give another one (--state-dir; a host: HubOptions::state_dir)",
+        dir.display()
+    )]
+    CreateDir {
+        /// The directory.
+        dir: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The file (its temporary sibling, or the rename over it) could not be written.
+    #[error(
+        "cannot write {}: {source}; check that the state directory is writable and not full",
+        path.display()
+    )]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
+/// Why a saved catalog is not used ([`CatalogStore::load`] logs it and starts without it).
+#[derive(Debug, thiserror::Error)]
+enum Unusable {
+    /// The text is not a catalog file at all.
+    #[error("it is not a catalog file ({source})")]
+    NotACatalog { source: serde_json::Error },
+    /// Another build wrote it.
+    #[error("it is of format version {found} and this build reads {FORMAT_VERSION}")]
+    OtherFormat { found: serde_json::Value },
+    /// The file is one, but its catalog is not valid.
+    #[error("its catalog is not valid ({source})")]
+    InvalidCatalog { source: serde_json::Error },
 }
 
 /// Write `bytes` to `path` atomically (readers see the old file or the new one, never half of
 /// one), private to the user, creating its directory when needed.
-pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> {
+pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), WriteError> {
     let dir = path.parent().unwrap_or(Path::new("."));
-    create_private_dir(dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    create_private_dir(dir).map_err(|source| WriteError::CreateDir {
+        dir: dir.to_path_buf(),
+        source,
+    })?;
     static NEXT: AtomicU64 = AtomicU64::new(0);
     let file_name = path
         .file_name()
@@ -184,30 +244,32 @@ pub(crate) fn write_atomically(path: &Path, bytes: &[u8]) -> Result<(), String> 
         NEXT.fetch_add(1, Ordering::Relaxed)
     ));
     let written = write_private(&temp, bytes).and_then(|()| std::fs::rename(&temp, path));
-    if let Err(e) = written {
+    if let Err(source) = written {
         let _ = std::fs::remove_file(&temp);
-        return Err(format!("cannot write {}: {e}", path.display()));
+        return Err(WriteError::Write {
+            path: path.to_path_buf(),
+            source,
+        });
     }
     Ok(())
 }
 
 /// Read a catalog file's text.
-fn read(text: &str) -> Result<Catalog, String> {
+fn read(text: &str) -> Result<Catalog, Unusable> {
     #[derive(Deserialize)]
     struct Version {
         format: serde_json::Value,
     }
     let version: Version =
-        serde_json::from_str(text).map_err(|e| format!("it is not a catalog file ({e})"))?;
+        serde_json::from_str(text).map_err(|source| Unusable::NotACatalog { source })?;
     if version.format != FORMAT_VERSION {
-        return Err(format!(
-            "it is of format version {} and this build reads {FORMAT_VERSION}",
-            version.format
-        ));
+        return Err(Unusable::OtherFormat {
+            found: version.format,
+        });
     }
     let file: FileIn =
-        serde_json::from_str(text).map_err(|e| format!("it is not a catalog file ({e})"))?;
-    serde_json::from_str(file.catalog.get()).map_err(|e| format!("its catalog is not valid ({e})"))
+        serde_json::from_str(text).map_err(|source| Unusable::NotACatalog { source })?;
+    serde_json::from_str(file.catalog.get()).map_err(|source| Unusable::InvalidCatalog { source })
 }
 
 /// A stable hash of what makes a server the same server: its command, arguments and working
@@ -364,6 +426,7 @@ mod tests {
         assert!(
             read(r#"{"format":2,"catalog":{}}"#)
                 .unwrap_err()
+                .to_string()
                 .contains("format version 2")
         );
         store.save(&server, &Catalog::default()).expect("rewritten");
@@ -378,7 +441,8 @@ mod tests {
         let store = CatalogStore::new(dir.join("sub"));
         let err = store
             .save(&stdio("srv", &[], None), &Catalog::default())
-            .unwrap_err();
+            .unwrap_err()
+            .to_string();
         assert!(err.starts_with("cannot create"), "{err}");
         let _ = std::fs::remove_file(&dir);
     }

@@ -18,6 +18,7 @@ use mcp_supervisor_core::config::ServerConfig;
 use mcp_supervisor_core::pin::{self, Action, Pin, PinMode, PinState, Verdict};
 use serde::{Deserialize, Serialize};
 
+use crate::catalog::WriteError;
 use crate::registry::UpstreamTool;
 
 /// The format of the pin files this build writes and reads.
@@ -45,35 +46,105 @@ struct PinFile {
     state: PinState,
 }
 
+/// Why a pin file could not be used, or an approval not made. Each names the pin file (or the
+/// tool) and what to do.
+#[derive(Debug, thiserror::Error)]
+pub enum PinError {
+    /// The file exists but cannot be read.
+    #[error("the pin file {} cannot be read ({source}); check its permissions", path.display())]
+    Unreadable {
+        /// The pin file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The file is not JSON with a format version.
+    #[error("the pin file {} is not a pin file ({source})", path.display())]
+    NotAPinFile {
+        /// The pin file.
+        path: PathBuf,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// Another build wrote it.
+    #[error(
+        "the pin file {} is of format version {found} and this build reads {FORMAT_VERSION}",
+        path.display()
+    )]
+    OtherFormat {
+        /// The pin file.
+        path: PathBuf,
+        /// The version it has.
+        found: serde_json::Value,
+    },
+    /// It has this build's format version, but not its shape.
+    #[error("the pin file {} is not a valid pin file ({source})", path.display())]
+    Invalid {
+        /// The pin file.
+        path: PathBuf,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// There is no pin file to approve in.
+    #[error(
+        "there are no pins in {}: the server's tools are pinned when a proxy with a state directory first lists them",
+        path.display()
+    )]
+    NoPins {
+        /// Where the pin file would be.
+        path: PathBuf,
+    },
+    /// The tool named has no change waiting (the words say which tools have one).
+    #[error("{0}")]
+    NothingToApprove(String),
+    /// The pins could not be written as JSON.
+    #[error("the pins cannot be written as JSON: {source}")]
+    Encode {
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// The pin file could not be written.
+    #[error(transparent)]
+    Write(#[from] WriteError),
+}
+
 /// Read a pin file: `Ok(None)` when there is none.
-fn read(path: &Path) -> Result<Option<(PinFile, Stamp)>, String> {
+fn read(path: &Path) -> Result<Option<(PinFile, Stamp)>, PinError> {
     let text = match std::fs::read_to_string(path) {
         Ok(text) => text,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-        Err(e) => return Err(format!("cannot be read ({e})")),
+        Err(source) => {
+            return Err(PinError::Unreadable {
+                path: path.to_path_buf(),
+                source,
+            });
+        }
     };
     let stamp = stamp(path);
     #[derive(Deserialize)]
     struct Version {
         format: serde_json::Value,
     }
-    let version: Version =
-        serde_json::from_str(&text).map_err(|e| format!("is not a pin file ({e})"))?;
+    let version: Version = serde_json::from_str(&text).map_err(|source| PinError::NotAPinFile {
+        path: path.to_path_buf(),
+        source,
+    })?;
     if version.format != FORMAT_VERSION {
-        return Err(format!(
-            "is of format version {} and this build reads {FORMAT_VERSION}",
-            version.format
-        ));
+        return Err(PinError::OtherFormat {
+            path: path.to_path_buf(),
+            found: version.format,
+        });
     }
-    let file: PinFile =
-        serde_json::from_str(&text).map_err(|e| format!("is not a valid pin file ({e})"))?;
+    let file: PinFile = serde_json::from_str(&text).map_err(|source| PinError::Invalid {
+        path: path.to_path_buf(),
+        source,
+    })?;
     Ok(Some((file, stamp)))
 }
 
 /// Write a pin file atomically (a temporary file, then a rename), private to the user.
-fn write(path: &Path, file: &PinFile) -> Result<Stamp, String> {
-    let text = serde_json::to_vec_pretty(file)
-        .map_err(|e| format!("the pins cannot be written as JSON: {e}"))?;
+fn write(path: &Path, file: &PinFile) -> Result<Stamp, PinError> {
+    let text = serde_json::to_vec_pretty(file).map_err(|source| PinError::Encode { source })?;
     crate::catalog::write_atomically(path, &text)?;
     Ok(stamp(path))
 }
@@ -137,8 +208,7 @@ impl PinBook {
             Err(why) => {
                 tracing::warn!(
                     server = %self.name,
-                    "the pin file {} {why}; it is replaced by the tool definitions seen next",
-                    self.path.display()
+                    "{why}; it is replaced by the tool definitions seen next"
                 );
                 self.stamp = stamp(&self.path);
             }
@@ -259,21 +329,23 @@ pub struct ApprovedTool {
 /// Accept the changes waiting for approval of `server`'s tools (one tool, or all), pinned under
 /// `dir`: they become the pins, which a running proxy picks up within a few seconds. An error
 /// says what is missing.
-pub fn approve(dir: &Path, server: &ServerConfig, tool: Option<&str>) -> Result<Approval, String> {
+pub fn approve(
+    dir: &Path,
+    server: &ServerConfig,
+    tool: Option<&str>,
+) -> Result<Approval, PinError> {
     approve_file(&pin_path(dir, server), tool)
 }
 
 /// As [`approve`], for a pin file found by its path.
-pub fn approve_file(path: &Path, tool: Option<&str>) -> Result<Approval, String> {
-    let (mut file, _) = read(path)
-        .map_err(|why| format!("the pin file {} {why}", path.display()))?
-        .ok_or_else(|| {
-            format!(
-                "there are no pins in {}: the server's tools are pinned when a proxy with a state directory first lists them",
-                path.display()
-            )
-        })?;
-    let accepted = file.state.approve(tool)?;
+pub fn approve_file(path: &Path, tool: Option<&str>) -> Result<Approval, PinError> {
+    let (mut file, _) = read(path)?.ok_or_else(|| PinError::NoPins {
+        path: path.to_path_buf(),
+    })?;
+    let accepted = file
+        .state
+        .approve(tool)
+        .map_err(PinError::NothingToApprove)?;
     if !accepted.is_empty() {
         write(path, &file)?;
     }

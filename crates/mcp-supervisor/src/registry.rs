@@ -42,10 +42,44 @@ impl PartialEq for UpstreamTool {
     }
 }
 
+/// Why a tool definition a server listed is not published: what is wrong with it. The server
+/// must fix it (its other tools are published).
+#[derive(Debug, thiserror::Error)]
+pub enum DefinitionError {
+    /// The definition is not an object with a `name` (and well-formed `annotations`).
+    #[error("a tool definition is not valid ({source})")]
+    Invalid {
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// Its `inputSchema` mentions headers but cannot be read.
+    #[error("tool `{tool}`: its inputSchema is not valid ({source})")]
+    InvalidSchema {
+        /// The tool's name.
+        tool: String,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// Its `inputSchema` declares a header that is not valid (SEP-2243).
+    #[error("tool `{tool}` declares an invalid header: {why}")]
+    InvalidHeader {
+        /// The tool's name.
+        tool: String,
+        /// What is wrong with the declaration.
+        why: String,
+    },
+    /// A typed tool could not be written as JSON.
+    #[error("the tool cannot be written as JSON ({source})")]
+    Encode {
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+}
+
 impl UpstreamTool {
     /// Read a tool definition from `tools/list`; an error says what is wrong with it. A tool
     /// whose schema declares an invalid header (SEP-2243) is an error: it must not be offered.
-    pub fn parse(definition: Box<RawValue>) -> Result<Self, String> {
+    pub fn parse(definition: Box<RawValue>) -> Result<Self, DefinitionError> {
         #[derive(Deserialize)]
         struct Hints {
             #[serde(rename = "readOnlyHint", default)]
@@ -60,7 +94,7 @@ impl UpstreamTool {
             annotations: Option<Hints>,
         }
         let fields: Fields = serde_json::from_str(definition.get())
-            .map_err(|e| format!("a tool definition is not valid ({e})"))?;
+            .map_err(|source| DefinitionError::Invalid { source })?;
         let hints = fields.annotations;
         // Only a schema that mentions the keyword is read whole.
         let headers = if definition.get().contains(headers::DECLARATION) {
@@ -69,11 +103,17 @@ impl UpstreamTool {
                 #[serde(rename = "inputSchema", default)]
                 input_schema: serde_json::Value,
             }
-            let schema: Schema = serde_json::from_str(definition.get()).map_err(|e| {
-                format!("tool `{}`: its inputSchema is not valid ({e})", fields.name)
+            let schema: Schema = serde_json::from_str(definition.get()).map_err(|source| {
+                DefinitionError::InvalidSchema {
+                    tool: fields.name.clone(),
+                    source,
+                }
             })?;
             headers::param_headers(&schema.input_schema).map_err(|why| {
-                format!("tool `{}` declares an invalid header: {why}", fields.name)
+                DefinitionError::InvalidHeader {
+                    tool: fields.name.clone(),
+                    why,
+                }
             })?
         } else {
             Vec::new()
@@ -91,8 +131,9 @@ impl UpstreamTool {
     }
 
     /// From rmcp's typed tool (tests and Rust hosts).
-    pub fn from_tool(tool: &rmcp::model::Tool) -> Result<Self, String> {
-        let definition = serde_json::value::to_raw_value(tool).map_err(|e| e.to_string())?;
+    pub fn from_tool(tool: &rmcp::model::Tool) -> Result<Self, DefinitionError> {
+        let definition = serde_json::value::to_raw_value(tool)
+            .map_err(|source| DefinitionError::Encode { source })?;
         Self::parse(definition)
     }
 }

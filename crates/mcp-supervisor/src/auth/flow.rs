@@ -20,13 +20,145 @@ const REQUEST_LIMIT: Duration = Duration::from_secs(15);
 /// The largest metadata or token response read.
 const MAX_BODY: usize = 256 * 1024;
 
+/// Why an OAuth exchange (probe, discovery, registration) failed: what was asked of whom, and
+/// what the user can do. None quotes a token or a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum FlowError {
+    /// The HTTP client could not be built.
+    #[error("cannot build the HTTP client for OAuth: {source}")]
+    Client {
+        /// What reqwest said.
+        source: reqwest::Error,
+    },
+    /// The MCP server did not answer the probe.
+    #[error(
+        "cannot reach the MCP server at {server}: {source}; check the URL and that the server is up"
+    )]
+    Unreachable {
+        /// The server's URL.
+        server: String,
+        /// What reqwest said.
+        source: reqwest::Error,
+    },
+    /// The protected-resource metadata names a resource that is not this server (RFC 9728 §3.3).
+    #[error(
+        "the server's protected-resource metadata names resource {resource}, which does not \
+         cover {server}; refusing to get a token for another resource (check the server's URL \
+         in the config)"
+    )]
+    OtherResource {
+        /// The resource the metadata names.
+        resource: String,
+        /// The server's URL.
+        server: String,
+    },
+    /// The protected-resource metadata names no authorization server.
+    #[error(
+        "the server's protected-resource metadata lists no authorization_servers; the server \
+         cannot be signed in to"
+    )]
+    NoAuthorizationServer,
+    /// The issuer named for the server is not a URL.
+    #[error(
+        "the authorization server's issuer is not a valid URL; the server's metadata is broken"
+    )]
+    IssuerNotUrl,
+    /// The authorization server's metadata names another issuer than the one it was fetched
+    /// for (RFC 8414 §3.3).
+    #[error(
+        "the authorization server's metadata at {url} names issuer {named:?}, not {issuer:?} \
+         (the issuer it was fetched for); refusing to use it (RFC 8414 §3.3): the server or \
+         something between is misconfigured"
+    )]
+    OtherIssuer {
+        /// Where the metadata was fetched.
+        url: String,
+        /// The issuer it names.
+        named: String,
+        /// The issuer it was fetched for.
+        issuer: String,
+    },
+    /// No well-known URL has the authorization server's metadata.
+    #[error(
+        "no authorization-server metadata for {issuer} (tried {}); the server does not publish \
+         OAuth metadata where the MCP spec says",
+        tried.join(", ")
+    )]
+    NoMetadata {
+        /// The issuer.
+        issuer: String,
+        /// The URLs tried.
+        tried: Vec<String>,
+    },
+    /// A metadata document is not the JSON expected.
+    #[error("the {what} at {url} is malformed ({detail}): ask the server's operator to fix it")]
+    Malformed {
+        /// Which document (`protected-resource metadata`, ...).
+        what: String,
+        /// Where it was fetched.
+        url: String,
+        /// What is wrong, in short.
+        detail: String,
+    },
+    /// An OAuth response could not be read.
+    #[error("reading an OAuth response failed: {source}")]
+    Read {
+        /// What reqwest said.
+        source: reqwest::Error,
+    },
+    /// An OAuth response is larger than 256 KiB.
+    #[error("an OAuth response is larger than 256 KiB")]
+    TooLarge,
+    /// The authorization server offers no dynamic client registration.
+    #[error(
+        "the authorization server {issuer} does not offer dynamic client registration: register \
+         a client there and set \"oauth\": {{\"clientId\": …}} (and \"clientSecretEnv\" if it \
+         has a secret) for this server"
+    )]
+    NoRegistration {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The registration request did not get an answer.
+    #[error("client registration at {endpoint} failed: {source}")]
+    RegistrationUnreachable {
+        /// The registration endpoint.
+        endpoint: String,
+        /// What reqwest said.
+        source: reqwest::Error,
+    },
+    /// The authorization server refused the registration.
+    #[error(
+        "the authorization server refused client registration (HTTP {status}{}); register a \
+         client by hand and set \"oauth\": {{\"clientId\": …}}",
+        detail.as_ref().map(|d| format!(": {d}")).unwrap_or_default()
+    )]
+    RegistrationRefused {
+        /// The HTTP status.
+        status: StatusCode,
+        /// The OAuth error, when the answer is one.
+        detail: Option<String>,
+    },
+    /// The registration answer is not the JSON expected.
+    #[error(
+        "the client registration answer from {endpoint} is malformed ({detail}); ask the \
+         server's operator, or register a client by hand and set \"oauth\": {{\"clientId\": …}}"
+    )]
+    RegistrationMalformed {
+        /// The registration endpoint.
+        endpoint: String,
+        /// What is wrong, in short.
+        detail: String,
+    },
+}
+
 /// An HTTP client for OAuth exchanges: no redirects, bounded.
-pub fn client() -> Result<reqwest::Client, String> {
+pub fn client() -> Result<reqwest::Client, FlowError> {
     reqwest::Client::builder()
         .redirect(reqwest::redirect::Policy::none())
         .timeout(REQUEST_LIMIT)
         .build()
-        .map_err(|e| format!("cannot build the HTTP client for OAuth: {e}"))
+        .map_err(|source| FlowError::Client { source })
 }
 
 /// Authorization-server metadata (RFC 8414), the fields used.
@@ -138,7 +270,7 @@ pub struct Client {
 /// Asks the MCP server, without a token, what it requires: an `initialize`, then (when that
 /// went through, as servers that let anyone connect do) a `tools/list` on the session it gave.
 /// `None`: neither request was refused for authorization.
-pub async fn probe(http: &reqwest::Client, server: &Url) -> Result<Option<Challenge>, String> {
+pub async fn probe(http: &reqwest::Client, server: &Url) -> Result<Option<Challenge>, FlowError> {
     const VERSION: &str = "2025-11-25";
     let initialize = r#"{"jsonrpc":"2.0","id":0,"method":"initialize","params":{"protocolVersion":"2025-11-25","capabilities":{},"clientInfo":{"name":"mcp-supervisor","version":"login"}}}"#;
     let list = r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#;
@@ -153,11 +285,13 @@ pub async fn probe(http: &reqwest::Client, server: &Url) -> Result<Option<Challe
         if let Some(session) = &session {
             request = request.header("mcp-session-id", session.clone());
         }
-        let response = request.send().await.map_err(|e| {
-            format!(
-                "cannot reach the MCP server at {server}: {e}; check the URL and that the server is up"
-            )
-        })?;
+        let response = request
+            .send()
+            .await
+            .map_err(|source| FlowError::Unreachable {
+                server: server.to_string(),
+                source,
+            })?;
         let status = response.status();
         if status == StatusCode::UNAUTHORIZED || status == StatusCode::FORBIDDEN {
             let challenge = response
@@ -180,7 +314,7 @@ pub async fn discover(
     http: &reqwest::Client,
     server: &Url,
     challenge: Option<&Challenge>,
-) -> Result<Discovered, String> {
+) -> Result<Discovered, FlowError> {
     let mut prm: Option<PrMetadata> = None;
     let mut tried = Vec::new();
     for url in discovery::prm_candidates(
@@ -201,11 +335,10 @@ pub async fn discover(
             let resource = match prm.resource {
                 Some(resource) => {
                     if !discovery::resource_covers(&resource, server) {
-                        return Err(format!(
-                            "the server's protected-resource metadata names resource {resource}, \
-                             which does not cover {server}; refusing to get a token for another \
-                             resource (check the server's URL in the config)"
-                        ));
+                        return Err(FlowError::OtherResource {
+                            resource,
+                            server: server.to_string(),
+                        });
                     }
                     resource
                 }
@@ -216,11 +349,7 @@ pub async fn discover(
                 .as_ref()
                 .and_then(|s| s.first())
                 .cloned()
-                .ok_or_else(|| {
-                    "the server's protected-resource metadata lists no authorization_servers; \
-                     the server cannot be signed in to"
-                        .to_string()
-                })?;
+                .ok_or(FlowError::NoAuthorizationServer)?;
             (resource, prm.scopes_supported, issuer)
         }
         None => {
@@ -248,33 +377,28 @@ pub async fn discover(
 
 /// The authorization server's metadata for `issuer`, from the first well-known URL that has it,
 /// with its `issuer` checked.
-pub async fn as_metadata(http: &reqwest::Client, issuer: &str) -> Result<AsMetadata, String> {
-    let issuer_url = Url::parse(issuer).map_err(|_| {
-        "the authorization server's issuer is not a valid URL; the server's metadata is broken"
-            .to_string()
-    })?;
+pub async fn as_metadata(http: &reqwest::Client, issuer: &str) -> Result<AsMetadata, FlowError> {
+    let issuer_url = Url::parse(issuer).map_err(|_| FlowError::IssuerNotUrl)?;
     let mut tried = Vec::new();
     for url in discovery::as_metadata_candidates(&issuer_url) {
         match fetch_json::<AsMetadata>(http, &url, "authorization-server metadata").await? {
             Some(metadata) => {
                 if !discovery::issuer_matches(issuer, &metadata.issuer) {
-                    return Err(format!(
-                        "the authorization server's metadata at {url} names issuer {:?}, not {issuer:?} \
-                         (the issuer it was fetched for); refusing to use it (RFC 8414 §3.3): the \
-                         server or something between is misconfigured",
-                        metadata.issuer
-                    ));
+                    return Err(FlowError::OtherIssuer {
+                        url: url.to_string(),
+                        named: metadata.issuer,
+                        issuer: issuer.to_string(),
+                    });
                 }
                 return Ok(metadata);
             }
             None => tried.push(url.to_string()),
         }
     }
-    Err(format!(
-        "no authorization-server metadata for {issuer} (tried {}); the server does not publish \
-         OAuth metadata where the MCP spec says",
-        tried.join(", ")
-    ))
+    Err(FlowError::NoMetadata {
+        issuer: issuer.to_string(),
+        tried,
+    })
 }
 
 /// GETs JSON; `Ok(None)` for a 404 or another non-success status (try the next URL); an error
@@ -283,7 +407,7 @@ async fn fetch_json<T: serde::de::DeserializeOwned>(
     http: &reqwest::Client,
     url: &Url,
     what: &str,
-) -> Result<Option<T>, String> {
+) -> Result<Option<T>, FlowError> {
     let response = match http
         .get(url.clone())
         .header(ACCEPT, "application/json")
@@ -300,23 +424,24 @@ async fn fetch_json<T: serde::de::DeserializeOwned>(
         return Ok(None);
     }
     let body = read_body(response).await?;
-    serde_json::from_slice::<T>(&body).map(Some).map_err(|e| {
-        format!(
-            "the {what} at {url} is malformed ({}): ask the server's operator to fix it",
-            short(&e.to_string())
-        )
-    })
+    serde_json::from_slice::<T>(&body)
+        .map(Some)
+        .map_err(|e| FlowError::Malformed {
+            what: what.to_string(),
+            url: url.to_string(),
+            detail: short(&e.to_string()),
+        })
 }
 
-async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, String> {
+async fn read_body(mut response: reqwest::Response) -> Result<Vec<u8>, FlowError> {
     let mut body = Vec::new();
     while let Some(chunk) = response
         .chunk()
         .await
-        .map_err(|e| format!("reading an OAuth response failed: {e}"))?
+        .map_err(|source| FlowError::Read { source })?
     {
         if body.len() + chunk.len() > MAX_BODY {
-            return Err("an OAuth response is larger than 256 KiB".into());
+            return Err(FlowError::TooLarge);
         }
         body.extend_from_slice(&chunk);
     }
@@ -330,14 +455,11 @@ pub async fn register(
     redirect_uri: Option<&str>,
     method: AuthMethod,
     scope: Option<&str>,
-) -> Result<Client, String> {
+) -> Result<Client, FlowError> {
     let Some(endpoint) = &metadata.registration_endpoint else {
-        return Err(format!(
-            "the authorization server {} does not offer dynamic client registration: register a \
-             client there and set \"oauth\": {{\"clientId\": …}} (and \"clientSecretEnv\" if it has \
-             a secret) for this server",
-            metadata.issuer
-        ));
+        return Err(FlowError::NoRegistration {
+            issuer: metadata.issuer.clone(),
+        });
     };
     let mut body = serde_json::json!({
         "client_name": "mcp-supervisor",
@@ -360,17 +482,17 @@ pub async fn register(
         .body(body.to_string())
         .send()
         .await
-        .map_err(|e| format!("client registration at {endpoint} failed: {e}"))?;
+        .map_err(|source| FlowError::RegistrationUnreachable {
+            endpoint: endpoint.clone(),
+            source,
+        })?;
     let status = response.status();
     let text = read_body(response).await?;
     if !status.is_success() {
-        return Err(format!(
-            "the authorization server refused client registration (HTTP {status}{}); register a \
-             client by hand and set \"oauth\": {{\"clientId\": …}}",
-            oauth_error(&text)
-                .map(|e| format!(": {e}"))
-                .unwrap_or_default()
-        ));
+        return Err(FlowError::RegistrationRefused {
+            status,
+            detail: oauth_error(&text),
+        });
     }
     #[derive(Deserialize)]
     struct Registered {
@@ -380,13 +502,11 @@ pub async fn register(
         #[serde(default)]
         token_endpoint_auth_method: Option<String>,
     }
-    let registered: Registered = serde_json::from_slice(&text).map_err(|e| {
-        format!(
-            "the client registration answer from {endpoint} is malformed ({}); ask the server's \
-             operator, or register a client by hand and set \"oauth\": {{\"clientId\": …}}",
-            short(&e.to_string())
-        )
-    })?;
+    let registered: Registered =
+        serde_json::from_slice(&text).map_err(|e| FlowError::RegistrationMalformed {
+            endpoint: endpoint.clone(),
+            detail: short(&e.to_string()),
+        })?;
     let method = discovery::auth_method(
         registered
             .token_endpoint_auth_method
@@ -448,7 +568,9 @@ pub async fn token(
         .and_then(|v| v.to_str().ok())
         .unwrap_or("")
         .to_ascii_lowercase();
-    let body = read_body(response).await.map_err(TokenError::Other)?;
+    let body = read_body(response)
+        .await
+        .map_err(|e| TokenError::Other(e.to_string()))?;
     let looks_html = content_type.starts_with("text/html")
         || body
             .iter()

@@ -17,9 +17,9 @@ use tokio::net::TcpListener;
 use mcp_supervisor_core::config::OAuthConfig;
 
 use super::discovery::{self, AuthMethod};
-use super::flow;
+use super::flow::{self, FlowError, TokenError};
 use super::source::now_unix;
-use super::store::{Entry, TokenStore};
+use super::store::{Entry, StoreError, TokenStore};
 
 /// How long the login waits for the browser to come back.
 pub const DEFAULT_WAIT: Duration = Duration::from_secs(300);
@@ -38,6 +38,127 @@ pub struct Login<'a> {
     pub wait: Duration,
 }
 
+/// Why a login failed: what step, and what to do (most often: run login again). None quotes a
+/// token, a code or a secret.
+#[derive(Debug, thiserror::Error)]
+pub enum LoginError {
+    /// The server's URL does not parse.
+    #[error("`{url}` is not a valid URL: {source}; fix the server's url in the config")]
+    InvalidUrl {
+        /// The URL as configured.
+        url: String,
+        /// What the URL parser said.
+        source: url::ParseError,
+    },
+    /// Probing, discovery or registration failed.
+    #[error(transparent)]
+    Flow(#[from] FlowError),
+    /// The authorization server cannot sign a person in.
+    #[error(
+        "the authorization server {issuer} has no authorization_endpoint; it cannot sign a \
+         person in (use \"grant\": \"client_credentials\" if it is meant for machines)"
+    )]
+    NoAuthorizationEndpoint {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The authorization server's `authorization_endpoint` is not a URL.
+    #[error(
+        "the authorization server's authorization_endpoint is not a URL; ask the server's operator \
+         to fix its metadata"
+    )]
+    AuthorizationEndpointNotUrl,
+    /// The authorization server does not do PKCE with S256.
+    #[error(
+        "the authorization server {issuer} does not support PKCE with S256, which MCP requires; \
+         mcp-supervisor will not sign in without it"
+    )]
+    NoS256 {
+        /// The authorization server.
+        issuer: String,
+    },
+    /// The loopback listener for the redirect could not be opened or read.
+    #[error(
+        "cannot listen on 127.0.0.1 for the redirect: {source}; check that loopback connections are allowed"
+    )]
+    Listen {
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The configured client's secret is not in the environment.
+    #[error("the client secret is not in the environment: set {var}")]
+    SecretMissing {
+        /// The variable named by `clientSecretEnv`.
+        var: String,
+    },
+    /// No random bytes for the PKCE verifier or the state.
+    #[error("no randomness available: {source}; mcp-supervisor will not sign in without it")]
+    NoRandomness {
+        /// What getrandom said.
+        source: getrandom::Error,
+    },
+    /// The browser did not come back in time.
+    #[error(
+        "no redirect came back within {} s; run login again and finish signing in in the browser",
+        .waited.as_secs()
+    )]
+    NoRedirect {
+        /// How long the login waited.
+        waited: Duration,
+    },
+    /// The redirect came back and was refused.
+    #[error(transparent)]
+    Redirect(#[from] RedirectError),
+    /// The token endpoint did not give tokens for the code.
+    #[error("{}; run login again", .0.message())]
+    Token(TokenError),
+    /// The tokens could not be stored.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Why the redirect that came back is not used (pure: see [`judge_redirect`]). Nothing was
+/// exchanged; each says to run login again.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum RedirectError {
+    /// The redirect's `state` is not this login's.
+    #[error(
+        "the redirect's state does not match this login (a stale tab or a forged redirect); \
+         nothing was exchanged: run `mcp-supervisor login` again and finish it in the tab it opens"
+    )]
+    StateMismatch,
+    /// The redirect names another issuer (RFC 9207).
+    #[error(
+        "the redirect names issuer {named:?}, not {issuer:?} (RFC 9207): it may come from \
+         another authorization server, so the code was not used; run login again"
+    )]
+    OtherIssuer {
+        /// The issuer the redirect names.
+        named: String,
+        /// The issuer of this login.
+        issuer: String,
+    },
+    /// The authorization server promised `iss` and sent none (RFC 9207).
+    #[error(
+        "the authorization server {issuer} promised an `iss` parameter on its redirect and \
+         sent none (RFC 9207), so the code was not used; run login again, and report it to \
+         the server's operator if it repeats"
+    )]
+    NoIssuer {
+        /// The issuer of this login.
+        issuer: String,
+    },
+    /// The authorization server refused (`error`, with its description).
+    #[error("the authorization server refused the login: {error}; run login again")]
+    Refused {
+        /// Its `error` and `error_description`, without control characters.
+        error: String,
+    },
+    /// The redirect has no code.
+    #[error("the redirect carries no code; run login again")]
+    NoCode,
+}
+
 /// A PKCE verifier and its S256 challenge (RFC 7636).
 pub struct Pkce {
     /// The PKCE code verifier (kept until the code is exchanged).
@@ -47,15 +168,15 @@ pub struct Pkce {
 }
 
 /// `len` random bytes, base64url without padding.
-pub fn random_token(len: usize) -> Result<String, String> {
+pub fn random_token(len: usize) -> Result<String, LoginError> {
     let mut bytes = vec![0u8; len];
-    getrandom::fill(&mut bytes).map_err(|e| format!("no randomness available: {e}"))?;
+    getrandom::fill(&mut bytes).map_err(|source| LoginError::NoRandomness { source })?;
     Ok(base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes))
 }
 
 impl Pkce {
     /// A fresh random verifier and its challenge; an error when no randomness is available.
-    pub fn new() -> Result<Self, String> {
+    pub fn new() -> Result<Self, LoginError> {
         let verifier = random_token(32)?;
         Ok(Self {
             challenge: s256(&verifier),
@@ -76,7 +197,7 @@ pub fn judge_redirect(
     state: &str,
     issuer: &str,
     iss_supported: bool,
-) -> Result<String, String> {
+) -> Result<String, RedirectError> {
     let mut code = None;
     let mut got_state = None;
     let mut iss = None;
@@ -98,44 +219,36 @@ pub fn judge_redirect(
         }
     }
     if got_state.as_deref() != Some(state) {
-        return Err(
-            "the redirect's state does not match this login (a stale tab or a forged redirect); \
-             nothing was exchanged: run `mcp-supervisor login` again and finish it in the tab it opens"
-                .into(),
-        );
+        return Err(RedirectError::StateMismatch);
     }
-    match (&iss, iss_supported) {
-        (Some(iss), _) if !discovery::issuer_matches(issuer, iss) => {
-            return Err(format!(
-                "the redirect names issuer {iss:?}, not {issuer:?} (RFC 9207): it may come from \
-                 another authorization server, so the code was not used; run login again"
-            ));
+    match (iss, iss_supported) {
+        (Some(iss), _) if !discovery::issuer_matches(issuer, &iss) => {
+            return Err(RedirectError::OtherIssuer {
+                named: iss,
+                issuer: issuer.to_string(),
+            });
         }
         (None, true) => {
-            return Err(format!(
-                "the authorization server {issuer} promised an `iss` parameter on its redirect and \
-                 sent none (RFC 9207), so the code was not used; run login again, and report it to \
-                 the server's operator if it repeats"
-            ));
+            return Err(RedirectError::NoIssuer {
+                issuer: issuer.to_string(),
+            });
         }
         _ => {}
     }
     if let Some(error) = error {
-        return Err(format!(
-            "the authorization server refused the login: {}; run login again",
-            error
-                .chars()
-                .filter(|c| !c.is_control())
-                .collect::<String>()
-        ));
+        return Err(RedirectError::Refused {
+            error: error.chars().filter(|c| !c.is_control()).collect(),
+        });
     }
-    code.ok_or_else(|| "the redirect carries no code; run login again".to_string())
+    code.ok_or(RedirectError::NoCode)
 }
 
 /// Runs the whole login. `show` gets the authorization URL (to print, or to open).
-pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, String> {
-    let server_url =
-        Url::parse(login.url).map_err(|e| format!("`{}` is not a valid URL: {e}", login.url))?;
+pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, LoginError> {
+    let server_url = Url::parse(login.url).map_err(|source| LoginError::InvalidUrl {
+        url: login.url.to_string(),
+        source,
+    })?;
     let http = flow::client()?;
     let previous = login
         .store
@@ -145,29 +258,25 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
     let found = flow::discover(&http, &server_url, challenge.as_ref()).await?;
     let metadata = &found.metadata;
     let Some(authorize) = metadata.authorization_endpoint.clone() else {
-        return Err(format!(
-            "the authorization server {} has no authorization_endpoint; it cannot sign a person in \
-             (use \"grant\": \"client_credentials\" if it is meant for machines)",
-            found.issuer
-        ));
+        return Err(LoginError::NoAuthorizationEndpoint {
+            issuer: found.issuer.clone(),
+        });
     };
     if metadata
         .code_challenge_methods_supported
         .as_ref()
         .is_some_and(|m| !m.iter().any(|x| x == "S256"))
     {
-        return Err(format!(
-            "the authorization server {} does not support PKCE with S256, which MCP requires; \
-             mcp-supervisor will not sign in without it",
-            found.issuer
-        ));
+        return Err(LoginError::NoS256 {
+            issuer: found.issuer.clone(),
+        });
     }
     let listener = TcpListener::bind(("127.0.0.1", 0))
         .await
-        .map_err(|e| format!("cannot listen on 127.0.0.1 for the redirect: {e}"))?;
+        .map_err(|source| LoginError::Listen { source })?;
     let port = listener
         .local_addr()
-        .map_err(|e| format!("cannot read the redirect port: {e}"))?
+        .map_err(|source| LoginError::Listen { source })?
         .port();
     let redirect_uri = format!("http://127.0.0.1:{port}/callback");
 
@@ -189,13 +298,12 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
     // is not reused by the next login: its redirect URI named this login's port, and servers
     // may hold clients to it exactly.
     let client = if let Some(id) = &login.config.client_id {
-        let secret =
-            match &login.config.client_secret_env {
-                Some(var) => Some(std::env::var(var).map_err(|_| {
-                    format!("the client secret is not in the environment: set {var}")
-                })?),
-                None => None,
-            };
+        let secret = match &login.config.client_secret_env {
+            Some(var) => Some(
+                std::env::var(var).map_err(|_| LoginError::SecretMissing { var: var.clone() })?,
+            ),
+            None => None,
+        };
         let method = discovery::auth_method(
             None,
             secret.is_some(),
@@ -231,9 +339,7 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
 
     let pkce = Pkce::new()?;
     let state = random_token(16)?;
-    let mut url = Url::parse(&authorize).map_err(|_| {
-        "the authorization server's authorization_endpoint is not a URL".to_string()
-    })?;
+    let mut url = Url::parse(&authorize).map_err(|_| LoginError::AuthorizationEndpointNotUrl)?;
     {
         let mut q = url.query_pairs_mut();
         q.append_pair("response_type", "code");
@@ -251,12 +357,7 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
 
     let query = tokio::time::timeout(login.wait, callback(&listener))
         .await
-        .map_err(|_| {
-            format!(
-                "no redirect came back within {} s; run login again and finish signing in in the browser",
-                login.wait.as_secs()
-            )
-        })??;
+        .map_err(|_| LoginError::NoRedirect { waited: login.wait })??;
     let code = judge_redirect(
         &query,
         &state,
@@ -272,7 +373,7 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
     ];
     let token = flow::token(&http, &metadata.token_endpoint, &client, &params)
         .await
-        .map_err(|e| format!("{}; run login again", e.message()))?;
+        .map_err(LoginError::Token)?;
     let now = now_unix();
     let entry = Entry {
         server_url: login.url.to_string(),
@@ -295,12 +396,12 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, S
 
 /// Serves the loopback redirect: the first request to `/callback` gives its query. Other paths
 /// (a browser's favicon) get 404 and the wait goes on.
-async fn callback(listener: &TcpListener) -> Result<String, String> {
+async fn callback(listener: &TcpListener) -> Result<String, LoginError> {
     loop {
         let (mut stream, _) = listener
             .accept()
             .await
-            .map_err(|e| format!("the redirect listener failed: {e}"))?;
+            .map_err(|source| LoginError::Listen { source })?;
         let mut buf = vec![0u8; 8192];
         let mut len = 0;
         // Read the request head (the query is all that matters).
@@ -367,7 +468,8 @@ mod tests {
     #[test]
     fn a_redirect_with_a_wrong_state_is_refused_with_what_to_do() {
         let err = judge_redirect("code=c&state=other", "mine", "http://a", false)
-            .expect_err("wrong state");
+            .expect_err("wrong state")
+            .to_string();
         assert!(err.contains("state") && err.contains("login"), "{err}");
         assert_eq!(
             judge_redirect("code=c&state=mine", "mine", "http://a", false),
@@ -399,7 +501,8 @@ mod tests {
             .is_err()
         );
         let refused = judge_redirect("error=access_denied&state=s", "s", "http://a", false)
-            .expect_err("refused");
+            .expect_err("refused")
+            .to_string();
         assert!(refused.contains("access_denied"), "{refused}");
     }
 }

@@ -17,7 +17,7 @@ use reqwest::Url;
 use tokio::sync::{Mutex, watch};
 
 use super::discovery::{self, Challenge};
-use super::flow::{self, TokenError};
+use super::flow::{self, FlowError, TokenError};
 use super::store::{Entry, TokenStore};
 use crate::link::BoxFuture;
 
@@ -54,6 +54,23 @@ struct State {
     challenge: Option<Challenge>,
 }
 
+/// Why a server's token source could not be made: OAuth is off for it until the config is
+/// fixed.
+#[derive(Debug, thiserror::Error)]
+pub enum SourceError {
+    /// The server's URL does not parse.
+    #[error("`{url}` is not a valid URL: {source}; fix the server's url in the config")]
+    InvalidUrl {
+        /// The URL as configured.
+        url: String,
+        /// What the URL parser said.
+        source: url::ParseError,
+    },
+    /// The HTTP client for OAuth could not be built.
+    #[error(transparent)]
+    Client(#[from] FlowError),
+}
+
 /// One server's tokens.
 pub struct TokenSource {
     server: String,
@@ -78,8 +95,11 @@ impl TokenSource {
         url: &str,
         config: OAuthConfig,
         store: TokenStore,
-    ) -> Result<Arc<Self>, String> {
-        let url = Url::parse(url).map_err(|e| format!("`{url}` is not a valid URL: {e}"))?;
+    ) -> Result<Arc<Self>, SourceError> {
+        let url = Url::parse(url).map_err(|source| SourceError::InvalidUrl {
+            url: url.to_string(),
+            source,
+        })?;
         let http = flow::client()?;
         let (status, _) = watch::channel(None);
         Ok(Arc::new(Self {
@@ -301,7 +321,7 @@ impl TokenSource {
         })?;
         let found = flow::discover(&self.http, &self.url, state.challenge.as_ref())
             .await
-            .map_err(fail)?;
+            .map_err(|e| fail(e.to_string()))?;
         let method = discovery::auth_method(
             None,
             true,

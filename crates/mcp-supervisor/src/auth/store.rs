@@ -70,6 +70,60 @@ struct File {
     servers: BTreeMap<String, Entry>,
 }
 
+/// Why the token file could not be read or written. Each names the file and what to do; none
+/// quotes a token.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The file exists but cannot be read.
+    #[error("cannot read the token file {}: {source}; check its permissions", path.display())]
+    Unreadable {
+        /// The token file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The file is not a token file (not JSON, or not its shape).
+    #[error(
+        "the token file {} is not valid ({source}); delete it and run `mcp-supervisor login` again",
+        path.display()
+    )]
+    Invalid {
+        /// The token file.
+        path: PathBuf,
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// Another version wrote it.
+    #[error(
+        "the token file {} has format {found} (this version reads {FORMAT}); delete it and \
+         run `mcp-supervisor login` again",
+        path.display()
+    )]
+    OtherFormat {
+        /// The token file.
+        path: PathBuf,
+        /// The format it has.
+        found: u32,
+    },
+    /// The tokens could not be written as JSON.
+    #[error("cannot encode the token file: {source}")]
+    Encode {
+        /// What serde_json said.
+        source: serde_json::Error,
+    },
+    /// The file could not be written.
+    #[error(
+        "cannot write the token file {}: {source}; check that its folder is writable",
+        path.display()
+    )]
+    Write {
+        /// The token file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+}
+
 /// The token file at one path.
 #[derive(Clone, Debug)]
 pub struct TokenStore {
@@ -107,7 +161,7 @@ impl TokenStore {
 
     /// The entry of `server` for `url`, if the file has one. A missing file is no entry; an
     /// unreadable one is an error that says what to do.
-    pub fn load(&self, server: &str, url: &str) -> Result<Option<Entry>, String> {
+    pub fn load(&self, server: &str, url: &str) -> Result<Option<Entry>, StoreError> {
         let file = self.read()?;
         Ok(file
             .servers
@@ -117,7 +171,7 @@ impl TokenStore {
     }
 
     /// Stores (or, with `None`, removes) the entry of `server`, keeping the others.
-    pub fn save(&self, server: &str, entry: Option<&Entry>) -> Result<(), String> {
+    pub fn save(&self, server: &str, entry: Option<&Entry>) -> Result<(), StoreError> {
         let mut file = self.read().unwrap_or_default();
         file.format = FORMAT;
         match entry {
@@ -128,13 +182,11 @@ impl TokenStore {
                 file.servers.remove(server);
             }
         }
-        let text = serde_json::to_string_pretty(&file)
-            .map_err(|e| format!("cannot encode the token file: {e}"))?;
-        write_private(&self.path, text.as_bytes()).map_err(|e| {
-            format!(
-                "cannot write the token file {}: {e}; check that its folder is writable",
-                self.path.display()
-            )
+        let text =
+            serde_json::to_string_pretty(&file).map_err(|source| StoreError::Encode { source })?;
+        write_private(&self.path, text.as_bytes()).map_err(|source| StoreError::Write {
+            path: self.path.clone(),
+            source,
         })
     }
 
@@ -145,30 +197,26 @@ impl TokenStore {
             .ok()
     }
 
-    fn read(&self) -> Result<File, String> {
+    fn read(&self) -> Result<File, StoreError> {
         let text = match std::fs::read_to_string(&self.path) {
             Ok(text) => text,
             Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(File::default()),
-            Err(e) => {
-                return Err(format!(
-                    "cannot read the token file {}: {e}",
-                    self.path.display()
-                ));
+            Err(source) => {
+                return Err(StoreError::Unreadable {
+                    path: self.path.clone(),
+                    source,
+                });
             }
         };
-        let file: File = serde_json::from_str(&text).map_err(|e| {
-            format!(
-                "the token file {} is not valid ({e}); delete it and run `mcp-supervisor login` again",
-                self.path.display()
-            )
+        let file: File = serde_json::from_str(&text).map_err(|source| StoreError::Invalid {
+            path: self.path.clone(),
+            source,
         })?;
         if file.format != FORMAT {
-            return Err(format!(
-                "the token file {} has format {} (this version reads {FORMAT}); delete it and \
-                 run `mcp-supervisor login` again",
-                self.path.display(),
-                file.format
-            ));
+            return Err(StoreError::OtherFormat {
+                path: self.path.clone(),
+                found: file.format,
+            });
         }
         Ok(file)
     }
@@ -230,11 +278,12 @@ mod tests {
     fn the_file_is_private_and_round_trips_per_server_and_url() {
         let dir = std::env::temp_dir().join(format!("mcp-sup-store-{}", std::process::id()));
         let store = TokenStore::new(dir.join("sub/tokens.json"));
-        assert_eq!(store.load("s", "http://h/mcp"), Ok(None));
+        let load = |server: &str, url: &str| store.load(server, url).expect("readable");
+        assert_eq!(load("s", "http://h/mcp"), None);
         store.save("s", Some(&entry())).expect("saved");
         store.save("t", Some(&entry())).expect("saved");
-        assert_eq!(store.load("s", "http://h/mcp"), Ok(Some(entry())));
-        assert_eq!(store.load("s", "http://other/mcp"), Ok(None));
+        assert_eq!(load("s", "http://h/mcp"), Some(entry()));
+        assert_eq!(load("s", "http://other/mcp"), None);
         #[cfg(unix)]
         {
             use std::os::unix::fs::PermissionsExt;
@@ -245,10 +294,13 @@ mod tests {
             assert_eq!(mode & 0o777, 0o600);
         }
         store.save("s", None).expect("removed");
-        assert_eq!(store.load("s", "http://h/mcp"), Ok(None));
-        assert!(store.load("t", "http://h/mcp").expect("readable").is_some());
+        assert_eq!(load("s", "http://h/mcp"), None);
+        assert!(load("t", "http://h/mcp").is_some());
         std::fs::write(store.path(), "{not json").expect("written");
-        let err = store.load("t", "http://h/mcp").expect_err("corrupt");
+        let err = store
+            .load("t", "http://h/mcp")
+            .expect_err("corrupt")
+            .to_string();
         assert!(err.contains("login"), "{err}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -1629,7 +1629,7 @@ impl Supervisor {
                             crate::trace::probe_failed(
                                 &self.name,
                                 generation,
-                                &cause,
+                                &cause.to_string(),
                                 u64::try_from(probe.elapsed.as_millis()).unwrap_or(u64::MAX),
                             );
                             let misses = self.shared.misses.fetch_add(1, Ordering::SeqCst) + 1;

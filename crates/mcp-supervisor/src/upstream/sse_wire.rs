@@ -61,7 +61,90 @@ enum Endpoint {
     Waiting,
     Known(Url),
     /// The stream failed before naming one: why, for every send.
-    Failed(String),
+    Failed(NoEndpoint),
+}
+
+/// Why the event stream named no endpoint: every send of the generation fails with it (and so
+/// its connection attempt). Each says what was asked and what to check.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+enum NoEndpoint {
+    /// The GET got no response.
+    #[error("the GET of the event stream failed: {0}")]
+    Get(String),
+    /// The GET was refused.
+    #[error("the GET of the event stream answered {}{}", .0, status_hint(*.0))]
+    Status(StatusCode),
+    /// The GET answered something other than an event stream.
+    #[error(
+        "the GET of the event stream answered {status} with content type {}, not \
+         text/event-stream: this URL is not an SSE server's stream",
+        content_type.as_ref().map_or_else(|| "none".to_string(), |t| format!("`{t}`"))
+    )]
+    NotEventStream {
+        status: StatusCode,
+        content_type: Option<String>,
+    },
+    /// The GET's headers did not come in time.
+    #[error("the GET of the event stream got no answer within {} s", .0.as_secs())]
+    NoAnswer(Duration),
+    /// The stream is open but named no endpoint in time.
+    #[error(
+        "the event stream sent no `endpoint` event within {} s: is this a 2024-11-05 SSE \
+         server's stream URL?",
+        .0.as_secs()
+    )]
+    NotNamed(Duration),
+    /// The stream ended first.
+    #[error("the event stream ended before its `endpoint` event")]
+    EndedFirst,
+    /// The stream broke first.
+    #[error("the event stream is not valid before its `endpoint` event: {0}")]
+    InvalidFirst(String),
+    /// A message came first.
+    #[error(
+        "the event stream sent a message before its `endpoint` event (a 2024-11-05 SSE server \
+         names its endpoint first)"
+    )]
+    MessageFirst,
+    /// The `endpoint` event is not one to use.
+    #[error(transparent)]
+    Endpoint(#[from] EndpointError),
+}
+
+/// What to check when the GET of the stream is refused with `status`.
+fn status_hint(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
+            ": is this the server's SSE URL (often ending in /sse)? A streamable-HTTP server wants \
+             \"type\": \"http\""
+        }
+        StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
+            ": check the configured headers (e.g. Authorization)"
+        }
+        _ => "",
+    }
+}
+
+/// Why an `endpoint` event is not used ([`resolve_endpoint`]).
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EndpointError {
+    /// It names nothing.
+    #[error("the `endpoint` event is empty: it must name where to POST messages")]
+    Empty,
+    /// It is neither a URL nor a path.
+    #[error("the `endpoint` event does not name a URL or a path ({0})")]
+    NotUrl(url::ParseError),
+    /// It names another origin than the stream's.
+    #[error(
+        "the `endpoint` event names another origin ({theirs}) than the event stream's ({ours}): \
+         refused, messages only go to the server the stream came from"
+    )]
+    OtherOrigin {
+        /// The origin it names.
+        theirs: String,
+        /// The stream's origin.
+        ours: String,
+    },
 }
 
 impl SseWire {
@@ -142,7 +225,7 @@ impl Drop for SseWire {
 /// How the stream task ended.
 enum StreamEnd {
     /// No endpoint came: why.
-    NoEndpoint(String),
+    NoEndpoint(NoEndpoint),
     /// The stream ended or broke after its endpoint: the generation is lost.
     Lost(String),
     /// The wire was closed, or the peer is gone.
@@ -161,7 +244,7 @@ impl Inner {
         match known {
             Ok(Endpoint::Known(url)) => Ok(url),
             Ok(Endpoint::Failed(why)) => Err(Failure::TransportError {
-                message: why,
+                message: why.to_string(),
                 connection_closed: false,
             }),
             Ok(Endpoint::Waiting) | Err(_) => Err(Failure::TransportClosedBeforeSend),
@@ -233,12 +316,7 @@ impl Inner {
         let response = match tokio::time::timeout_at(deadline, self.open()).await {
             Ok(Ok(response)) => response,
             Ok(Err(why)) => return StreamEnd::NoEndpoint(why),
-            Err(_) => {
-                return StreamEnd::NoEndpoint(format!(
-                    "the GET of the event stream got no answer within {} s",
-                    ENDPOINT_LIMIT.as_secs()
-                ));
-            }
+            Err(_) => return StreamEnd::NoEndpoint(NoEndpoint::NoAnswer(ENDPOINT_LIMIT)),
         };
         let pending = Arc::new(AtomicUsize::new(0));
         let mut events = Box::pin(sse_events(response, pending.clone()));
@@ -247,25 +325,12 @@ impl Inner {
         loop {
             let next = match tokio::time::timeout_at(deadline, events.next()).await {
                 Ok(next) => next,
-                Err(_) => {
-                    return StreamEnd::NoEndpoint(format!(
-                        "the event stream sent no `endpoint` event within {} s: is this a \
-                         2024-11-05 SSE server's stream URL?",
-                        ENDPOINT_LIMIT.as_secs()
-                    ));
-                }
+                Err(_) => return StreamEnd::NoEndpoint(NoEndpoint::NotNamed(ENDPOINT_LIMIT)),
             };
             let event = match next {
-                None => {
-                    return StreamEnd::NoEndpoint(
-                        "the event stream ended before its `endpoint` event".into(),
-                    );
-                }
+                None => return StreamEnd::NoEndpoint(NoEndpoint::EndedFirst),
                 Some(Err(error)) => {
-                    return StreamEnd::NoEndpoint(format!(
-                        "the event stream is not valid before its `endpoint` event: {}",
-                        describe_sse(&error)
-                    ));
+                    return StreamEnd::NoEndpoint(NoEndpoint::InvalidFirst(describe_sse(&error)));
                 }
                 Some(Ok(event)) => event,
             };
@@ -277,15 +342,11 @@ impl Inner {
                             endpoint.send_replace(Endpoint::Known(url));
                             break;
                         }
-                        Err(why) => return StreamEnd::NoEndpoint(why),
+                        Err(why) => return StreamEnd::NoEndpoint(why.into()),
                     }
                 }
                 None | Some("message") if event.data.as_deref().is_some_and(|d| !d.is_empty()) => {
-                    return StreamEnd::NoEndpoint(
-                        "the event stream sent a message before its `endpoint` event (a \
-                         2024-11-05 SSE server names its endpoint first)"
-                            .into(),
-                    );
+                    return StreamEnd::NoEndpoint(NoEndpoint::MessageFirst);
                 }
                 other => tracing::debug!(event = ?other, "event before the endpoint ignored"),
             }
@@ -316,7 +377,7 @@ impl Inner {
     }
 
     /// GET the event stream: its response, or why it is not one.
-    async fn open(&self) -> Result<Response, String> {
+    async fn open(&self) -> Result<Response, NoEndpoint> {
         let mut headers = self.headers.clone();
         headers.insert(ACCEPT, HeaderValue::from_static(EVENT_STREAM));
         let response = self
@@ -325,30 +386,17 @@ impl Inner {
             .headers(headers)
             .send()
             .await
-            .map_err(|e| format!("the GET of the event stream failed: {}", describe(&e)))?;
+            .map_err(|e| NoEndpoint::Get(describe(&e)))?;
         let status = response.status();
         if !status.is_success() {
-            let hint = match status {
-                StatusCode::NOT_FOUND | StatusCode::METHOD_NOT_ALLOWED => {
-                    ": is this the server's SSE URL (often ending in /sse)? A streamable-HTTP \
-                     server wants \"type\": \"http\""
-                }
-                StatusCode::UNAUTHORIZED | StatusCode::FORBIDDEN => {
-                    ": check the configured headers (e.g. Authorization)"
-                }
-                _ => "",
-            };
-            return Err(format!(
-                "the GET of the event stream answered {status}{hint}"
-            ));
+            return Err(NoEndpoint::Status(status));
         }
-        match media_type(&response).as_deref() {
-            Some(EVENT_STREAM) => Ok(response),
-            other => Err(format!(
-                "the GET of the event stream answered {status} with content type {}, not \
-                 text/event-stream: this URL is not an SSE server's stream",
-                other.map_or_else(|| "none".to_string(), |t| format!("`{t}`"))
-            )),
+        match media_type(&response) {
+            Some(kind) if kind == EVENT_STREAM => Ok(response),
+            content_type => Err(NoEndpoint::NotEventStream {
+                status,
+                content_type,
+            }),
         }
     }
 }
@@ -358,22 +406,18 @@ impl Inner {
 /// The URL an `endpoint` event names, resolved against the stream's URL. An endpoint on another
 /// origin (scheme, host, port) is refused: messages never go to a server other than the one
 /// the stream came from.
-pub fn resolve_endpoint(stream: &Url, data: &str) -> Result<Url, String> {
+pub fn resolve_endpoint(stream: &Url, data: &str) -> Result<Url, EndpointError> {
     let data = data.trim();
     if data.is_empty() {
-        return Err("the `endpoint` event is empty: it must name where to POST messages".into());
+        return Err(EndpointError::Empty);
     }
-    let endpoint = stream
-        .join(data)
-        .map_err(|e| format!("the `endpoint` event does not name a URL or a path ({e})"))?;
+    let endpoint = stream.join(data).map_err(EndpointError::NotUrl)?;
     let (theirs, ours) = (endpoint.origin(), stream.origin());
     if theirs != ours {
-        return Err(format!(
-            "the `endpoint` event names another origin ({}) than the event stream's ({}): \
-             refused, messages only go to the server the stream came from",
-            theirs.ascii_serialization(),
-            ours.ascii_serialization()
-        ));
+        return Err(EndpointError::OtherOrigin {
+            theirs: theirs.ascii_serialization(),
+            ours: ours.ascii_serialization(),
+        });
     }
     Ok(endpoint)
 }
@@ -423,7 +467,10 @@ mod tests {
             "http://localhost:8000/messages",
             "data:text/plain,hi",
         ] {
-            let error = resolve_endpoint(&stream, data).err().unwrap_or_default();
+            let error = resolve_endpoint(&stream, data)
+                .err()
+                .map(|e| e.to_string())
+                .unwrap_or_default();
             assert!(
                 error.contains("another origin") && error.contains("http://127.0.0.1:8000"),
                 "{data:?}: {error}"
@@ -437,12 +484,14 @@ mod tests {
         assert!(
             resolve_endpoint(&stream, "  ")
                 .err()
+                .map(|e| e.to_string())
                 .unwrap_or_default()
                 .contains("is empty")
         );
         assert!(
             resolve_endpoint(&stream, "http://[::1")
                 .err()
+                .map(|e| e.to_string())
                 .unwrap_or_default()
                 .contains("does not name a URL")
         );
