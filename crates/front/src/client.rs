@@ -4,7 +4,7 @@
 //! to a request goes.
 //!
 //! It never routes a request and never talks to the hub: it is the client's side only. What a
-//! client asked of shared servers is in [`crate::shared`].
+//! client asked of shared servers is in `shared`.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -99,7 +99,7 @@ pub struct Client {
 
 impl Client {
     /// What this client's `initialize` fixed, once it was answered: what a transport seals so
-    /// that another process can [resume](Proxy::resume) the session. `None` before, and for a
+    /// that another process can [resume](crate::Proxy::resume) the session. `None` before, and for a
     /// client of protocol 2026-07-28 (it has no session).
     pub fn session(&self) -> Option<Session> {
         match &*lock(&self.era) {

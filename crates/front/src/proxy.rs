@@ -3,10 +3,9 @@
 //! that server events reach.
 //!
 //! The work is in the files beside it, one concern each, as `impl Proxy` blocks over this one
-//! value: a message comes in through [`crate::face`], a 2026-07-28 request passes
-//! [`crate::stateless`] (the era's layer), and [`crate::dispatch`] picks where it goes
-//! ([`crate::handshake`], [`crate::tools`], [`crate::prompts`], [`crate::resources`],
-//! [`crate::tasks`], [`crate::shared`], or a server through [`crate::fan_out`]).
+//! value: a message comes in through `face`, a 2026-07-28 request passes `stateless` (the
+//! era's layer), and `dispatch` picks where it goes (`handshake`, `tools`, `prompts`,
+//! `resources`, `tasks`, `shared`, or a server through `fan_out`).
 //!
 //! It never touches a supervisor or a generation: everything goes through the hub.
 

@@ -195,7 +195,7 @@ pub fn without_envelope(params: &RawValue) -> Option<Box<RawValue>> {
     members::write(&top)
 }
 
-/// A stateless server's `server/discover` answer (or [`as_initialize_result`] of it) as the
+/// A stateless server's `server/discover` answer (or its `initialize` answer, as made by `as_initialize_result`) as the
 /// answer to a handshake-era client's `initialize` at `version`: its capabilities and
 /// instructions, and the server info it carries in `_meta`. `None` when `held` is not a
 /// stateless answer (a handshake server's own answer goes as it is).
