@@ -967,7 +967,6 @@ impl Supervisor {
                     if first {
                         tracing::info!(server = %self.name, generation = self.generation, "connected");
                     } else {
-                        self.snapshot.send_modify(|s| s.restarts += 1);
                         tracing::info!(server = %self.name, generation = self.generation, "recovered: the connection is ready again");
                     }
                     first = false;
@@ -1462,8 +1461,13 @@ impl Supervisor {
                 self.sync_extras(generation, &link, &info, false);
                 let pid = link.pid();
                 let since = Instant::now();
+                // The restart is counted in the same update: a call answered on this
+                // generation never sees it ready and not yet counted.
                 self.snapshot.send_modify(|s| {
                     s.attempt = 0;
+                    if attempt != Attempt::First {
+                        s.restarts += 1;
+                    }
                     s.tool_list = ToolList::Live;
                     s.phase = Phase::Ready {
                         link: link.clone(),
