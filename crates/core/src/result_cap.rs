@@ -9,6 +9,19 @@
 //! a kind not known yet); every block after it is dropped. The note comes last and is not
 //! counted. Every other member of the result, and of a cut text block, passes whole, in order.
 //!
+//! A cut that drops `structuredContent` makes the result an error result (`"isError": true`, set
+//! where the result had it, else added last), and its note says plainly that the tool ran and
+//! answered, that its result was over the cap, that the structured content was dropped and the
+//! content cut to what is shown. Why (issue 30): a tool with an `outputSchema` must return
+//! `structuredContent` that validates against it, and clients check that: a result without it
+//! fails every schema-checking client (the official Python SDK raises "Tool … has an output
+//! schema but did not return structured content", and the TypeScript SDK's `callTool` throws the
+//! same), and a cut structured value could not be promised to validate either (required members,
+//! `maxLength`, patterns). An error result is exempt from the check in both official SDKs, and it
+//! tells the model the answer is partial. A result already `isError: true` stays so. When
+//! `structuredContent` fits and is kept, or the result had none, the result keeps its own
+//! `isError` (or none).
+//!
 //! Plain functions over JSON text: no I/O, no runtime. A result within the cap, or one that is
 //! not shaped like a tool result, is never touched (the caller sends the text it had).
 
@@ -56,7 +69,12 @@ pub fn cut_result(result: &str, max_bytes: usize) -> Option<Cut> {
     let budget = max_bytes - kept_structured.map_or(0, |s| s.get().len());
     let (kept_blocks, content_len) = fit_blocks(&blocks, budget, &mut report);
 
-    let note = report.note(size, max_bytes);
+    let dropped_structured = report.structured.is_some();
+    // The result's own verdict: the last `isError` written is what parsers read.
+    let was_error = member(&members, "isError")
+        .and_then(|v| serde_json::from_str::<bool>(v.get()).ok())
+        .unwrap_or(false);
+    let note = report.note(size, max_bytes, !kept_blocks.is_empty(), was_error);
     let mut content_text = String::with_capacity(content_len + note.len() + 4);
     content_text.push('[');
     for block in &kept_blocks {
@@ -66,9 +84,10 @@ pub fn cut_result(result: &str, max_bytes: usize) -> Option<Cut> {
     content_text.push_str(&note);
     content_text.push(']');
     let content_raw = RawValue::from_string(content_text).ok()?;
+    let error_raw = RawValue::from_string("true".to_string()).ok()?;
 
-    let mut out: Vec<(Cow<'_, str>, &RawValue)> = Vec::with_capacity(members.len() + 1);
-    let mut placed = false;
+    let mut out: Vec<(Cow<'_, str>, &RawValue)> = Vec::with_capacity(members.len() + 2);
+    let (mut placed, mut error_placed) = (false, false);
     for (key, value) in &members {
         match key.as_ref() {
             "content" if !placed => {
@@ -78,11 +97,20 @@ pub fn cut_result(result: &str, max_bytes: usize) -> Option<Cut> {
             // A repeated key: its last value is what parsers read; the cut one stands for all.
             "content" => {}
             "structuredContent" if kept_structured.is_none() => {}
+            // Dropped structuredContent: an error result (see the module's doc), where it was.
+            "isError" if dropped_structured && !error_placed => {
+                out.push((key.clone(), &error_raw));
+                error_placed = true;
+            }
+            "isError" if dropped_structured => {}
             _ => out.push((key.clone(), value)),
         }
     }
     if !placed {
         out.push((Cow::Borrowed("content"), &content_raw));
+    }
+    if dropped_structured && !error_placed {
+        out.push((Cow::Borrowed("isError"), &error_raw));
     }
     Some(Cut {
         result: write_object(&out)?,
@@ -110,8 +138,9 @@ impl Report {
         }
     }
 
-    /// The final text block, as JSON text.
-    fn note(&self, size: usize, max_bytes: usize) -> String {
+    /// The final text block, as JSON text. `kept_any`: some content block is shown above it;
+    /// `was_error`: the result was already an error result.
+    fn note(&self, size: usize, max_bytes: usize, kept_any: bool, was_error: bool) -> String {
         let mut parts = Vec::new();
         if let Some((kept, of)) = self.text {
             parts.push(format!("a text block cut to {kept} of its {of} characters"));
@@ -120,16 +149,44 @@ impl Report {
             let blocks = if *n == 1 { "block" } else { "blocks" };
             parts.push(format!("{n} {kind} {blocks} dropped"));
         }
-        if let Some(bytes) = self.structured {
-            parts.push(format!("structuredContent ({bytes} bytes) dropped"));
-        }
-        if parts.is_empty() {
-            parts.push("nothing could be kept".to_string());
-        }
-        let text = format!(
-            "[mcp-supervisor: this result was cut to maxResultBytes ({max_bytes} bytes) from {size} bytes: {}]",
-            parts.join("; ")
-        );
+        let text = match self.structured {
+            // Dropped structuredContent: the result is made an error result; say so plainly.
+            Some(bytes) => {
+                let content = match (parts.is_empty(), kept_any) {
+                    (false, true) => {
+                        format!(
+                            "its content cut to what is shown above ({})",
+                            parts.join("; ")
+                        )
+                    }
+                    (false, false) => {
+                        format!("none of its content could be kept ({})", parts.join("; "))
+                    }
+                    (true, true) => "its content is shown whole above".to_string(),
+                    (true, false) => "it had no other content".to_string(),
+                };
+                let why = if was_error {
+                    ""
+                } else {
+                    " This result is marked isError only because it is partial; the tool did \
+                     not report an error."
+                };
+                format!(
+                    "[mcp-supervisor: the tool ran and answered, but its result of {size} bytes \
+                     was over this proxy's maxResultBytes ({max_bytes} bytes): its \
+                     structuredContent ({bytes} bytes) was dropped and {content}.{why}]"
+                )
+            }
+            None => {
+                if parts.is_empty() {
+                    parts.push("nothing could be kept".to_string());
+                }
+                format!(
+                    "[mcp-supervisor: this result was cut to maxResultBytes ({max_bytes} bytes) from {size} bytes: {}]",
+                    parts.join("; ")
+                )
+            }
+        };
         let text = serde_json::to_string(&text).unwrap_or_else(|_| "\"\"".to_string());
         format!(r#"{{"type":"text","text":{text}}}"#)
     }

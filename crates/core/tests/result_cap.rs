@@ -1,6 +1,10 @@
 //! The result cap (SPEC §13, `maxResultBytes`): every cap from 0 to past the result's size over
 //! results of each block kind, text with multi-byte and escaped characters, `structuredContent`,
-//! and member order; a result within the cap is never touched.
+//! and member order; a result within the cap is never touched. A cut that drops
+//! `structuredContent` is an error result (`isError: true`) whose note says the tool answered and
+//! what was dropped and cut (issue 30: a result with no structuredContent fails the output schema
+//! check of both official SDK clients, an error result is exempt); any other cut keeps the
+//! result's own `isError`.
 
 use mcp_supervisor_core::result_cap::{Cut, cut_result};
 use proptest::prelude::*;
@@ -57,18 +61,40 @@ fn blocks_and_note(cut: &Cut) -> (Vec<Value>, String) {
 }
 
 /// The invariants of any cut: the kept part fits, is measured right, and the note is last and
-/// says the size before.
+/// says the size before; a cut that dropped structuredContent is an error result whose note says
+/// so, any other keeps the result's own `isError` (absent stays absent).
 fn check_cut(result: &str, max: usize, cut: &Cut) {
     let size = measured(result);
     assert_eq!(cut.size, size);
     let (blocks, note) = blocks_and_note(cut);
-    assert!(
-        note.contains(&format!("from {size} bytes"))
-            && note.contains(&format!("maxResultBytes ({max} bytes)")),
-        "{note}"
-    );
-    // What `kept` counts is what is there (content without the note, plus structuredContent).
     let v: Value = serde_json::from_str(&cut.result).unwrap();
+    let before: Value = serde_json::from_str(result).unwrap();
+    let dropped = before.get("structuredContent").is_some() && v.get("structuredContent").is_none();
+    if dropped {
+        assert_eq!(v["isError"], true, "{}", cut.result);
+        assert!(
+            note.contains(&format!(
+                "the tool ran and answered, but its result of {size} bytes was over this \
+                 proxy's maxResultBytes ({max} bytes): its structuredContent ("
+            )) && note.contains(" bytes) was dropped"),
+            "{note}"
+        );
+        // The note says the result is partial, not that the tool failed, unless it did.
+        let partial = "This result is marked isError only because it is partial";
+        assert_eq!(
+            note.contains(partial),
+            before.get("isError") != Some(&Value::Bool(true)),
+            "{note}"
+        );
+    } else {
+        assert_eq!(v.get("isError"), before.get("isError"), "{}", cut.result);
+        assert!(
+            note.contains(&format!("from {size} bytes"))
+                && note.contains(&format!("maxResultBytes ({max} bytes)")),
+            "{note}"
+        );
+    }
+    // What `kept` counts is what is there (content without the note, plus structuredContent).
     let content_len = serde_json::to_string(&Value::Array(blocks)).unwrap().len();
     let structured_len = v
         .get("structuredContent")
@@ -247,15 +273,20 @@ fn structured_content_is_dropped_only_when_it_alone_exceeds_the_cap() {
         ["content", "structuredContent", "isError"]
     );
     assert!(v["content"][0]["text"].as_str().unwrap().len() < 40);
-    // It alone exceeds: dropped, and the content has the whole cap.
+    assert_eq!(v["isError"], false, "kept: the result's own isError");
+    // It alone exceeds: dropped, and the content has the whole cap; the result is an error
+    // result now (isError set where it was), and the note says why.
     let cut = cut_result(&result, s_len - 1).expect("over");
     check_cut(&result, s_len - 1, &cut);
     let (blocks, note) = blocks_and_note(&cut);
     let v: Value = serde_json::from_str(&cut.result).unwrap();
     assert!(v.get("structuredContent").is_none());
     assert_eq!(keys_in_order(&cut.result), ["content", "isError"]);
+    assert_eq!(v["isError"], true);
     assert!(
-        note.contains(&format!("structuredContent ({s_len} bytes) dropped")),
+        note.contains(&format!(
+            "its structuredContent ({s_len} bytes) was dropped"
+        )) && note.contains("its content cut to what is shown above (a text block cut to"),
         "{note}"
     );
     assert!(blocks[0]["text"].as_str().unwrap().len() > 20);
@@ -266,7 +297,116 @@ fn a_result_with_structured_content_and_no_content_gets_the_note() {
     let result = json!({ "structuredContent": { "big": "b".repeat(100) } }).to_string();
     let cut = cut_result(&result, 50).expect("over");
     check_cut(&result, 50, &cut);
-    assert_eq!(keys_in_order(&cut.result), ["content"]);
+    // isError added, after the members it had.
+    assert_eq!(keys_in_order(&cut.result), ["content", "isError"]);
+    let (blocks, note) = blocks_and_note(&cut);
+    assert!(blocks.is_empty());
+    assert!(note.contains("it had no other content"), "{note}");
+}
+
+/// `result` with `isError` as given: absent (`None`) or the JSON text written.
+fn with_is_error(is_error: Option<&str>, content: &str, structured: Option<&str>) -> String {
+    let mut members = vec![
+        r#""_meta":{"m":1}"#.to_string(),
+        format!(r#""content":{content}"#),
+    ];
+    if let Some(s) = structured {
+        members.push(format!(r#""structuredContent":{s}"#));
+    }
+    if let Some(e) = is_error {
+        members.push(format!(r#""isError":{e}"#));
+    }
+    members.push(r#""x-new":[1,2]"#.to_string());
+    format!("{{{}}}", members.join(","))
+}
+
+#[test]
+fn a_cut_that_drops_structured_content_is_an_error_result() {
+    let text = format!(r#"[{{"type":"text","text":"{}"}}]"#, "t".repeat(300));
+    let structured = format!(r#"{{"result":"{}"}}"#, "s".repeat(300));
+    for is_error in [None, Some("false"), Some("true")] {
+        let result = with_is_error(is_error, &text, Some(&structured));
+        let cut = cut_result(&result, 100).expect("over");
+        check_cut(&result, 100, &cut);
+        let v: Value = serde_json::from_str(&cut.result).unwrap();
+        assert_eq!(v["isError"], true, "{is_error:?}");
+        // Every other member whole and in order: isError set where it was, or added last.
+        let keys = match is_error {
+            None => vec!["_meta", "content", "x-new", "isError"],
+            Some(_) => vec!["_meta", "content", "isError", "x-new"],
+        };
+        assert_eq!(keys_in_order(&cut.result), keys, "{is_error:?}");
+        assert_eq!(v["_meta"], json!({"m": 1}));
+        assert_eq!(v["x-new"], json!([1, 2]));
+        let (blocks, note) = blocks_and_note(&cut);
+        assert_eq!(blocks.len(), 1);
+        assert!(
+            note.contains("the tool ran and answered")
+                && note.contains(&format!(
+                    "its structuredContent ({} bytes) was dropped",
+                    structured.len()
+                ))
+                && note.contains("its content cut to what is shown above")
+                && note.contains("a text block cut to"),
+            "{note}"
+        );
+    }
+    // A repeated isError: the one that stands (true) is written once, where the first was.
+    let result = format!(
+        r#"{{"isError":false,"content":{text},"structuredContent":{structured},"isError":false}}"#
+    );
+    let cut = cut_result(&result, 100).expect("over");
+    assert_eq!(keys_in_order(&cut.result), ["isError", "content"]);
+    assert_eq!(
+        serde_json::from_str::<Value>(&cut.result).unwrap()["isError"],
+        true
+    );
+    // The content fits once structuredContent is gone: shown whole, and the note says so.
+    let small = r#"[{"type":"text","text":"ok"}]"#;
+    let result = with_is_error(None, small, Some(&structured));
+    let cut = cut_result(&result, 100).expect("over");
+    check_cut(&result, 100, &cut);
+    let (blocks, note) = blocks_and_note(&cut);
+    assert_eq!(blocks, vec![json!({"type": "text", "text": "ok"})]);
+    assert!(note.contains("its content is shown whole above"), "{note}");
+    // Nothing of the content fits: the note says so.
+    let image = r#"[{"type":"image","data":"QUJD","mimeType":"image/png"}]"#;
+    let result = with_is_error(None, image, Some(&structured));
+    let cut = cut_result(&result, 10).expect("over");
+    check_cut(&result, 10, &cut);
+    let (blocks, note) = blocks_and_note(&cut);
+    assert!(blocks.is_empty());
+    assert!(
+        note.contains("none of its content could be kept (1 image block dropped)"),
+        "{note}"
+    );
+}
+
+#[test]
+fn a_cut_that_keeps_structured_content_or_had_none_keeps_its_is_error() {
+    let text = format!(r#"[{{"type":"text","text":"{}"}}]"#, "t".repeat(300));
+    let structured = r#"{"result":"small"}"#;
+    for structured in [None, Some(structured)] {
+        for is_error in [None, Some("false"), Some("true")] {
+            let result = with_is_error(is_error, &text, structured);
+            let cut = cut_result(&result, 100).expect("over");
+            check_cut(&result, 100, &cut);
+            let v: Value = serde_json::from_str(&cut.result).unwrap();
+            let before: Value = serde_json::from_str(&result).unwrap();
+            assert_eq!(v.get("isError"), before.get("isError"), "{result}");
+            assert_eq!(
+                v.get("structuredContent"),
+                before.get("structuredContent"),
+                "{result}"
+            );
+            assert_eq!(keys_in_order(&cut.result), keys_in_order(&result));
+            let (_, note) = blocks_and_note(&cut);
+            assert!(
+                note.starts_with("[mcp-supervisor: this result was cut to"),
+                "{note}"
+            );
+        }
+    }
 }
 
 fn cases(n: u32) -> ProptestConfig {
@@ -291,16 +431,20 @@ proptest! {
 
     /// Any result, any cap: within it untouched; over it, JSON whose kept part fits, whose
     /// blocks are the original ones in order (the last kept one maybe a text prefix), with the
-    /// note last.
+    /// note last, an error result when structuredContent was dropped (`check_cut`).
     #[test]
     fn any_cut_fits_and_keeps_a_prefix(
         blocks in proptest::collection::vec(block(), 0..6),
         structured in proptest::option::of(any::<String>()),
+        is_error in proptest::option::of(any::<bool>()),
         max in 0usize..400,
     ) {
         let mut result = json!({ "content": blocks });
         if let Some(s) = structured {
             result["structuredContent"] = json!({ "s": s });
+        }
+        if let Some(e) = is_error {
+            result["isError"] = json!(e);
         }
         let text = result.to_string();
         match cut_result(&text, max) {
