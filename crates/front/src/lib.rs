@@ -30,6 +30,7 @@ mod face;
 mod fan_out;
 mod handshake;
 mod json;
+mod listen;
 pub mod message;
 pub mod metrics;
 mod prompts;

@@ -14,25 +14,22 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use mcp_supervisor::core::members;
+use mcp_supervisor::CallArgs;
 use mcp_supervisor::link::RpcError;
 use mcp_supervisor::upstream::notification_text;
-use mcp_supervisor::{CallArgs, HubEvent};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::{Client, Era, RESYNC, Scope, Undelivered};
+use crate::client::{Client, Era, Scope};
 use crate::declared::Capabilities;
-use crate::fan_out::FAN_OUT_WAIT;
 use crate::handshake::{STATELESS_VERSION, serve_capabilities, serve_info, serve_instructions};
 use crate::json::{lock, member_str, raw_json, string_of, to_raw};
 use crate::message::{Head, META_CAPABILITIES, META_VERSION};
 use crate::proxy::{Mode, Proxy};
 use crate::tools::{Named, call_through};
 
-const META_SUBSCRIPTION: &str = "io.modelcontextprotocol/subscriptionId";
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
 /// The error code of a request whose protocol version is not served.
@@ -228,221 +225,9 @@ impl Proxy {
         to_raw(&result)
     }
 
-    /// `subscriptions/listen`: the acknowledgment first, then the change notifications the
-    /// client asked for (of those the capabilities offer), each with the subscription's id,
-    /// until the client cancels the request.
-    async fn listen(
-        &self,
-        scope: &Arc<Scope>,
-        id: &RawValue,
-        params: Option<&RawValue>,
-        cancel: CancellationToken,
-    ) -> Result<Box<RawValue>, RpcError> {
-        #[derive(Deserialize, Default)]
-        #[serde(rename_all = "camelCase")]
-        struct Filter {
-            #[serde(default)]
-            tools_list_changed: Option<bool>,
-            #[serde(default)]
-            prompts_list_changed: Option<bool>,
-            #[serde(default)]
-            resources_list_changed: Option<bool>,
-            #[serde(default)]
-            resource_subscriptions: Option<Vec<String>>,
-        }
-        #[derive(Deserialize)]
-        struct Listen {
-            #[serde(default)]
-            notifications: Option<Filter>,
-        }
-        let requested = params
-            .and_then(|p| serde_json::from_str::<Listen>(p.get()).ok())
-            .and_then(|l| l.notifications)
-            .unwrap_or_default();
-        let offered = self.offered_capabilities();
-        let offers = |kind: &str, member: &str| {
-            offered.pointer(&format!("/{kind}/{member}")) == Some(&Value::Bool(true))
-        };
-        let tools = requested.tools_list_changed == Some(true) && offers("tools", "listChanged");
-        let prompts =
-            requested.prompts_list_changed == Some(true) && offers("prompts", "listChanged");
-        let resources =
-            requested.resources_list_changed == Some(true) && offers("resources", "listChanged");
-        let asked = requested
-            .resource_subscriptions
-            .filter(|_| offers("resources", "subscribe"));
-        // Each URI subscribed upstream (a shared server while any client is, as for
-        // `resources/subscribe`), before the acknowledgment, which names only those that took;
-        // they end with the listen (its cancellation over stdio, where the client stays) or with
-        // its client (the end of an HTTP listen's request).
-        let uris = match asked {
-            Some(asked) => {
-                let args = CallArgs {
-                    cancel: Some(cancel.clone()),
-                    origin: Some(scope.whole()),
-                    ..CallArgs::default()
-                };
-                let mut taken = Vec::new();
-                for uri in asked {
-                    match self
-                        .subscription(
-                            scope,
-                            "resources/subscribe",
-                            uri.clone(),
-                            None,
-                            args.clone(),
-                        )
-                        .await
-                    {
-                        Ok(_) => taken.push(uri),
-                        Err(error) => {
-                            tracing::info!(%uri, "a listen's subscription was not taken: {}", error.message)
-                        }
-                    }
-                }
-                Some(taken)
-            }
-            None => None,
-        };
-        let mut accepted = serde_json::Map::new();
-        for (name, on) in [
-            ("toolsListChanged", tools),
-            ("promptsListChanged", prompts),
-            ("resourcesListChanged", resources),
-        ] {
-            if on {
-                accepted.insert(name.into(), Value::Bool(true));
-            }
-        }
-        if let Some(uris) = &uris {
-            accepted.insert("resourceSubscriptions".into(), json!(uris));
-        }
-        let subscription = id.to_owned();
-        // The server's params as they came, with the subscription id added to their `_meta`.
-        let tagged = |params: Option<&RawValue>| -> Option<Box<RawValue>> {
-            let empty = mcp_supervisor::link::empty_object();
-            let params = params
-                .filter(|p| serde_json::from_str::<members::Members<'_>>(p.get()).is_ok())
-                .unwrap_or(&empty);
-            match members::member(params, "_meta") {
-                Some(_) => {
-                    members::with_member_at(params, &["_meta", META_SUBSCRIPTION], &subscription)
-                }
-                None => {
-                    let meta = members::with_member(&empty, META_SUBSCRIPTION, &subscription)?;
-                    members::with_member(params, "_meta", &meta)
-                }
-            }
-        };
-        let ack = to_raw(&json!({ "notifications": accepted }))?;
-        let held = uris.unwrap_or_default();
-        lock(&scope.client.asked).listen(&held);
-        // Subscribed before the acknowledgment: nothing after it is missed.
-        let mut events = self.hub.subscribe();
-        let _ = scope.deliver(notification_text(
-            "notifications/subscriptions/acknowledged",
-            tagged(Some(&ack)).as_deref(),
-        ));
-        loop {
-            let event = tokio::select! {
-                () = cancel.cancelled() => break,
-                event = events.recv() => event,
-            };
-            let (method, params) = match event {
-                Ok(HubEvent::ToolsChanged) if tools => {
-                    ("notifications/tools/list_changed".to_string(), None)
-                }
-                Ok(HubEvent::Notification(n)) => {
-                    let wanted = match n.method.as_str() {
-                        "notifications/prompts/list_changed" => prompts,
-                        "notifications/resources/list_changed" => resources,
-                        "notifications/resources/updated" => {
-                            let uri = n.params.as_deref().and_then(|p| member_str(p, "uri"));
-                            uri.is_some_and(|uri| held.contains(&uri))
-                        }
-                        _ => false,
-                    };
-                    if !wanted {
-                        continue;
-                    }
-                    (n.method.clone(), n.params.clone())
-                }
-                Err(tokio::sync::broadcast::error::RecvError::Lagged(missed)) => {
-                    // Missed events are gone: the listener is told to list again (and to read
-                    // again each resource it watches) rather than left stale without a word.
-                    tracing::warn!(
-                        "a listening client missed {missed} server events; telling it to list again"
-                    );
-                    let mut resync: Vec<(&str, Option<Box<RawValue>>)> = Vec::new();
-                    for (wanted, method) in [tools, prompts, resources].into_iter().zip(RESYNC) {
-                        if wanted {
-                            resync.push((method, None));
-                        }
-                    }
-                    for uri in &held {
-                        if let Ok(params) = to_raw(&json!({ "uri": uri })) {
-                            resync.push(("notifications/resources/updated", Some(params)));
-                        }
-                    }
-                    let delivered = resync.iter().all(|(method, params)| {
-                        scope.deliver(notification_text(
-                            method,
-                            tagged(params.as_deref()).as_deref(),
-                        )) != Err(Undelivered::Gone)
-                    });
-                    if !delivered {
-                        break;
-                    }
-                    continue;
-                }
-                Ok(_) => continue,
-                Err(tokio::sync::broadcast::error::RecvError::Closed) => break,
-            };
-            if scope.deliver(notification_text(
-                &method,
-                tagged(params.as_deref()).as_deref(),
-            )) == Err(Undelivered::Gone)
-            {
-                break;
-            }
-        }
-        self.end_listen(scope, &held).await;
-        to_raw(&json!({ "resultType": "complete", "_meta": { META_SUBSCRIPTION: subscription } }))
-    }
-
-    /// A listen that subscribed `uris` ended while its client stays (a client over stdio
-    /// cancelled it): each URI no other listen of the client holds is unsubscribed, as a
-    /// `resources/unsubscribe` would be. A client that has gone is left to
-    /// [`Proxy::disconnect`], which unsubscribes all it held.
-    async fn end_listen(&self, scope: &Arc<Scope>, uris: &[String]) {
-        let released = lock(&scope.client.asked).unlisten(uris);
-        if released.is_empty() || scope.client.is_gone() {
-            return;
-        }
-        let args = CallArgs {
-            origin: Some(scope.whole()),
-            timeout: Some(FAN_OUT_WAIT),
-            ..CallArgs::default()
-        };
-        for uri in released {
-            if let Err(error) = self
-                .subscription(
-                    scope,
-                    "resources/unsubscribe",
-                    uri.clone(),
-                    None,
-                    args.clone(),
-                )
-                .await
-            {
-                tracing::info!(%uri, "unsubscribing at the end of a listen: {}", error.message);
-            }
-        }
-    }
-
     /// The capabilities a client of this era is shown: the server's own in `wrap`, `serve`'s
     /// in `serve`.
-    fn offered_capabilities(&self) -> Value {
+    pub(crate) fn offered_capabilities(&self) -> Value {
         match (self.mode, self.hub.servers().as_slice()) {
             (Mode::Transparent, [server]) => self
                 .hub
