@@ -71,8 +71,8 @@ pub struct HttpLimitArgs {
     #[arg(
         long,
         value_name = "MS",
-        default_value_t = crate::http::listener::DEFAULT_HEADER_TIMEOUT_MS,
-        value_parser = crate::http::listener::timeout_ms
+        default_value_t = crate::http::limits::DEFAULT_HEADER_TIMEOUT_MS,
+        value_parser = crate::http::limits::timeout_ms
     )]
     pub http_header_timeout_ms: u64,
     /// Close a kept-alive HTTP connection with no request in flight after this long (a response
@@ -80,16 +80,16 @@ pub struct HttpLimitArgs {
     #[arg(
         long,
         value_name = "MS",
-        default_value_t = crate::http::listener::DEFAULT_IDLE_TIMEOUT_MS,
-        value_parser = crate::http::listener::timeout_ms
+        default_value_t = crate::http::limits::DEFAULT_IDLE_TIMEOUT_MS,
+        value_parser = crate::http::limits::timeout_ms
     )]
     pub http_idle_timeout_ms: u64,
     /// Keep at most N connections open on each HTTP listener; past N a new one is closed at once.
     #[arg(
         long,
         value_name = "N",
-        default_value_t = crate::http::listener::DEFAULT_MAX_CONNECTIONS,
-        value_parser = crate::http::listener::max_connections
+        default_value_t = crate::http::limits::DEFAULT_MAX_CONNECTIONS,
+        value_parser = crate::http::limits::max_connections
     )]
     pub http_max_connections: u32,
 }

@@ -10,6 +10,7 @@
 //! It only reads status and asks the hub; it never touches a supervisor, and never reads an MCP
 //! message (that is `mcp_http`'s).
 
+pub mod limits;
 pub mod listener;
 
 use std::net::SocketAddr;
@@ -48,7 +49,7 @@ pub async fn serve(
     guard: Guard,
     mcp: Option<Arc<crate::mcp_http::Sealing>>,
     drain: Drain,
-    limits: listener::Limits,
+    limits: limits::Limits,
     shutdown: CancellationToken,
 ) {
     let mut router: Router = Router::new()

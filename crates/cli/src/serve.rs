@@ -47,7 +47,7 @@ pub struct Faces {
     /// SIGTERM's drain window, when an MCP HTTP face serves (`--drain-ms`).
     pub drain: Duration,
     /// Header and idle timeouts and the connection cap of every HTTP listener.
-    pub limits: http::listener::Limits,
+    pub limits: http::limits::Limits,
 }
 
 /// How a stop was asked for.
@@ -87,7 +87,7 @@ pub async fn run(
 
     let listeners = [(faces.http, Some(sealing)), (faces.admin, None)];
     let count = listeners.iter().filter(|(addr, _)| addr.is_some()).count();
-    let limits = http::listener::fit_open_files(faces.limits, count);
+    let limits = http::limits::fit_open_files(faces.limits, count);
     for (addr, mcp) in listeners {
         let Some(addr) = addr else { continue };
         let listener = match http::bind(addr).await {
