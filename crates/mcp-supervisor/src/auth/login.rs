@@ -16,7 +16,7 @@ use tokio::net::TcpListener;
 
 use mcp_supervisor_core::config::OAuthConfig;
 
-use super::discovery::{self, AuthMethod};
+use super::discovery::{self, AuthMethod, Challenge};
 use super::flow::{self, FlowError, TokenError};
 use super::source::now_unix;
 use super::store::{Entry, StoreError, TokenStore};
@@ -250,12 +250,36 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, L
         source,
     })?;
     let http = flow::client()?;
-    let previous = login
-        .store
-        .load(login.server, login.url)
-        .unwrap_or_default();
-    let challenge = flow::probe(&http, &server_url).await?;
-    let found = flow::discover(&http, &server_url, challenge.as_ref()).await?;
+    let server = find_server(&http, &server_url).await?;
+    let (listener, redirect_uri) = listen().await?;
+    let scope = scope_for(&login, &server);
+    let client = client_for(&login, &http, &server, &redirect_uri, scope.as_deref()).await?;
+    let authorization = Authorization {
+        client,
+        redirect_uri,
+        pkce: Pkce::new()?,
+        state: random_token(16)?,
+        scope,
+    };
+    show(authorization.url(&server)?.as_str());
+    let code = authorization.code(&listener, login.wait, &server).await?;
+    authorization.exchange(&login, &http, &server, &code).await
+}
+
+/// What discovery found of a server, checked for a person's sign-in.
+struct Server {
+    found: flow::Discovered,
+    /// What the server's refusal asked for (its scope, its metadata), if it refused.
+    challenge: Option<Challenge>,
+    /// Where the person signs in.
+    authorize: String,
+}
+
+/// Probe the server and discover its authorization server, which must be able to sign a person
+/// in with PKCE S256.
+async fn find_server(http: &reqwest::Client, server_url: &Url) -> Result<Server, LoginError> {
+    let challenge = flow::probe(http, server_url).await?;
+    let found = flow::discover(http, server_url, challenge.as_ref()).await?;
     let metadata = &found.metadata;
     let Some(authorize) = metadata.authorization_endpoint.clone() else {
         return Err(LoginError::NoAuthorizationEndpoint {
@@ -271,6 +295,15 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, L
             issuer: found.issuer.clone(),
         });
     }
+    Ok(Server {
+        found,
+        challenge,
+        authorize,
+    })
+}
+
+/// The loopback listener the browser comes back to, and its redirect URI.
+async fn listen() -> Result<(TcpListener, String), LoginError> {
     let listener = TcpListener::bind(("127.0.0.1", 0))
         .await
         .map_err(|source| LoginError::Listen { source })?;
@@ -278,26 +311,45 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, L
         .local_addr()
         .map_err(|source| LoginError::Listen { source })?
         .port();
-    let redirect_uri = format!("http://127.0.0.1:{port}/callback");
+    Ok((listener, format!("http://127.0.0.1:{port}/callback")))
+}
 
+/// The scope to ask for: what the config, the server's challenge and the metadata say, plus
+/// what the last login with the same issuer had and was asked for since.
+fn scope_for(login: &Login<'_>, server: &Server) -> Option<String> {
+    let previous = login
+        .store
+        .load(login.server, login.url)
+        .unwrap_or_default();
+    let found = &server.found;
     let wanted = previous
         .as_ref()
         .filter(|p| p.issuer == found.issuer)
         .and_then(|p| discovery::union_scopes(p.scope.as_deref(), p.wanted_scope.as_deref()));
-    let scope = discovery::union_scopes(
+    discovery::union_scopes(
         wanted.as_deref(),
         discovery::choose_scope(
             login.config.scopes.as_deref(),
-            challenge.as_ref().and_then(|c| c.scope.as_deref()),
+            server.challenge.as_ref().and_then(|c| c.scope.as_deref()),
             found.resource_scopes.as_deref(),
-            metadata.scopes_supported.as_deref(),
+            found.metadata.scopes_supported.as_deref(),
         )
         .as_deref(),
-    );
-    // The client: configured, or a metadata document, or registered now. A registered client
-    // is not reused by the next login: its redirect URI named this login's port, and servers
-    // may hold clients to it exactly.
-    let client = if let Some(id) = &login.config.client_id {
+    )
+}
+
+/// The client: configured, or a metadata document, or registered now. A registered client is
+/// not reused by the next login: its redirect URI named this login's port, and servers may
+/// hold clients to it exactly.
+async fn client_for(
+    login: &Login<'_>,
+    http: &reqwest::Client,
+    server: &Server,
+    redirect_uri: &str,
+    scope: Option<&str>,
+) -> Result<flow::Client, LoginError> {
+    let metadata = &server.found.metadata;
+    if let Some(id) = &login.config.client_id {
         let secret = match &login.config.client_secret_env {
             Some(var) => Some(
                 std::env::var(var).map_err(|_| LoginError::SecretMissing { var: var.clone() })?,
@@ -309,89 +361,117 @@ pub async fn login(login: Login<'_>, show: impl FnOnce(&str)) -> Result<Entry, L
             secret.is_some(),
             metadata.token_endpoint_auth_methods_supported.as_deref(),
         );
-        flow::Client {
+        return Ok(flow::Client {
             id: id.clone(),
             secret,
             method,
-        }
-    } else if let (Some(url), Some(true)) = (
+        });
+    }
+    if let (Some(url), Some(true)) = (
         &login.config.client_metadata_url,
         metadata.client_id_metadata_document_supported,
     ) {
-        flow::Client {
+        return Ok(flow::Client {
             id: url.clone(),
             secret: None,
             method: AuthMethod::None,
-        }
-    } else {
-        let method = discovery::registration_method(
-            metadata.token_endpoint_auth_methods_supported.as_deref(),
-        );
-        flow::register(
-            &http,
-            metadata,
-            Some(&redirect_uri),
-            method,
-            scope.as_deref(),
-        )
-        .await?
-    };
-
-    let pkce = Pkce::new()?;
-    let state = random_token(16)?;
-    let mut url = Url::parse(&authorize).map_err(|_| LoginError::AuthorizationEndpointNotUrl)?;
-    {
-        let mut q = url.query_pairs_mut();
-        q.append_pair("response_type", "code");
-        q.append_pair("client_id", &client.id);
-        q.append_pair("redirect_uri", &redirect_uri);
-        q.append_pair("code_challenge", &pkce.challenge);
-        q.append_pair("code_challenge_method", "S256");
-        q.append_pair("state", &state);
-        q.append_pair("resource", &found.resource);
-        if let Some(scope) = &scope {
-            q.append_pair("scope", scope);
-        }
+        });
     }
-    show(url.as_str());
+    let method =
+        discovery::registration_method(metadata.token_endpoint_auth_methods_supported.as_deref());
+    Ok(flow::register(http, metadata, Some(redirect_uri), method, scope).await?)
+}
 
-    let query = tokio::time::timeout(login.wait, callback(&listener))
-        .await
-        .map_err(|_| LoginError::NoRedirect { waited: login.wait })??;
-    let code = judge_redirect(
-        &query,
-        &state,
-        &metadata.issuer,
-        metadata.authorization_response_iss_parameter_supported == Some(true),
-    )?;
-    let params = [
-        ("grant_type", "authorization_code"),
-        ("code", code.as_str()),
-        ("redirect_uri", redirect_uri.as_str()),
-        ("code_verifier", pkce.verifier.as_str()),
-        ("resource", found.resource.as_str()),
-    ];
-    let token = flow::token(&http, &metadata.token_endpoint, &client, &params)
-        .await
-        .map_err(LoginError::Token)?;
-    let now = now_unix();
-    let entry = Entry {
-        server_url: login.url.to_string(),
-        resource: Some(found.resource.clone()),
-        issuer: found.issuer.clone(),
-        token_endpoint: metadata.token_endpoint.clone(),
-        client_id: client.id,
-        client_secret: client.secret,
-        auth_method: Some(client.method),
-        access_token: token.access_token,
-        refresh_token: token.refresh_token,
-        expires_at: discovery::expires_at(now, token.expires_in),
-        lifetime: token.expires_in,
-        scope: token.scope.or(scope),
-        wanted_scope: None,
-    };
-    login.store.save(login.server, Some(&entry))?;
-    Ok(entry)
+/// One authorization request: from the URL the person opens, to the code the browser brings
+/// back, to the tokens it is exchanged for.
+struct Authorization {
+    client: flow::Client,
+    redirect_uri: String,
+    pkce: Pkce,
+    /// This login's `state`, which the redirect must carry.
+    state: String,
+    scope: Option<String>,
+}
+
+impl Authorization {
+    /// The authorization URL the person opens.
+    fn url(&self, server: &Server) -> Result<Url, LoginError> {
+        let mut url =
+            Url::parse(&server.authorize).map_err(|_| LoginError::AuthorizationEndpointNotUrl)?;
+        {
+            let mut q = url.query_pairs_mut();
+            q.append_pair("response_type", "code");
+            q.append_pair("client_id", &self.client.id);
+            q.append_pair("redirect_uri", &self.redirect_uri);
+            q.append_pair("code_challenge", &self.pkce.challenge);
+            q.append_pair("code_challenge_method", "S256");
+            q.append_pair("state", &self.state);
+            q.append_pair("resource", &server.found.resource);
+            if let Some(scope) = &self.scope {
+                q.append_pair("scope", scope);
+            }
+        }
+        Ok(url)
+    }
+
+    /// Wait (at most `wait`) for the browser's redirect, and judge it: the code, when it is
+    /// this login's.
+    async fn code(
+        &self,
+        listener: &TcpListener,
+        wait: Duration,
+        server: &Server,
+    ) -> Result<String, LoginError> {
+        let query = tokio::time::timeout(wait, callback(listener))
+            .await
+            .map_err(|_| LoginError::NoRedirect { waited: wait })??;
+        let metadata = &server.found.metadata;
+        Ok(judge_redirect(
+            &query,
+            &self.state,
+            &metadata.issuer,
+            metadata.authorization_response_iss_parameter_supported == Some(true),
+        )?)
+    }
+
+    /// Exchange `code` for tokens, and store them.
+    async fn exchange(
+        self,
+        login: &Login<'_>,
+        http: &reqwest::Client,
+        server: &Server,
+        code: &str,
+    ) -> Result<Entry, LoginError> {
+        let found = &server.found;
+        let params = [
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", self.redirect_uri.as_str()),
+            ("code_verifier", self.pkce.verifier.as_str()),
+            ("resource", found.resource.as_str()),
+        ];
+        let token = flow::token(http, &found.metadata.token_endpoint, &self.client, &params)
+            .await
+            .map_err(LoginError::Token)?;
+        let now = now_unix();
+        let entry = Entry {
+            server_url: login.url.to_string(),
+            resource: Some(found.resource.clone()),
+            issuer: found.issuer.clone(),
+            token_endpoint: found.metadata.token_endpoint.clone(),
+            client_id: self.client.id,
+            client_secret: self.client.secret,
+            auth_method: Some(self.client.method),
+            access_token: token.access_token,
+            refresh_token: token.refresh_token,
+            expires_at: discovery::expires_at(now, token.expires_in),
+            lifetime: token.expires_in,
+            scope: token.scope.or(self.scope),
+            wanted_scope: None,
+        };
+        login.store.save(login.server, Some(&entry))?;
+        Ok(entry)
+    }
 }
 
 /// Serves the loopback redirect: the first request to `/callback` gives its query. Other paths

@@ -119,6 +119,95 @@ impl Drop for InFlight<'_> {
     }
 }
 
+/// One call on its way through [`SupervisorHandle::send`]: what it asks, its deadline, and what
+/// became of it so far.
+struct Call<'a> {
+    request: &'a CallRequest,
+    method: &'a str,
+    params: Option<&'a RawValue>,
+    /// Named in an error only (made then).
+    server: &'a str,
+    /// The call's own deadline, at most `toolCallTimeoutMs`.
+    limit: Duration,
+    deadline: Instant,
+    /// What the tool's annotations say, with `retryTools`.
+    safety: ToolSafety,
+    cancel: CancellationToken,
+    /// A generation newer than this one is needed before the next send.
+    after_generation: u64,
+    /// Whether the call was sent again (at most once, SPEC §5).
+    resent: bool,
+    /// The failure that made us reconnect, to report with a failed reconnect.
+    first_failure: Option<String>,
+    /// How many times it went out, for the call's trace span (recorded once, at the end).
+    tally: Tally,
+}
+
+/// What comes after a failed send.
+enum Then {
+    /// Send it again, on the generation the call now waits for.
+    SendAgain,
+    /// The call ends with this error.
+    Fail(CallError),
+}
+
+impl Call<'_> {
+    /// The names an error carries: the server's, and the tool's (or the method's).
+    fn names(&self) -> (String, String) {
+        (self.server.to_string(), self.request.tool.clone())
+    }
+
+    /// Send it once more, on a generation newer than `generation`; `first` is the failure
+    /// that made the call reconnect, to report if reconnecting fails.
+    fn again_after(&mut self, generation: u64, first: Option<String>) -> Then {
+        self.resent = true;
+        self.after_generation = generation;
+        if first.is_some() {
+            self.first_failure = first;
+        }
+        Then::SendAgain
+    }
+
+    /// No ready generation came: cancelled by the caller, a failed reconnect (after a first
+    /// failure), or not ready at all (nothing was sent).
+    fn not_ready(&mut self, not_ready: NotReady) -> CallError {
+        let (server, tool) = self.names();
+        if self.cancel.is_cancelled() {
+            return CallError::Cancelled { server, tool };
+        }
+        match self.first_failure.take() {
+            Some(first) => CallError::ReconnectFailed {
+                server,
+                tool,
+                first,
+                reconnect: not_ready_text(&not_ready),
+            },
+            None => not_ready.into_error(server, tool),
+        }
+    }
+
+    /// The deadline passed before the call could go out again.
+    fn timed_out(&self) -> CallError {
+        let (server, tool) = self.names();
+        CallError::TimedOut {
+            server,
+            tool,
+            after_ms: self.limit.as_millis(),
+        }
+    }
+
+    /// It went out and its outcome is unknown; it is not sent again.
+    fn outcome_unknown(&self, cause: String, restored: Restored) -> CallError {
+        let (server, tool) = self.names();
+        CallError::OutcomeUnknown {
+            server,
+            tool,
+            cause,
+            restored,
+        }
+    }
+}
+
 impl SupervisorHandle {
     /// Send one request to this server under the recovery rules (SPEC §5): `method` with
     /// `params` as JSON text, passed as they are; the `result` comes back as JSON text. This is
@@ -129,164 +218,166 @@ impl SupervisorHandle {
         method: &str,
         params: Option<&RawValue>,
     ) -> Result<Box<RawValue>, CallError> {
-        let config = &self.shared.config;
-        let limit = request.timeout.map_or(config.tool_call_timeout, |t| {
-            t.min(config.tool_call_timeout)
-        });
-        let deadline = Instant::now() + limit;
-        let mut safety = request.safety;
-        safety.listed_in_retry_tools |= config.retry_tools.contains(&request.tool);
-        let cancel = request.cancel.clone().unwrap_or_default();
-        // Named in an error only (made then).
-        let server: &str = &self.name;
-        let tool: &str = &request.tool;
+        let mut call = self.call(request, method, params);
         // A client's request, for the idle timeout, from now until it ends however it ends.
         let _requesting = self.requesting();
-
-        // A generation newer than this one is needed before the next send.
-        let mut after_generation = 0;
-        // How many times the call was sent again (at most once, SPEC §5).
-        let mut resent = false;
-        // The failure that made us reconnect, to report with a failed reconnect.
-        let mut first_failure: Option<String> = None;
-        // How many times it went out, for the call's trace span (recorded once, at the end).
-        let mut tally = Tally {
-            span: tracing::Span::current(),
-            attempts: 0,
-            replayed: false,
-        };
         loop {
-            let (generation, link) =
-                match self.wait_ready(deadline, after_generation, &cancel).await {
-                    Ok(ready) => ready,
-                    Err(not_ready) => {
-                        if cancel.is_cancelled() {
-                            return Err(CallError::Cancelled {
-                                server: server.to_string(),
-                                tool: tool.to_string(),
-                            });
-                        }
-                        return Err(match first_failure {
-                            Some(first) => CallError::ReconnectFailed {
-                                server: server.to_string(),
-                                tool: tool.to_string(),
-                                first,
-                                reconnect: not_ready_text(&not_ready),
-                            },
-                            None => not_ready.into_error(server.to_string(), tool.to_string()),
-                        });
-                    }
-                };
-            let remaining = deadline.saturating_duration_since(Instant::now());
+            let ready = self
+                .wait_ready(call.deadline, call.after_generation, &call.cancel)
+                .await;
+            let (generation, link) = ready.map_err(|not_ready| call.not_ready(not_ready))?;
+            let remaining = call.deadline.saturating_duration_since(Instant::now());
             if remaining.is_zero() {
-                return Err(CallError::TimedOut {
-                    server: server.to_string(),
-                    tool: tool.to_string(),
-                    after_ms: limit.as_millis(),
-                });
+                return Err(call.timed_out());
             }
-            let options = CallOptions {
-                timeout: remaining,
-                cancel: cancel.clone(),
-                origin: request.origin.clone(),
-                headers: request.headers.clone(),
-                relays_input: request.relays_input,
-            };
-            tally.attempts += 1;
-            tally.replayed = resent;
-            let outcome = {
-                let _busy = InFlight::enter(&self.shared.in_flight);
-                // The link ends the call at its deadline; this outer bound only guards against
-                // a link that would not.
-                let request = link.request(method, params, options);
-                if link.keeps_deadlines() {
-                    request.await
-                } else {
-                    let bound = deadline + OUTER_GRACE;
-                    match tokio::time::timeout_at(bound, request).await {
-                        Ok(outcome) => outcome,
-                        Err(_) => Err(Failure::DeadlinePassed),
-                    }
-                }
-            };
-            let failure = match outcome {
+            let failure = match self.send_once(&mut call, &*link, remaining).await {
                 Ok(result) => {
                     self.shared.misses.store(0, Ordering::SeqCst);
                     return Ok(result);
                 }
                 Err(failure) => failure,
             };
-            let verdict = classify::classify(&failure);
-            let cause = describe(&failure);
-            let replay_allowed = !resent;
-            match classify::recovery(verdict, safety) {
-                Recovery::Return => {
-                    return Err(self.returned(verdict, failure, generation, server, tool, limit));
-                }
-                Recovery::ReconnectAndSend if replay_allowed => {
-                    // Not delivered (the server did not run it), or outcome unknown for a tool
-                    // that is safe to repeat: reconnect, then send once more on the fresh one.
-                    self.suspect(generation, cause.clone(), is_stale_session(&failure));
-                    resent = true;
-                    after_generation = generation;
-                    first_failure = Some(cause);
-                }
-                Recovery::ReconnectAndSend | Recovery::ReconnectAndFailUnknown => {
-                    self.suspect(generation, cause.clone(), is_stale_session(&failure));
-                    let restored = self.restored(deadline, generation, &cancel).await;
-                    return Err(match verdict {
-                        Verdict::NotDelivered => CallError::NotDelivered {
-                            server: server.to_string(),
-                            tool: tool.to_string(),
+            match self
+                .after_failure(&mut call, failure, generation, &*link)
+                .await
+            {
+                Then::SendAgain => {}
+                Then::Fail(error) => return Err(error),
+            }
+        }
+    }
+
+    /// A call of `request` as it starts: its deadline and what its tool is known to allow.
+    fn call<'a>(
+        &'a self,
+        request: &'a CallRequest,
+        method: &'a str,
+        params: Option<&'a RawValue>,
+    ) -> Call<'a> {
+        let config = &self.shared.config;
+        let limit = request.timeout.map_or(config.tool_call_timeout, |t| {
+            t.min(config.tool_call_timeout)
+        });
+        let mut safety = request.safety;
+        safety.listed_in_retry_tools |= config.retry_tools.contains(&request.tool);
+        Call {
+            request,
+            method,
+            params,
+            server: &self.name,
+            limit,
+            deadline: Instant::now() + limit,
+            safety,
+            cancel: request.cancel.clone().unwrap_or_default(),
+            after_generation: 0,
+            resent: false,
+            first_failure: None,
+            tally: Tally {
+                span: tracing::Span::current(),
+                attempts: 0,
+                replayed: false,
+            },
+        }
+    }
+
+    /// Send the call once on `link`, within `remaining`.
+    async fn send_once(
+        &self,
+        call: &mut Call<'_>,
+        link: &dyn Link,
+        remaining: Duration,
+    ) -> Result<Box<RawValue>, Failure> {
+        let options = CallOptions {
+            timeout: remaining,
+            cancel: call.cancel.clone(),
+            origin: call.request.origin.clone(),
+            headers: call.request.headers.clone(),
+            relays_input: call.request.relays_input,
+        };
+        call.tally.attempts += 1;
+        call.tally.replayed = call.resent;
+        let _busy = InFlight::enter(&self.shared.in_flight);
+        // The link ends the call at its deadline; this outer bound only guards against a link
+        // that would not.
+        let request = link.request(call.method, call.params, options);
+        if link.keeps_deadlines() {
+            return request.await;
+        }
+        match tokio::time::timeout_at(call.deadline + OUTER_GRACE, request).await {
+            Ok(outcome) => outcome,
+            Err(_) => Err(Failure::DeadlinePassed),
+        }
+    }
+
+    /// A send on `generation` failed: classify the failure, then recover under the rule (SPEC
+    /// §5) or end the call.
+    async fn after_failure(
+        &self,
+        call: &mut Call<'_>,
+        failure: Failure,
+        generation: u64,
+        link: &dyn Link,
+    ) -> Then {
+        let verdict = classify::classify(&failure);
+        let cause = describe(&failure);
+        match classify::recovery(verdict, call.safety) {
+            Recovery::Return => {
+                let (server, tool) = (call.server, call.request.tool.as_str());
+                Then::Fail(self.returned(verdict, failure, generation, server, tool, call.limit))
+            }
+            Recovery::ReconnectAndSend if !call.resent => {
+                // Not delivered (the server did not run it), or outcome unknown for a tool
+                // that is safe to repeat: reconnect, then send once more on the fresh one.
+                self.suspect(generation, cause.clone(), is_stale_session(&failure));
+                call.again_after(generation, Some(cause))
+            }
+            Recovery::ReconnectAndSend | Recovery::ReconnectAndFailUnknown => {
+                self.suspect(generation, cause.clone(), is_stale_session(&failure));
+                let restored = self.restored(call.deadline, generation, &call.cancel).await;
+                Then::Fail(match verdict {
+                    Verdict::NotDelivered => {
+                        let (server, tool) = call.names();
+                        CallError::NotDelivered {
+                            server,
+                            tool,
                             cause,
                             restored,
-                        },
-                        _ => CallError::OutcomeUnknown {
-                            server: server.to_string(),
-                            tool: tool.to_string(),
-                            cause,
-                            restored,
-                        },
-                    });
-                }
-                Recovery::Probe => {
-                    let alive = self.probe_alive(&*link, deadline).await;
-                    match classify::after_probe(alive, safety) {
-                        AfterProbe::SendAgain if replay_allowed => {
-                            resent = true;
-                            after_generation = generation - 1; // the same generation again
-                        }
-                        AfterProbe::SendAgain | AfterProbe::FailUnknown => {
-                            let restored = Restored::Yes { generation };
-                            return Err(CallError::OutcomeUnknown {
-                                server: server.to_string(),
-                                tool: tool.to_string(),
-                                cause,
-                                restored,
-                            });
-                        }
-                        AfterProbe::Reconnect(_) => {
-                            self.suspect(
-                                generation,
-                                format!("{cause}; then the server did not answer a ping"),
-                                false,
-                            );
-                            if safety.replay_safe() && replay_allowed {
-                                resent = true;
-                                after_generation = generation;
-                                first_failure = Some(cause);
-                            } else {
-                                let restored = self.restored(deadline, generation, &cancel).await;
-                                return Err(CallError::OutcomeUnknown {
-                                    server: server.to_string(),
-                                    tool: tool.to_string(),
-                                    cause,
-                                    restored,
-                                });
-                            }
                         }
                     }
+                    _ => call.outcome_unknown(cause, restored),
+                })
+            }
+            Recovery::Probe => self.after_unclear(call, cause, generation, link).await,
+        }
+    }
+
+    /// An unclear failure: ping the generation, then send again on it (alive), reconnect and
+    /// send again (dead, a tool safe to repeat), or end the call as "may have run".
+    async fn after_unclear(
+        &self,
+        call: &mut Call<'_>,
+        cause: String,
+        generation: u64,
+        link: &dyn Link,
+    ) -> Then {
+        let alive = self.probe_alive(link, call.deadline).await;
+        match classify::after_probe(alive, call.safety) {
+            // The same generation again.
+            AfterProbe::SendAgain if !call.resent => call.again_after(generation - 1, None),
+            AfterProbe::SendAgain | AfterProbe::FailUnknown => {
+                Then::Fail(call.outcome_unknown(cause, Restored::Yes { generation }))
+            }
+            AfterProbe::Reconnect(_) => {
+                self.suspect(
+                    generation,
+                    format!("{cause}; then the server did not answer a ping"),
+                    false,
+                );
+                if call.safety.replay_safe() && !call.resent {
+                    return call.again_after(generation, Some(cause));
                 }
+                let restored = self.restored(call.deadline, generation, &call.cancel).await;
+                Then::Fail(call.outcome_unknown(cause, restored))
             }
         }
     }
