@@ -19,7 +19,7 @@
 //! | `lists` | every list through `serve --http` with N servers, all up and with one frozen (SIGSTOP) |
 //! | `sessions` | sealed session ids: seal and open per request and the id's size; the proxy's RSS after N `initialize` POSTs |
 //! | `ondemand` | processes and RSS at rest with N servers of which U are used, `always` vs `onDemand`; the first call to an idle server |
-//! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays, in front of server-everything |
+//! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays (the stdio face against a C relay, built with `cc -O2`, and the tokio one), in front of server-everything |
 //! | `unread` | the RSS of `wrap` while its client sends many large calls and reads nothing for a while; every call answered once |
 //! | `replicas` | replicas sharing a session key behind HAProxy: calls/s, failed calls and the slowest call around a `kill -9` and a rolling restart; throughput of N replicas against one |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
@@ -33,6 +33,7 @@
 //! `tools-bench/node_modules` when they are installed (see docs/BENCHMARKS.md), and skips them,
 //! saying why, when they are not.
 
+mod c_relay;
 mod callpath;
 mod exposure;
 mod http_heal;
@@ -259,7 +260,8 @@ enum Bench {
         idle_ms: u64,
     },
     /// Echo of 1 KiB to server-everything with the TypeScript SDK's client (node): our stdio
-    /// face against direct and the pipe relay, our HTTP face against the bare relay.
+    /// face against direct and two pipe relays (C, built here with `cc -O2`, and tokio), our
+    /// HTTP face against the bare relay.
     TsPeers {
         /// Measured calls per target at concurrency 1.
         #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
@@ -300,6 +302,11 @@ enum Bench {
             default_value = "tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
         )]
         everything: PathBuf,
+        /// A built C relay for the target pipe-relay-c (any `RELAY CMD ARGS...` that copies
+        /// bytes). Without it the bench builds crates/bench/c/pipe_relay.c with `cc -O2` (or
+        /// $CC) into the directory of this binary, as pipe-relay-c.
+        #[arg(long)]
+        c_relay: Option<PathBuf>,
     },
     /// RSS of `wrap` (stdio face) while a raw client sends N echo calls of a large message and
     /// reads nothing for a while; then it reads everything, each call answered exactly once.
@@ -560,6 +567,7 @@ async fn main() -> ExitCode {
             script,
             modules,
             everything,
+            c_relay,
         } => {
             let opts = ts_peers::Options {
                 calls,
@@ -573,6 +581,7 @@ async fn main() -> ExitCode {
                 script,
                 modules,
                 everything,
+                c_relay,
             };
             ts_peers::run(opts).await
         }

@@ -6,7 +6,8 @@
 //! |---|---|---|
 //! | `direct` | server-everything, spawned by the client itself (no hop) | `StdioClientTransport` |
 //! | `ours-stdio` | `mcp-supervisor wrap -- server-everything` | `StdioClientTransport` |
-//! | `pipe-relay` | `mcp-supervisor-bench pipe-relay -- server-everything` (bytes copied both ways) | `StdioClientTransport` |
+//! | `pipe-relay-c` | `pipe-relay-c server-everything`: the C relay of `crates/bench/c/pipe_relay.c` (`poll()`, 64 KiB `read`/`write`), built with `cc -O2` at the start of the run | `StdioClientTransport` |
+//! | `pipe-relay` | `mcp-supervisor-bench pipe-relay -- server-everything` (bytes copied both ways by `tokio::io::copy`) | `StdioClientTransport` |
 //! | `ours-http` | `mcp-supervisor wrap --http 127.0.0.1:PORT -- server-everything` | `StreamableHTTPClientTransport` |
 //! | `relay-http` | `mcp-supervisor-bench relay --listen 127.0.0.1:PORT -- server-everything` | `StreamableHTTPClientTransport` |
 //!
@@ -19,10 +20,14 @@
 //! round to the last (`/proc/PID/task/*/schedstat`), over the calls. It is the steadier figure:
 //! on two cores, CPU the hop takes is CPU the client and the server do not get.
 //!
-//! The verdicts: the stdio face's median at concurrency 1 at most 1.15x the pipe relay's, its
-//! throughput at 64 at least 0.9x; the HTTP face's added median (its median minus `direct`'s) at
+//! The stdio face has two floors, shown side by side (`stdio floors` under each table,
+//! `stdio_floors` in the JSON): the C relay (the target's floor, the one measured from outside)
+//! and the tokio relay (kept as a second floor: it costs as much CPU per call as `wrap`, so alone
+//! it flatters the stdio face). The verdicts: the stdio face's median at concurrency 1 at most
+//! 1.15x the C relay's (and, beside it, the same ratio to the tokio relay), its throughput at 64
+//! at least 0.9x each relay's; the HTTP face's added median (its median minus `direct`'s) at
 //! concurrency 1 at most 1.1x the relay's added median, its throughput at 64 at least 0.9x the
-//! relay's. Each verdict also gives the range of the same ratio over the rounds.
+//! relay's. Each verdict also gives the range and the median of the same ratio over the rounds.
 //!
 //! Every process of the run carries the run's directory in its command line (`--marker` of the
 //! client, `--diagnostic-dir` of each server-everything's node), so none is left behind: each
@@ -43,12 +48,18 @@ use crate::procs::{self, RunDir, Spawned};
 use crate::util::{self, Stats};
 
 /// Every target, in the order of the rounds and tables.
-pub const ALL: [&str; 5] = [
+pub const ALL: [&str; 6] = [
     "direct",
     "ours-stdio",
+    "pipe-relay-c",
     "pipe-relay",
     "ours-http",
     "relay-http",
+];
+/// The stdio face's floors: (target, what it is), the target's own floor first.
+const STDIO_FLOORS: [(&str, &str); 2] = [
+    ("pipe-relay-c", "the C pipe relay"),
+    ("pipe-relay", "the tokio pipe relay"),
 ];
 /// Bound of a target's start (front listening, client connected, first call answered).
 const START_LIMIT: Duration = Duration::from_secs(60);
@@ -73,6 +84,8 @@ pub struct Options {
     pub script: PathBuf,
     pub modules: PathBuf,
     pub everything: PathBuf,
+    /// A built C relay to use for `pipe-relay-c`; without it the bench builds its own.
+    pub c_relay: Option<PathBuf>,
 }
 
 impl Options {
@@ -229,14 +242,25 @@ pub async fn run(opts: Options) -> Result<Value> {
     if let Some(bad) = opts.concurrency.iter().find(|&&c| !(1..=4096).contains(&c)) {
         bail!("--concurrency {bad}: each level must be in 1..=4096");
     }
+    if let Some(unknown) = opts.targets.iter().find(|t| !ALL.contains(&t.as_str())) {
+        bail!("unknown target {unknown} (the targets: {})", ALL.join(", "));
+    }
     let run = RunDir::new("ts-peers")?;
+    let c_relay = match opts.targets.iter().any(|t| t == "pipe-relay-c") {
+        true => {
+            let relay = crate::c_relay::resolve(opts.c_relay.as_deref(), &run.path)?;
+            eprintln!("C pipe relay: {}", relay.display());
+            Some(relay)
+        }
+        false => None,
+    };
     let mut targets = Vec::new();
     let mut failed = None;
     for id in ALL {
         if !opts.targets.iter().any(|t| t == id) {
             continue;
         }
-        match start(&opts, &run, id).await {
+        match start(&opts, &run, id, c_relay.as_deref()).await {
             Ok(target) => {
                 eprintln!("started {id}: {}", target.label);
                 targets.push(target);
@@ -267,7 +291,12 @@ pub async fn run(opts: Options) -> Result<Value> {
 }
 
 /// Start one target: its front (HTTP) and its client, which connects and makes a first call.
-async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target> {
+async fn start(
+    opts: &Options,
+    run: &RunDir,
+    id: &'static str,
+    c_relay: Option<&Path>,
+) -> Result<Target> {
     let marker = run.marker();
     let log = run.file(&format!("{id}.log"));
     let here = std::env::current_exe().context("cannot tell where this binary is")?;
@@ -302,10 +331,18 @@ async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target>
             None,
             "mcp-supervisor wrap (the stdio face, this build)",
         ),
+        "pipe-relay-c" => {
+            let relay = c_relay.context("the C pipe relay was not built")?;
+            (
+                Some(with(&[&relay.display().to_string()], &everything)),
+                None,
+                "C pipe relay (crates/bench/c/pipe_relay.c, cc -O2: poll() and 64 KiB read/write)",
+            )
+        }
         "pipe-relay" => (
             Some(with(&[&here_s, "pipe-relay", "--"], &everything)),
             None,
-            "bare pipe relay (mcp-supervisor-bench pipe-relay: bytes copied both ways)",
+            "tokio pipe relay (mcp-supervisor-bench pipe-relay: tokio::io::copy both ways)",
         ),
         "ours-http" | "relay-http" => {
             let port = util::free_port()?;
@@ -402,7 +439,7 @@ async fn start(opts: &Options, run: &RunDir, id: &'static str) -> Result<Target>
 
 /// Whether the target's client starts a hop (a proxy or relay) rather than the server itself.
 fn stdio_hop(id: &str) -> bool {
-    matches!(id, "ours-stdio" | "pipe-relay")
+    matches!(id, "ours-stdio" | "pipe-relay-c" | "pipe-relay")
 }
 
 type Client = (Spawned, ChildStdin, Lines<BufReader<ChildStdout>>, Value);
@@ -581,6 +618,10 @@ fn report(
                 println!("  {}: first error: {error}", r.id);
             }
         }
+        let floors = stdio_floors(&rows);
+        if let Some(line) = floors.get("line").and_then(Value::as_str) {
+            println!("  {line}");
+        }
         let mut level = serde_json::Map::new();
         for r in &rows {
             level.insert(
@@ -595,6 +636,7 @@ fn report(
                 }),
             );
         }
+        level.insert("stdio_floors".into(), floors);
         level.insert(
             "loadavg".into(),
             json!({ "start": load_start, "end": load_end }),
@@ -633,54 +675,104 @@ fn report(
     }))
 }
 
-/// "min..max" of `f` over the rounds both targets measured.
+/// The stdio face's floors side by side at one level: each relay's median, p99, throughput and
+/// CPU per call, and ours-stdio's ratios to each (median and throughput); `line` says it in one
+/// line. Null when no floor ran.
+fn stdio_floors(rows: &[Row]) -> Value {
+    let ours = rows.iter().find(|r| r.id == "ours-stdio");
+    let mut out = serde_json::Map::new();
+    let mut parts = Vec::new();
+    for (floor_id, _) in STDIO_FLOORS {
+        let Some(floor) = rows.iter().find(|r| r.id == floor_id) else {
+            continue;
+        };
+        let cpu = floor.measured.hop_us_per_call();
+        let median_ratio = ours.map(|o| o.stats.median / floor.stats.median);
+        let throughput_ratio = ours.map(|o| o.measured.per_sec() / floor.measured.per_sec());
+        parts.push(format!(
+            "{floor_id} median {:.3} ms, {:.0} calls/s, {} µs CPU/call (ours-stdio: median {}, throughput {})",
+            floor.stats.median,
+            floor.measured.per_sec(),
+            cpu.map_or("?".into(), |c| format!("{c:.1}")),
+            median_ratio.map_or("?".into(), |r| format!("{r:.2}x")),
+            throughput_ratio.map_or("?".into(), |r| format!("{r:.2}x")),
+        ));
+        out.insert(
+            floor_id.to_string(),
+            json!({
+                "median_ms": util::round3(floor.stats.median),
+                "p99_ms": util::round3(floor.stats.p99),
+                "calls_per_sec": floor.measured.per_sec().round(),
+                "hop_cpu_us_per_call": cpu.map(util::round3),
+                "ours_stdio_median_ratio": median_ratio.map(util::round3),
+                "ours_stdio_throughput_ratio": throughput_ratio.map(util::round3),
+            }),
+        );
+    }
+    if parts.is_empty() {
+        return Value::Null;
+    }
+    out.insert(
+        "line".into(),
+        Value::String(format!("stdio floors: {}", parts.join("; "))),
+    );
+    Value::Object(out)
+}
+
+/// "min..max (median m)" of `f` over the rounds both targets measured.
 fn round_range(a: &Measured, b: &Measured, f: impl Fn(usize) -> Option<f64>) -> String {
     let ratios: Vec<f64> = (0..a.rounds.len().min(b.rounds.len()))
         .filter_map(f)
         .collect();
-    let min = ratios.iter().copied().fold(f64::INFINITY, f64::min);
-    let max = ratios.iter().copied().fold(f64::NEG_INFINITY, f64::max);
-    if ratios.is_empty() {
-        "no rounds".into()
-    } else {
-        format!("{min:.2}..{max:.2}x over {} rounds", ratios.len())
+    match Stats::of_ms(ratios) {
+        Ok(s) => format!(
+            "{:.2}..{:.2}x, median {:.2}x, over {} rounds",
+            s.min, s.max, s.median, s.n
+        ),
+        Err(_) => "no rounds".into(),
     }
 }
 
-/// The four targets of the issue: latency at concurrency 1, throughput at 64 (levels that were
-/// not run have no verdict).
+/// The targets of the issue: latency at concurrency 1, throughput at 64, the stdio face against
+/// each of its floors (the C relay's line first) and the HTTP face against the bare relay (levels
+/// that were not run have no verdict).
 fn level_verdicts(concurrency: u32, rows: &[Row]) -> Vec<Value> {
     let get = |id: &str| rows.iter().find(|r| r.id == id);
     let verdict = |ok: bool| if ok { "met" } else { "missed" };
     let mut out = Vec::new();
-    if let (Some(ours), Some(pipe)) = (get("ours-stdio"), get("pipe-relay")) {
+    for (floor_id, floor_name) in STDIO_FLOORS {
+        let (Some(ours), Some(floor)) = (get("ours-stdio"), get(floor_id)) else {
+            continue;
+        };
         if concurrency == 1 {
-            let ratio = ours.stats.median / pipe.stats.median;
-            let range = round_range(ours.measured, pipe.measured, |i| {
-                Some(ours.measured.rounds[i].0 / pipe.measured.rounds[i].0)
+            let ratio = ours.stats.median / floor.stats.median;
+            let range = round_range(ours.measured, floor.measured, |i| {
+                Some(ours.measured.rounds[i].0 / floor.measured.rounds[i].0)
             });
             out.push(json!({
-                "target": "stdio c=1: ours-stdio median <= 1.15x pipe-relay's",
+                "target": format!("stdio c=1: ours-stdio median <= 1.15x {floor_name}'s ({floor_id})"),
+                "floor": floor_id,
                 "verdict": verdict(ratio <= 1.15),
                 "ratio": util::round3(ratio),
                 "figures": format!(
-                    "ours-stdio {:.3} ms, pipe-relay {:.3} ms (ratio {ratio:.2}x; per round {range}); p99 {:.3} vs {:.3} ms",
-                    ours.stats.median, pipe.stats.median, ours.stats.p99, pipe.stats.p99
+                    "ours-stdio {:.3} ms, {floor_id} {:.3} ms (ratio {ratio:.2}x; per round {range}); p99 {:.3} vs {:.3} ms",
+                    ours.stats.median, floor.stats.median, ours.stats.p99, floor.stats.p99
                 ),
             }));
         }
         if concurrency == 64 {
-            let ratio = ours.measured.per_sec() / pipe.measured.per_sec();
-            let range = round_range(ours.measured, pipe.measured, |i| {
-                Some(ours.measured.rounds[i].1 / pipe.measured.rounds[i].1)
+            let ratio = ours.measured.per_sec() / floor.measured.per_sec();
+            let range = round_range(ours.measured, floor.measured, |i| {
+                Some(ours.measured.rounds[i].1 / floor.measured.rounds[i].1)
             });
             out.push(json!({
-                "target": "stdio c=64: ours-stdio throughput >= 0.9x pipe-relay's",
+                "target": format!("stdio c=64: ours-stdio throughput >= 0.9x {floor_name}'s ({floor_id})"),
+                "floor": floor_id,
                 "verdict": verdict(ratio >= 0.9),
                 "ratio": util::round3(ratio),
                 "figures": format!(
-                    "ours-stdio {:.0} calls/s, pipe-relay {:.0} calls/s (ratio {ratio:.2}x; per round {range})",
-                    ours.measured.per_sec(), pipe.measured.per_sec()
+                    "ours-stdio {:.0} calls/s, {floor_id} {:.0} calls/s (ratio {ratio:.2}x; per round {range})",
+                    ours.measured.per_sec(), floor.measured.per_sec()
                 ),
             }));
         }
