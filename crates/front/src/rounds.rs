@@ -22,11 +22,19 @@ use tokio::sync::{mpsc, oneshot};
 use tokio::task::JoinHandle;
 use tokio::time::Instant;
 
+use crate::json::lock;
+
 /// How every `requestState` of ours begins.
 const STATE_PREFIX: &str = "msv-";
 
-/// A round whose client does not come back within this is dropped (its call cancelled).
+/// A round whose client does not come back within this is dropped (its call cancelled), by a
+/// timer of its own.
 pub const ROUND_LIMIT: Duration = Duration::from_secs(600);
+
+/// The most rounds that wait for their clients at once, over every client of the proxy; past
+/// it, a call whose server asks for input is cancelled and its client told so ([`Step::Refused`]):
+/// clients that never come back cannot make the proxy hold calls without bound.
+pub const MAX_WAITING: usize = 256;
 
 type Reply = oneshot::Sender<Result<Box<RawValue>, RpcError>>;
 
@@ -53,6 +61,9 @@ pub enum Step {
         requests: Vec<(String, String, Option<Box<RawValue>>)>,
         state: String,
     },
+    /// The server asked the client something, but [`MAX_WAITING`] rounds already wait for
+    /// their clients: the call was cancelled upstream (it may have done part of its work).
+    Refused(RpcError),
 }
 
 /// A call waiting for its client's input.
@@ -63,10 +74,13 @@ struct Round {
     since: Instant,
 }
 
+/// The rounds waiting for their clients, by state.
+type Waiting = Arc<Mutex<HashMap<String, Round>>>;
+
 /// The rounds in flight.
 #[derive(Default)]
 pub struct Rounds {
-    rounds: Mutex<HashMap<String, Round>>,
+    rounds: Waiting,
     next: AtomicU64,
 }
 
@@ -138,10 +152,6 @@ impl Downstream for Collect {
     }
 }
 
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex.lock().unwrap_or_else(|p| p.into_inner())
-}
-
 impl Rounds {
     /// Start a call whose server requests come back as input rounds. `call` is given the origin
     /// to pass to the hub. `progress` gets the call's notifications. A server's request that
@@ -152,7 +162,8 @@ impl Rounds {
         progress: Option<Notify>,
         allowed: Option<Allowed>,
     ) -> Step {
-        self.expire();
+        // What bounds `asks`: one call's requests to its client, each waiting for its answer
+        // (a server asks a few at a time).
         let (tx, asks) = mpsc::unbounded_channel();
         let origin: Arc<dyn Downstream> = Arc::new(Collect {
             asks: tx,
@@ -181,7 +192,6 @@ impl Rounds {
         state: &str,
         responses: BTreeMap<String, serde_json::Value>,
     ) -> Option<Step> {
-        self.expire();
         let mut round = lock(&self.rounds).remove(state)?;
         for (key, answer) in responses {
             if let Some(reply) = round.replies.remove(&key) {
@@ -226,7 +236,25 @@ impl Rounds {
         }
         let state = self.state_id();
         round.since = Instant::now();
-        lock(&self.rounds).insert(state.clone(), round);
+        let since = round.since;
+        {
+            let mut waiting = lock(&self.rounds);
+            if waiting.len() >= MAX_WAITING {
+                drop(waiting);
+                round.call.abort();
+                tracing::warn!(
+                    "{MAX_WAITING} calls already wait for their clients' input: a call whose server asked for input was cancelled"
+                );
+                return Step::Refused(RpcError::new(
+                    -32603,
+                    format!(
+                        "the server asked for input, but {MAX_WAITING} calls already wait for their clients' input here: this call was cancelled (it may have done part of its work); answer or abandon the others first"
+                    ),
+                ));
+            }
+            waiting.insert(state.clone(), round);
+        }
+        expire_later(Arc::downgrade(&self.rounds), state.clone(), since);
         Step::Input { requests, state }
     }
 
@@ -240,17 +268,38 @@ impl Rounds {
         format!("{STATE_PREFIX}{n:x}-{a:016x}{b:016x}")
     }
 
-    /// Drop rounds whose client never came back: their calls are cancelled.
-    fn expire(&self) {
-        let now = Instant::now();
-        lock(&self.rounds).retain(|_, round| {
-            let keep = now.saturating_duration_since(round.since) < ROUND_LIMIT;
-            if !keep {
-                round.call.abort();
-            }
-            keep
-        });
+    /// How many rounds wait for their clients.
+    pub fn waiting(&self) -> usize {
+        lock(&self.rounds).len()
     }
+}
+
+/// Drop round `state` if its client has not come back [`ROUND_LIMIT`] after `since` (it is
+/// still the round that began waiting then): its call is cancelled. One timer per waiting
+/// round, so at most [`MAX_WAITING`]; it holds the rounds weakly, and ends with them.
+fn expire_later(
+    rounds: std::sync::Weak<Mutex<HashMap<String, Round>>>,
+    state: String,
+    since: Instant,
+) {
+    tokio::spawn(async move {
+        tokio::time::sleep_until(since + ROUND_LIMIT).await;
+        let Some(rounds) = rounds.upgrade() else {
+            return;
+        };
+        let mut waiting = lock(&rounds);
+        if waiting
+            .get(&state)
+            .is_some_and(|round| round.since == since)
+            && let Some(round) = waiting.remove(&state)
+        {
+            round.call.abort();
+            tracing::info!(
+                "an input round's client did not come back within {} s: its call was cancelled",
+                ROUND_LIMIT.as_secs()
+            );
+        }
+    });
 }
 
 #[cfg(test)]
@@ -364,27 +413,64 @@ mod tests {
         assert!(matches!(step, Step::Done(Ok(_))));
     }
 
+    /// A call that asks its client something once, and tells `ended` when its future is
+    /// dropped (cancelled) or done.
+    fn asking(
+        ended: tokio::sync::mpsc::UnboundedSender<()>,
+    ) -> impl FnOnce(Arc<dyn Downstream>) -> BoxFuture<'static, Outcome> {
+        move |origin| {
+            Box::pin(async move {
+                struct Tell(tokio::sync::mpsc::UnboundedSender<()>);
+                impl Drop for Tell {
+                    fn drop(&mut self) {
+                        let _ = self.0.send(());
+                    }
+                }
+                let _tell = Tell(ended);
+                let _ = origin.request("elicitation/create", None).await;
+                Ok(raw("{}"))
+            })
+        }
+    }
+
+    /// A round waits for its client until ROUND_LIMIT and not a moment less; then its own timer
+    /// drops it and cancels its call, with no other call needed to notice.
     #[tokio::test(start_paused = true)]
-    async fn an_abandoned_round_is_dropped_and_its_call_cancelled() {
+    async fn a_round_whose_client_never_comes_back_is_cancelled_by_its_timer() {
         let rounds = Rounds::default();
-        let step = rounds
-            .start(
-                |origin| {
-                    Box::pin(async move {
-                        let _ = origin.request("roots/list", None).await;
-                        Ok(raw("{}"))
-                    })
-                },
-                None,
-                None,
-            )
-            .await;
-        let Step::Input { state, .. } = step else {
+        let (ended, mut gone) = tokio::sync::mpsc::unbounded_channel();
+        let Step::Input { state, .. } = rounds.start(asking(ended), None, None).await else {
             panic!("expected an input round");
         };
-        tokio::time::sleep(ROUND_LIMIT + Duration::from_secs(1)).await;
-        rounds.expire();
-        assert!(lock(&rounds.rounds).is_empty());
+        tokio::time::sleep(ROUND_LIMIT - Duration::from_secs(1)).await;
+        assert_eq!(rounds.waiting(), 1, "still waiting just before the limit");
+        assert!(gone.try_recv().is_err(), "its call still runs");
+        tokio::time::sleep(Duration::from_secs(2)).await;
+        assert_eq!(rounds.waiting(), 0, "dropped at the limit");
+        assert!(gone.recv().await.is_some(), "its call was cancelled");
         assert!(rounds.resume(&state, BTreeMap::new()).await.is_none());
+    }
+
+    /// At most MAX_WAITING rounds wait at once: the next call whose server asks is cancelled
+    /// and refused with an error that says why; the rounds already waiting are untouched.
+    #[tokio::test(start_paused = true)]
+    async fn past_the_cap_a_call_that_asks_is_cancelled_and_refused() {
+        let rounds = Rounds::default();
+        let (ended, mut gone) = tokio::sync::mpsc::unbounded_channel();
+        for _ in 0..MAX_WAITING {
+            let step = rounds.start(asking(ended.clone()), None, None).await;
+            assert!(matches!(step, Step::Input { .. }));
+        }
+        assert_eq!(rounds.waiting(), MAX_WAITING);
+        let Step::Refused(error) = rounds.start(asking(ended), None, None).await else {
+            panic!("expected a refusal past the cap");
+        };
+        assert!(error.message.contains("already wait"), "{}", error.message);
+        assert!(
+            gone.recv().await.is_some(),
+            "the refused call was cancelled"
+        );
+        assert_eq!(rounds.waiting(), MAX_WAITING);
+        assert!(gone.try_recv().is_err(), "no waiting call was touched");
     }
 }

@@ -368,6 +368,10 @@ impl Proxy {
                 }));
             }
             Step::Done(outcome) => outcome,
+            Step::Refused(error) => {
+                record.finish("other");
+                return Err(error);
+            }
         };
         self.call_answer(tool, outcome, record)
     }
