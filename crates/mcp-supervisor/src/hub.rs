@@ -59,6 +59,9 @@ pub struct CallArgs {
     /// A deadline shorter than the server's `toolCallTimeoutMs`.
     pub timeout: Option<Duration>,
     /// Where the call's progress goes ([`Hub::call`] only: it asks the server for progress).
+    /// Unbounded: it holds the call's progress, as the server sent it, until you read it. To
+    /// bound it, call [`Hub::call_json`] with a `progressToken` of your own and an `origin`,
+    /// whose [`Downstream::notify`] gets each progress notification.
     pub progress: Option<mpsc::UnboundedSender<ProgressNotificationParam>>,
     /// Cancel the call: it ends with [`CallError::Cancelled`] and `notifications/cancelled`
     /// goes upstream (the tool may have run).
@@ -1648,7 +1651,10 @@ fn reads_only(method: &str) -> bool {
     )
 }
 
-/// A caller's typed progress channel, as the client of a call ([`Hub::call`]).
+/// A caller's typed progress channel, as the client of a call ([`Hub::call`]). Unbounded, and
+/// the caller's: it holds one call's progress, as the server sends it, until the caller reads
+/// it (the call's end ends it). A host that needs a bound calls [`Hub::call_json`] with its own
+/// `progressToken` and an `origin` whose `notify` keeps what it can.
 struct ProgressTo(mpsc::UnboundedSender<ProgressNotificationParam>);
 
 impl Downstream for ProgressTo {

@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::Failure;
@@ -354,27 +355,174 @@ pub enum LinkEvent {
     },
 }
 
+/// How many events of one server wait for its supervisor at most ([`LinkEvents`]). The
+/// supervisor takes them as they come while the generation is ready; they wait only while it is
+/// busy elsewhere (an attempt, a backoff), or when a server notifies faster than they are
+/// taken.
+pub const EVENTS: usize = 1024;
+
+/// The events a full queue owes rather than leaves out: each says only that something changed
+/// (or that the server lives), so one sent later, once, stands for all that were left out. In
+/// this order: a sign of life, then the list changes (tools, prompts, resources).
+const OWED: usize = 4;
+
+/// Which owed event `event` is (its bit), when it is one.
+fn owed_bit(event: &LinkEvent) -> Option<u8> {
+    match event {
+        LinkEvent::SignOfLife => Some(0),
+        LinkEvent::ToolListChanged => Some(1),
+        LinkEvent::Notification { method, .. } => match method.as_str() {
+            "notifications/prompts/list_changed" => Some(2),
+            "notifications/resources/list_changed" => Some(3),
+            _ => None,
+        },
+    }
+}
+
+/// The owed event of bit `bit` (see [`owed_bit`]).
+fn owed_event(bit: u8) -> LinkEvent {
+    let changed = |method: &str| LinkEvent::Notification {
+        method: method.to_string(),
+        params: None,
+    };
+    match bit {
+        0 => LinkEvent::SignOfLife,
+        1 => LinkEvent::ToolListChanged,
+        2 => changed("notifications/prompts/list_changed"),
+        _ => changed("notifications/resources/list_changed"),
+    }
+}
+
+/// The supervisor's end of one server's events: the bounded queue ([`EVENTS`]) that every
+/// generation's [`LinkEvents`] feed, and how many notifications were left out.
+pub(crate) struct EventQueue {
+    tx: mpsc::Sender<(u64, LinkEvent)>,
+    server: Arc<str>,
+    dropped: Arc<AtomicU64>,
+}
+
+impl EventQueue {
+    /// A queue of `capacity` events of `server`, and the supervisor's receiving end.
+    pub(crate) fn new(
+        server: Arc<str>,
+        capacity: usize,
+    ) -> (Self, mpsc::Receiver<(u64, LinkEvent)>) {
+        let (tx, rx) = mpsc::channel(capacity);
+        let dropped = Arc::new(AtomicU64::new(0));
+        (
+            Self {
+                tx,
+                server,
+                dropped,
+            },
+            rx,
+        )
+    }
+
+    /// Where generation `generation` sends its events.
+    pub(crate) fn for_generation(&self, generation: u64) -> LinkEvents {
+        LinkEvents {
+            generation,
+            tx: self.tx.clone(),
+            owed: Arc::new(AtomicU8::new(0)),
+            server: self.server.clone(),
+            dropped: self.dropped.clone(),
+        }
+    }
+
+    /// How many notifications a full queue left out, over every generation.
+    #[cfg(test)]
+    pub(crate) fn dropped(&self) -> u64 {
+        self.dropped.load(Ordering::Relaxed)
+    }
+}
+
 /// Where a generation sends its events; each one carries the generation number so a
 /// supervisor can ignore a replaced generation (the fence).
+///
+/// The queue is bounded ([`EVENTS`]) and a sender never waits for room (the server's reader
+/// must go on reading answers). When it is full, an event is not queued: a sign of life or a
+/// list change (tools, prompts, resources) is owed, and sent once as soon as there is room (the
+/// lists are read again, the missed probes cleared: nothing goes stale without a word); any
+/// other notification (a log message, a resource update, a task status) is left out, counted
+/// and logged.
 #[derive(Clone, Debug)]
 pub struct LinkEvents {
     generation: u64,
-    tx: mpsc::UnboundedSender<(u64, LinkEvent)>,
+    tx: mpsc::Sender<(u64, LinkEvent)>,
+    /// The events this generation owes (bits of [`owed_bit`]); not zero while a task waits for
+    /// room to send them.
+    owed: Arc<AtomicU8>,
+    server: Arc<str>,
+    /// Notifications left out, for the whole server.
+    dropped: Arc<AtomicU64>,
 }
 
 impl LinkEvents {
-    pub(crate) fn new(generation: u64, tx: mpsc::UnboundedSender<(u64, LinkEvent)>) -> Self {
-        Self { generation, tx }
-    }
-
     /// The generation these events belong to.
     pub fn generation(&self) -> u64 {
         self.generation
     }
 
-    /// Send an event; a supervisor that has gone away simply does not hear it.
+    /// Send an event; a supervisor that has gone away simply does not hear it. Never waits: a
+    /// full queue owes the event or leaves it out (see [`LinkEvents`]).
     pub fn send(&self, event: LinkEvent) {
-        let _ = self.tx.send((self.generation, event));
+        let event = match self.tx.try_send((self.generation, event)) {
+            Ok(()) | Err(mpsc::error::TrySendError::Closed(_)) => return,
+            Err(mpsc::error::TrySendError::Full((_, event))) => event,
+        };
+        match owed_bit(&event) {
+            Some(bit) => self.owe(bit),
+            None => self.left_out(&event),
+        }
+    }
+
+    /// Owe the event of `bit`. The first debt starts a task that waits for room (while the
+    /// supervisor does not take its events; it ends with the supervisor) and then sends each
+    /// event owed by then, once; a debt after that starts the next task.
+    fn owe(&self, bit: u8) {
+        if self.owed.fetch_or(1 << bit, Ordering::SeqCst) != 0 {
+            return; // its task is waiting
+        }
+        let Ok(runtime) = tokio::runtime::Handle::try_current() else {
+            self.owed.store(0, Ordering::SeqCst);
+            return;
+        };
+        let (owed, tx, generation) = (self.owed.clone(), self.tx.clone(), self.generation);
+        runtime.spawn(async move {
+            let Ok(room) = tx.reserve().await else {
+                return;
+            };
+            let bits = owed.swap(0, Ordering::SeqCst);
+            let mut events = (0..OWED as u8)
+                .filter(|bit| bits & (1 << bit) != 0)
+                .map(owed_event);
+            if let Some(event) = events.next() {
+                room.send((generation, event));
+            }
+            for event in events {
+                if tx.send((generation, event)).await.is_err() {
+                    return;
+                }
+            }
+        });
+    }
+
+    /// A notification a full queue left out: counted, and logged at the first and then at each
+    /// power of two.
+    fn left_out(&self, event: &LinkEvent) {
+        let dropped = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if dropped.is_power_of_two() {
+            let method = match event {
+                LinkEvent::Notification { method, .. } => method.as_str(),
+                LinkEvent::ToolListChanged | LinkEvent::SignOfLife => "an event",
+            };
+            tracing::warn!(
+                server = %self.server,
+                dropped,
+                "{method} from the server was left out: {EVENTS} of its events wait for its supervisor (the server notifies faster than they are taken); {dropped} left out so far"
+            );
+        }
     }
 }
 
@@ -398,5 +546,88 @@ pub(crate) fn describe(failure: &Failure) -> String {
         Failure::CancelledByCaller => "cancelled by the caller".into(),
         Failure::UnexpectedResponse => "the reply was of the wrong type".into(),
         Failure::Unauthorized { message } => format!("not authorized: {message}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn note(method: &str) -> LinkEvent {
+        LinkEvent::Notification {
+            method: method.to_string(),
+            params: None,
+        }
+    }
+
+    fn what(event: &LinkEvent) -> String {
+        match event {
+            LinkEvent::SignOfLife => "sign of life".to_string(),
+            LinkEvent::ToolListChanged => "tools changed".to_string(),
+            LinkEvent::Notification { method, .. } => method.clone(),
+        }
+    }
+
+    /// The next `n` events the supervisor takes, each checked for its generation.
+    async fn take(
+        rx: &mut mpsc::Receiver<(u64, LinkEvent)>,
+        generation: u64,
+        n: usize,
+    ) -> Vec<String> {
+        let mut taken = Vec::new();
+        for _ in 0..n {
+            let (g, event) = rx.recv().await.expect("the queue is open");
+            assert_eq!(g, generation);
+            taken.push(what(&event));
+        }
+        taken
+    }
+
+    #[tokio::test]
+    async fn a_full_event_queue_owes_list_changes_once_and_counts_the_notifications_it_leaves_out()
+    {
+        let (queue, mut rx) = EventQueue::new("srv".into(), 2);
+        let events = queue.for_generation(7);
+        events.send(note("notifications/message"));
+        events.send(note("notifications/resources/updated"));
+        // Full, and the sender does not wait: list changes and signs of life are owed, each
+        // once however often it comes ...
+        events.send(LinkEvent::ToolListChanged);
+        events.send(note("notifications/prompts/list_changed"));
+        events.send(LinkEvent::ToolListChanged);
+        events.send(LinkEvent::SignOfLife);
+        // ... and other notifications are left out, counted.
+        events.send(note("notifications/message"));
+        events.send(note("notifications/tasks/status"));
+        assert_eq!(queue.dropped(), 2);
+
+        // Once the supervisor takes what waits, what was owed comes after it, once.
+        let taken = take(&mut rx, 7, 5).await;
+        assert_eq!(
+            taken,
+            [
+                "notifications/message",
+                "notifications/resources/updated",
+                "sign of life",
+                "tools changed",
+                "notifications/prompts/list_changed",
+            ]
+        );
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err(), "each owed event is sent once");
+
+        // A debt after that is owed again, and paid again.
+        events.send(note("notifications/message"));
+        events.send(note("notifications/message"));
+        events.send(note("notifications/resources/list_changed"));
+        assert_eq!(
+            queue.dropped(),
+            2,
+            "an owed event is not counted as left out"
+        );
+        let taken = take(&mut rx, 7, 3).await;
+        assert_eq!(taken[2], "notifications/resources/list_changed");
+        tokio::task::yield_now().await;
+        assert!(rx.try_recv().is_err());
     }
 }

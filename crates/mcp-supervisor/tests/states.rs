@@ -603,6 +603,43 @@ async fn stop_during_an_in_flight_sync_quiesces_without_leaking_tools() {
 }
 
 #[tokio::test(start_paused = true)]
+async fn list_changes_while_a_re_sync_waits_its_turn_are_covered_by_it() {
+    // The first re-sync answers 1 s after it was asked; the lists after it, at once.
+    let gen1 = Gen::ok(tools(&["a", "b", "c"]))
+        .list(Reply::Now(Ok(tools(&["a"]))))
+        .list(Reply::After(ms(1000), Ok(tools(&["a", "b"]))));
+    let fake = Fake::new(vec![gen1], Gen::open_fails("no second generation"));
+    let hub = start(quick(1), &fake);
+    ready(&hub, 1).await;
+    until(&fake, ms(1000)).await;
+    fake.send(1, LinkEvent::ToolListChanged);
+    until(&fake, ms(1100)).await;
+    assert_eq!(
+        fake.count(Some(1), &Op::ListTools),
+        2,
+        "the re-sync is listing"
+    );
+    // A server that repeats itself: one re-sync waits behind the one listing, and covers all.
+    for _ in 0..5 {
+        fake.send(1, LinkEvent::ToolListChanged);
+    }
+    until(&fake, ms(1500)).await;
+    assert_eq!(fake.count(Some(1), &Op::ListTools), 2, "nothing overtakes");
+    until(&fake, ms(2100)).await;
+    assert_eq!(
+        fake.count(Some(1), &Op::ListTools),
+        3,
+        "one list after the changes"
+    );
+    assert_eq!(tool_names(&hub), ["srv__a", "srv__b", "srv__c"]);
+    // A change after that one began listing gets a list of its own.
+    fake.send(1, LinkEvent::ToolListChanged);
+    until(&fake, ms(2200)).await;
+    assert_eq!(fake.count(Some(1), &Op::ListTools), 4);
+    stop(&hub).await;
+}
+
+#[tokio::test(start_paused = true)]
 async fn a_stale_list_changed_from_a_replaced_generation_is_ignored() {
     // Each generation's later tools/list differs from its first, so any re-sync shows.
     let gen1 = Gen::ok(tools(&["a", "stale"])).list(Reply::Now(Ok(tools(&["a"]))));

@@ -10,7 +10,7 @@ mod health;
 mod ready;
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use mcp_supervisor_core::config::{ServerConfig, Start};
@@ -22,7 +22,7 @@ use tokio::time::Instant;
 use crate::catalog::{Catalog, CatalogStore, SavedHandshake};
 use crate::core::classify::Failure;
 use crate::error::{AttemptError, Stuck};
-use crate::link::{CloseHow, Connector, Link, LinkEvent, LinkEvents};
+use crate::link::{CloseHow, Connector, EVENTS, EventQueue, Link, LinkEvent};
 use crate::registry::{Registry, UpstreamTool};
 
 pub(crate) use call::CallRequest;
@@ -521,7 +521,7 @@ impl SupervisorHandle {
         let writer =
             catalog.map(|store| CatalogWriter::start(store, config.clone(), saved.clone()));
         let (commands_tx, commands_rx) = mpsc::unbounded_channel();
-        let (events_tx, events_rx) = mpsc::unbounded_channel();
+        let (event_queue, events_rx) = EventQueue::new(name.clone(), EVENTS);
         let (synced_tx, synced_rx) = mpsc::unbounded_channel();
         let (probe_tx, probe_rx) = mpsc::unbounded_channel();
         // An on-demand server with a saved catalog is idle from the start: nothing runs until
@@ -565,13 +565,14 @@ impl SupervisorHandle {
             handshake,
             jitter,
             commands: commands_rx,
-            events_tx,
+            event_queue,
             events: events_rx,
             synced_tx,
             synced: synced_rx,
             probe_tx,
             probes: probe_rx,
             sync_queue: Arc::new(AsyncMutex::new(())),
+            sync_waiting: Arc::new(AtomicU64::new(0)),
             snapshot: snapshot_tx,
             shared: shared.clone(),
             generation: 0,
@@ -822,13 +823,25 @@ struct Supervisor {
     notifications: broadcast::Sender<ServerEvent>,
     handshake: Handshake,
     jitter: Box<dyn FnMut() -> f64 + Send + Sync>,
+    /// Unbounded: every state takes its commands as they come (the waits between, a close's
+    /// barrier or the calls' settling, are bounded), and each comes from a caller: the host (stop,
+    /// reconnect), a request for an idle server (one wake each), or a failed call (a suspicion or
+    /// a timeout each), so what waits is bounded by the calls in flight.
     commands: mpsc::UnboundedReceiver<Command>,
-    events_tx: mpsc::UnboundedSender<(u64, LinkEvent)>,
-    events: mpsc::UnboundedReceiver<(u64, LinkEvent)>,
+    /// Where each generation's [`crate::link::LinkEvents`] come from: bounded ([`EVENTS`]),
+    /// see there.
+    event_queue: EventQueue,
+    events: mpsc::Receiver<(u64, LinkEvent)>,
+    /// Unbounded: at most two syncs of a generation are under way at once, the one listing and
+    /// one waiting behind it ([`Supervisor::enqueue_sync`]), and each sends one.
     synced_tx: mpsc::UnboundedSender<SyncDone>,
     synced: mpsc::UnboundedReceiver<SyncDone>,
+    /// Unbounded: a ready generation runs one probe at a time, and each sends one.
     probe_tx: mpsc::UnboundedSender<health::ProbeDone>,
     probes: mpsc::UnboundedReceiver<health::ProbeDone>,
+    /// The generation whose re-sync waits for its turn and has not begun listing (0: none): a
+    /// list change meanwhile is covered by it.
+    sync_waiting: Arc<AtomicU64>,
     /// The per-server sync queue: every tools/list of every generation runs under it, one at a
     /// time, in order.
     sync_queue: Arc<AsyncMutex<()>>,
@@ -846,6 +859,9 @@ struct Supervisor {
 /// order, off the async threads.
 struct CatalogWriter {
     current: Arc<std::sync::Mutex<Catalog>>,
+    /// Unbounded: one catalog per list the server answered (a first list, a re-sync, a
+    /// relisting after its `list_changed`), so what waits is bounded by the listings under way,
+    /// and the writer keeps only the newest of it.
     tx: mpsc::UnboundedSender<Catalog>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -1361,7 +1377,10 @@ impl Supervisor {
             };
             s.phase = Phase::Attempting(attempt);
         });
-        let events = LinkEvents::new(generation, self.events_tx.clone());
+        // What is still queued is a replaced generation's, which the fence ignores: let it go, so
+        // that it holds no room this generation's events need.
+        while self.events.try_recv().is_ok() {}
+        let events = self.event_queue.for_generation(generation);
         let link = match self.connector.open(generation, events) {
             Ok(link) => link,
             Err(error) => {
@@ -1493,14 +1512,22 @@ impl Supervisor {
         }
     }
 
-    /// Queue a re-sync of `generation`'s tools behind any sync in flight.
+    /// Queue a re-sync of `generation`'s tools behind any sync in flight. A change while one of
+    /// this generation's waits for its turn is covered by it (it lists after the change), so a
+    /// server that repeats `list_changed` has at most one sync listing and one waiting.
     fn enqueue_sync(&self, generation: u64, link: Arc<dyn Link>) {
+        if self.sync_waiting.swap(generation, Ordering::SeqCst) == generation {
+            return; // one waits for its turn already
+        }
+        let waiting = self.sync_waiting.clone();
         let queue = self.sync_queue.clone();
         let done = self.synced_tx.clone();
         let timeout = self.config.connect_timeout;
         let name = self.name.clone();
         tokio::spawn(async move {
             let _turn = queue.lock().await;
+            // It begins listing: a change from now on needs a sync of its own.
+            let _ = waiting.compare_exchange(generation, 0, Ordering::SeqCst, Ordering::SeqCst);
             let result = sync_tools(&*link, timeout, &name).await;
             let _ = done.send(SyncDone { generation, result });
         });

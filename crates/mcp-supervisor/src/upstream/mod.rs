@@ -307,6 +307,7 @@ struct WireLink {
     /// Streamable HTTP only: set once closed (there is no process to wait for; an SSE
     /// generation is closed when its stream task ends).
     closed_tx: Mutex<Option<watch::Sender<bool>>>,
+    /// stdio only: the process watcher's orders (unbounded: see `process::Spawned::stop`).
     stop: Option<mpsc::UnboundedSender<process::Stop>>,
     pid: Option<u32>,
     stderr_tail: Arc<Mutex<VecDeque<String>>>,

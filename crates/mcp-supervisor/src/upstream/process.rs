@@ -41,6 +41,9 @@ pub struct Spawned {
     pub stdin: ChildStdin,
     pub stdout: ChildStdout,
     pub pid: u32,
+    /// Orders to the watcher. Unbounded: only the generation's link sends them, one per close
+    /// it is asked for (the supervisor closes a generation once or twice: graceful, then kill
+    /// at the latest) and one when it is dropped.
     pub stop: mpsc::UnboundedSender<Stop>,
     /// Turns true once the leader has exited and no live member of its group is left.
     pub gone: watch::Receiver<bool>,

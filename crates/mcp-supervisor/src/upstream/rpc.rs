@@ -774,12 +774,12 @@ mod tests {
     #[tokio::test(start_paused = true)]
     async fn flushed_waits_for_every_notification_queued_before_it() {
         let wire = Arc::new(SlowWire(Mutex::new(Vec::new())));
-        let (tx, _events) = mpsc::unbounded_channel();
+        let (queue, _events) = crate::link::EventQueue::new("s".into(), crate::link::EVENTS);
         let peer = Peer::start(
             wire.clone(),
             None,
             Arc::new(crate::link::Refuse),
-            LinkEvents::new(1, tx),
+            queue.for_generation(1),
             Duration::from_secs(5),
         );
         peer.flushed().await; // nothing queued: at once

@@ -39,6 +39,13 @@ const KEEP_BATCH: usize = 1024 * 1024;
 
 /// The child's stdin, shared by every sender: its writer task's queue, and the pipe itself.
 pub(crate) struct StdioWire {
+    /// The writer task's queue. Unbounded, and bounded by its senders: every order has one
+    /// that waits for what becomes of it (a write's outcome, a posted request's answer, the
+    /// close), so what waits is at most a line per request in flight (bounded by the callers:
+    /// the front's requests in flight per client, a host's own calls), one notification (the
+    /// peer sends them one after another from its bounded outbox), and a line per answer to a
+    /// server's request. A server that stops reading its stdin holds them until its calls'
+    /// deadlines pass and the misses they count replace it (`health.failures`).
     orders: mpsc::UnboundedSender<Order>,
     shared: Arc<Shared>,
 }
@@ -75,6 +82,7 @@ impl StdioWire {
 
     /// The wire over any pipe (tests write to one of their own).
     fn over<W: AsyncWrite + Unpin + Send + 'static>(stdin: W) -> Arc<Self> {
+        // Unbounded: bounded by its senders (see `StdioWire::orders`).
         let (orders, queue) = mpsc::unbounded_channel();
         let shared = Arc::new(Shared {
             pipe: tokio::sync::Mutex::new(Some(Box::new(stdin))),
@@ -425,12 +433,12 @@ mod tests {
         // It takes the first write and breaks then, as a dying server's stdin does.
         let pipe = Writes::breaks_after(1);
         let wire = StdioWire::over(pipe.clone());
-        let (tx, _events) = tokio::sync::mpsc::unbounded_channel();
+        let (queue, _events) = crate::link::EventQueue::new("s".into(), crate::link::EVENTS);
         let peer = Peer::start(
             wire.clone(),
             None,
             Arc::new(crate::link::Refuse),
-            crate::link::LinkEvents::new(1, tx),
+            queue.for_generation(1),
             std::time::Duration::from_secs(5),
         );
         // The server's stdout stays open and says nothing.
