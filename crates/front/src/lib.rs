@@ -15,10 +15,13 @@
 //! - the `search` tool exposure ([`exposure`]) and the call counters ([`metrics`]);
 //! - one framing, stdio lines ([`stdio`]), so that a host serves its hub in a few lines
 //!   (`examples/stdio_host.rs`).
+//! - with the `http` feature, streamable HTTP at `/mcp` (`http`: its session store of sealed
+//!   ids, related messages ordered before the answer, the 2026-07-28 POST checks), so that a
+//!   host serves its hub over HTTP in a few lines too (`examples/http_host.rs`).
 //!
 //! It never supervises: servers, generations, retries and the registry are the hub's. It never
-//! opens a socket: HTTP routes, sessions on the wire and event streams are the binary's. A host
-//! that only calls tools does not depend on this crate.
+//! opens a socket: the host binds, listens and guards (Host, Origin, tokens), and only serves
+//! what this crate hands it. A host that only calls tools does not depend on this crate.
 
 pub mod asked;
 pub mod client;
@@ -29,6 +32,8 @@ pub mod exposure;
 mod face;
 mod fan_out;
 mod handshake;
+#[cfg(feature = "http")]
+pub mod http;
 mod json;
 mod listen;
 pub mod message;
