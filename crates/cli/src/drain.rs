@@ -63,10 +63,6 @@ impl Drain {
         &self.stopping
     }
 
-    pub fn is_stopping(&self) -> bool {
-        self.stopping.is_cancelled()
-    }
-
     /// What `/readyz` answers: a status and one word, nothing else.
     pub fn readiness(&self) -> (StatusCode, &'static str) {
         if self.draining.is_cancelled() {
@@ -103,15 +99,15 @@ mod tests {
         );
         drain.set_ready();
         assert_eq!(drain.readiness(), (StatusCode::OK, "ready"));
-        assert!(!drain.is_stopping());
+        assert!(!drain.stopping().is_cancelled());
         drain.begin();
         assert_eq!(
             drain.readiness(),
             (StatusCode::SERVICE_UNAVAILABLE, "draining")
         );
-        assert!(!drain.is_stopping(), "the window serves on");
+        assert!(!drain.stopping().is_cancelled(), "the window serves on");
         drain.stop();
-        assert!(drain.is_stopping() && drain.stopping().is_cancelled());
+        assert!(drain.stopping().is_cancelled());
         assert_eq!(drain.readiness().0, StatusCode::SERVICE_UNAVAILABLE);
     }
 
