@@ -22,12 +22,28 @@ type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 /// Builds the config, adding every problem found to `problems`. The result is meaningful only when
 /// no problem was found (here or in stage 1).
 pub(crate) fn build(raw: &RawConfig, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Config {
+    build_with(raw, problems, &mut |server, problems| {
+        transport(server, env, problems)
+    })
+}
+
+/// A server's transport, or `None` with its problems recorded.
+pub(super) type MakeTransport<'a> =
+    dyn FnMut(&RawServer, &mut Vec<Problem>) -> Option<TransportConfig> + 'a;
+
+/// [`build`], with each server's transport made by `transport` rather than from its raw keys (the
+/// typed builder hands in one it has checked).
+pub(super) fn build_with(
+    raw: &RawConfig,
+    problems: &mut Vec<Problem>,
+    transport: &mut MakeTransport<'_>,
+) -> Config {
     let defaults = Tuning::builtin().apply(&raw.defaults, Origin::Defaults);
     check_delays(&raw.defaults, &defaults, problems);
     let servers = raw
         .servers
         .iter()
-        .filter_map(|server| build_server(server, &defaults, env, problems))
+        .filter_map(|server| build_server(server, &defaults, problems, transport))
         .collect();
     let naming = NamingConfig {
         mode: raw
@@ -60,15 +76,15 @@ pub(crate) fn build(raw: &RawConfig, env: Lookup<'_>, problems: &mut Vec<Problem
 fn build_server(
     raw: &RawServer,
     defaults: &Tuning,
-    env: Lookup<'_>,
     problems: &mut Vec<Problem>,
+    transport: &mut MakeTransport<'_>,
 ) -> Option<ServerConfig> {
     if !raw.is_object {
         return None;
     }
     let tuning = defaults.apply(&raw.tuning, Origin::Here);
     check_delays(&raw.tuning, &tuning, problems);
-    let transport = transport(raw, env, problems)?;
+    let transport = transport(raw, problems)?;
     Some(ServerConfig {
         name: raw.name.clone(),
         transport,
@@ -350,26 +366,10 @@ fn transport(
 }
 
 fn stdio(raw: &RawServer, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Option<TransportConfig> {
-    let command = expand_given(&raw.command, env, problems, check_process_text);
-    if let Some(command) = &command
-        && command.trim().is_empty()
-    {
-        problems.push(Problem::new(
-            child(&raw.path, "command"),
-            "is empty: name the program to run",
-        ));
-    }
+    let command = expand_given(&raw.command, env, problems, check_command);
     let args = expand_all(&raw.args, env, problems, check_process_text);
     let vars = expand_map(&raw.env, env, problems, check_process_text);
-    let cwd = expand_given(&raw.cwd, env, problems, check_process_text);
-    if let Some(cwd) = &cwd
-        && cwd.is_empty()
-    {
-        problems.push(Problem::new(
-            child(&raw.path, "cwd"),
-            "is empty: name a directory or remove the key",
-        ));
-    }
+    let cwd = expand_given(&raw.cwd, env, problems, check_cwd);
     Some(TransportConfig::Stdio {
         command: command?,
         args: args?,
@@ -397,7 +397,7 @@ fn url_and_headers(
 // === Expansion ===
 
 /// A check of an expanded value: the message of its problem, if any. It must not quote the value.
-type Check = fn(&str) -> Option<String>;
+pub(super) type Check = fn(&str) -> Option<String>;
 
 /// Expands one text, recording each problem at its path. `None` when absent or wrong.
 fn expand_text(
@@ -477,19 +477,36 @@ fn expand_map(
     }
 }
 
-fn check_process_text(value: &str) -> Option<String> {
+pub(super) fn check_command(value: &str) -> Option<String> {
+    check_process_text(value).or_else(|| {
+        value
+            .trim()
+            .is_empty()
+            .then(|| "is empty: name the program to run".to_owned())
+    })
+}
+
+pub(super) fn check_cwd(value: &str) -> Option<String> {
+    check_process_text(value).or_else(|| {
+        value
+            .is_empty()
+            .then(|| "is empty: name a directory or remove the key".to_owned())
+    })
+}
+
+pub(super) fn check_process_text(value: &str) -> Option<String> {
     value.contains('\0').then(|| {
         "contains a NUL character, which a process argument or variable cannot hold".to_owned()
     })
 }
 
-fn check_header_value(value: &str) -> Option<String> {
+pub(super) fn check_header_value(value: &str) -> Option<String> {
     value.contains(['\r', '\n', '\0']).then(|| {
         "contains a line break or NUL character, which an HTTP header value cannot hold".to_owned()
     })
 }
 
-fn check_url(url: &str) -> Option<String> {
+pub(super) fn check_url(url: &str) -> Option<String> {
     let lower = url.to_ascii_lowercase();
     let Some(rest) = lower
         .strip_prefix("http://")

@@ -1,9 +1,11 @@
 //! The proxy's config (SPEC §9): the validated types, and `parse_config`, which reads the
 //! `mcpServers` JSON in two stages kept apart (`raw`: what the user typed; `build`: the real values
-//! with defaults applied) and reports every problem at once, each with its full path. It never reads
+//! with defaults applied) and reports every problem at once, each with its full path; and
+//! [`ServerBuilder`], a one-server config from typed values with the same checks. It never reads
 //! a file or the environment (both are handed in), and never shows a secret.
 
 mod build;
+mod builder;
 mod expand;
 mod json;
 mod oauth;
@@ -19,6 +21,7 @@ use crate::naming::NamingConfig;
 use crate::pin::PinMode;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
+pub use builder::ServerBuilder;
 pub use oauth::{Grant, OAuthConfig};
 pub use raw::{MAX_MS, is_valid_server_name};
 pub use secret::Secret;
@@ -159,7 +162,8 @@ pub enum TransportConfig {
 // === impl ServerConfig ===
 
 impl ServerConfig {
-    /// A server with every policy at its built-in default (as `wrap` builds one).
+    /// A server with every policy at its built-in default (what [`ServerBuilder`] gives when
+    /// nothing is set).
     pub fn new(name: impl Into<String>, transport: TransportConfig) -> Self {
         Self {
             name: name.into(),

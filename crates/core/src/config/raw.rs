@@ -207,6 +207,84 @@ pub fn is_valid_server_name(name: &str) -> bool {
             .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
 }
 
+/// The problem of a server name that [`is_valid_server_name`] refuses.
+pub(super) const BAD_SERVER_NAME: &str =
+    "is not a valid server name: use 1 to 64 characters of A-Za-z0-9_-";
+
+// === Value checks, shared with the typed builder ===
+
+/// The problem of `tools.allow: []`.
+const EMPTY_ALLOW: &str = "must list at least one pattern (an empty list would publish no tool); leave \"allow\" out to publish every tool";
+const SEPARATOR_RULE: &str = "must be one or more characters of A-Za-z0-9_.-";
+/// The rule of a count (`maxAttempts`, `maxInstances`, `failures`).
+pub(super) const COUNT_RULE: &str = "must be a positive integer no greater than 2147483647";
+/// The rule of `maxResultBytes`.
+pub(super) const BYTES_RULE: &str = "must be a positive number of bytes no greater than 2147483647";
+
+fn millis_rule(zero_is_off: bool) -> &'static str {
+    if zero_is_off {
+        "must be 0 (off) or a positive number of milliseconds no greater than 2147483647"
+    } else {
+        "must be a positive number of milliseconds no greater than 2147483647"
+    }
+}
+
+/// Milliseconds: a whole number in 1..=MAX_MS, or 0 as well when `zero_is_off`.
+pub(super) fn check_millis(n: Number, zero_is_off: bool) -> Result<u64, String> {
+    match whole(n) {
+        Whole::Fraction => Err(format!("must be a whole number of milliseconds (got {n})")),
+        Whole::Value(ms) if (ms > 0 || zero_is_off) && ms <= MAX_MS => Ok(ms),
+        Whole::Value(_) | Whole::Negative => Err(format!("{} (got {n})", millis_rule(zero_is_off))),
+    }
+}
+
+/// A positive whole number no greater than MAX_MS, or a problem that says `rule`.
+pub(super) fn check_positive(n: Number, rule: &str) -> Result<u32, String> {
+    match whole(n) {
+        Whole::Value(c) if c > 0 && c <= MAX_MS => {
+            u32::try_from(c).map_err(|_| format!("{rule} (got {n})"))
+        }
+        Whole::Value(_) | Whole::Negative | Whole::Fraction => Err(format!("{rule} (got {n})")),
+    }
+}
+
+/// An upstream tool name of `retryTools`.
+pub(super) fn check_tool_name(name: &str) -> Result<(), String> {
+    if name.is_empty() {
+        Err("must be a tool name (got an empty string)".to_owned())
+    } else {
+        Ok(())
+    }
+}
+
+/// `naming.separator`.
+pub(super) fn check_separator(separator: &str) -> Result<(), String> {
+    if !separator.is_empty() && separator.chars().all(is_name_char) {
+        Ok(())
+    } else {
+        Err(format!("{SEPARATOR_RULE} (got {separator:?})"))
+    }
+}
+
+/// A `tools` block at `path` from its lists, their patterns checked: an empty `allow` is a problem
+/// too, and any problem makes the block `Invalid`.
+pub(super) fn tools_block(
+    path: &str,
+    allow: Given<Vec<String>>,
+    deny: Given<Vec<String>>,
+    problems: &mut Vec<Problem>,
+) -> Given<RawTools> {
+    let mut raw = RawTools { allow, deny };
+    if matches!(&raw.allow, Given::Value(a) if a.is_empty()) {
+        problems.push(Problem::new(child(path, "allow"), EMPTY_ALLOW));
+        raw.allow = Given::Invalid;
+    }
+    if raw.allow.is_invalid() || raw.deny.is_invalid() {
+        return Given::Invalid;
+    }
+    Given::Value(raw)
+}
+
 // === Paths ===
 
 /// `parent.key`, or `parent["key"]` when the key is not a plain word of `A-Za-z0-9_-`.
@@ -222,7 +300,7 @@ pub(crate) fn child(parent: &str, key: &str) -> String {
     }
 }
 
-fn index(parent: &str, i: usize) -> String {
+pub(super) fn index(parent: &str, i: usize) -> String {
     format!("{parent}[{i}]")
 }
 
@@ -322,10 +400,7 @@ impl Walker<'_> {
     fn server(&mut self, name: &str, value: &Json) -> RawServer {
         let path = child("mcpServers", name);
         if !is_valid_server_name(name) {
-            self.problem(
-                &path,
-                "is not a valid server name: use 1 to 64 characters of A-Za-z0-9_-",
-            );
+            self.problem(&path, BAD_SERVER_NAME);
         }
         let mut raw = RawServer {
             path: path.clone(),
@@ -386,23 +461,14 @@ impl Walker<'_> {
         let Some(fields) = self.object(path, value, Some(TOOLS_KEYS)) else {
             return Given::Invalid;
         };
-        let mut raw = RawTools::default();
-        for (key, slot) in [("allow", &mut raw.allow), ("deny", &mut raw.deny)] {
+        let mut lists = [Given::Absent, Given::Absent];
+        for (key, slot) in ["allow", "deny"].into_iter().zip(&mut lists) {
             if let Some(v) = fields.get(key) {
                 *slot = self.patterns(&child(path, key), v);
             }
         }
-        if matches!(&raw.allow, Given::Value(a) if a.is_empty()) {
-            self.problem(
-                &child(path, "allow"),
-                "must list at least one pattern (an empty list would publish no tool); leave \"allow\" out to publish every tool",
-            );
-            raw.allow = Given::Invalid;
-        }
-        if raw.allow.is_invalid() || raw.deny.is_invalid() {
-            return Given::Invalid;
-        }
-        Given::Value(raw)
+        let [allow, deny] = lists;
+        tools_block(path, allow, deny, self.problems)
     }
 
     fn patterns(&mut self, path: &str, value: &Json) -> Given<Vec<String>> {
@@ -627,17 +693,16 @@ impl Walker<'_> {
             };
         }
         if let Some(v) = fields.get("separator") {
-            const RULE: &str = "must be one or more characters of A-Za-z0-9_.-";
             raw.separator = match v {
-                Json::String(s) if !s.is_empty() && s.chars().all(is_name_char) => {
-                    Given::Value(s.clone())
-                }
                 Json::String(s) => {
-                    self.problem("naming.separator", format!("{RULE} (got {s:?})"));
-                    Given::Invalid
+                    let checked = check_separator(s).map(|()| s.clone());
+                    self.checked("naming.separator", checked)
                 }
                 other => {
-                    self.problem("naming.separator", format!("{RULE} (got {})", other.kind()));
+                    self.problem(
+                        "naming.separator",
+                        format!("{SEPARATOR_RULE} (got {})", other.kind()),
+                    );
                     Given::Invalid
                 }
             };
@@ -779,11 +844,13 @@ impl Walker<'_> {
         let mut ok = true;
         for (i, item) in items.iter().enumerate() {
             match item {
-                Json::String(s) if !s.is_empty() => names.push(s.clone()),
-                Json::String(_) => {
-                    self.problem(&index(path, i), "must be a tool name (got an empty string)");
-                    ok = false;
-                }
+                Json::String(s) => match check_tool_name(s) {
+                    Ok(()) => names.push(s.clone()),
+                    Err(why) => {
+                        self.problem(&index(path, i), why);
+                        ok = false;
+                    }
+                },
                 other => {
                     self.problem(
                         &index(path, i),
@@ -817,38 +884,17 @@ impl Walker<'_> {
 
     /// Milliseconds: a whole number in 1..=MAX_MS, or 0 as well when `zero_is_off`.
     fn millis(&mut self, path: &str, value: &Json, zero_is_off: bool) -> Given<u64> {
-        let rule = if zero_is_off {
-            "must be 0 (off) or a positive number of milliseconds no greater than 2147483647"
-        } else {
-            "must be a positive number of milliseconds no greater than 2147483647"
-        };
         let Json::Number(n) = value else {
+            let rule = millis_rule(zero_is_off);
             self.problem(path, format!("{rule} (got {})", value.kind()));
             return Given::Invalid;
         };
-        match whole(*n) {
-            Whole::Fraction => {
-                self.problem(
-                    path,
-                    format!("must be a whole number of milliseconds (got {n})"),
-                );
-                Given::Invalid
-            }
-            Whole::Value(ms) if (ms > 0 || zero_is_off) && ms <= MAX_MS => Given::Value(ms),
-            Whole::Value(_) | Whole::Negative => {
-                self.problem(path, format!("{rule} (got {n})"));
-                Given::Invalid
-            }
-        }
+        self.checked(path, check_millis(*n, zero_is_off))
     }
 
     /// A positive whole number no greater than MAX_MS.
     fn count(&mut self, path: &str, value: &Json) -> Given<u32> {
-        self.positive(
-            path,
-            value,
-            "must be a positive integer no greater than 2147483647",
-        )
+        self.positive(path, value, COUNT_RULE)
     }
 
     /// A positive whole number no greater than MAX_MS, or a problem that says `rule`.
@@ -857,28 +903,23 @@ impl Walker<'_> {
             self.problem(path, format!("{rule} (got {})", value.kind()));
             return Given::Invalid;
         };
-        match whole(*n) {
-            Whole::Value(c) if c > 0 && c <= MAX_MS => match u32::try_from(c) {
-                Ok(c) => Given::Value(c),
-                Err(_) => {
-                    self.problem(path, format!("{rule} (got {n})"));
-                    Given::Invalid
-                }
-            },
-            Whole::Value(_) | Whole::Negative | Whole::Fraction => {
-                self.problem(path, format!("{rule} (got {n})"));
-                Given::Invalid
-            }
-        }
+        self.checked(path, check_positive(*n, rule))
     }
 
     /// A positive whole number of bytes no greater than MAX_MS.
     fn bytes(&mut self, path: &str, value: &Json) -> Given<u32> {
-        self.positive(
-            path,
-            value,
-            "must be a positive number of bytes no greater than 2147483647",
-        )
+        self.positive(path, value, BYTES_RULE)
+    }
+
+    /// The value of a check, or its problem recorded at `path`.
+    fn checked<T>(&mut self, path: &str, checked: Result<T, String>) -> Given<T> {
+        match checked {
+            Ok(value) => Given::Value(value),
+            Err(why) => {
+                self.problem(path, why);
+                Given::Invalid
+            }
+        }
     }
 
     /// A number in [0, 1].
@@ -904,13 +945,13 @@ impl Walker<'_> {
 
 /// What the keys of a string map must be.
 #[derive(Clone, Copy)]
-enum MapKeys {
+pub(super) enum MapKeys {
     EnvVar,
     Header,
 }
 
 impl MapKeys {
-    fn check(self, key: &str) -> Option<&'static str> {
+    pub(super) fn check(self, key: &str) -> Option<&'static str> {
         match self {
             MapKeys::EnvVar => (key.is_empty() || key.contains(['=', '\0'])).then_some(
                 "is not a valid environment variable name: it must be non-empty and hold no \"=\"",
