@@ -151,6 +151,9 @@ pub struct PublishedTool {
     pub definition: Arc<RawValue>,
     safety: ToolSafety,
     headers: Arc<[ParamHeader]>,
+    /// The server's definition it was made from (the same `Arc` as `definition` when the public
+    /// name is the upstream one): a rebuild takes the tool over as it is while this is unchanged.
+    source: Arc<RawValue>,
 }
 
 /// Where a call to one public name goes.
@@ -396,7 +399,7 @@ impl Registry {
         // A withheld tool keeps the name it would have, so that no other tool's name moves when
         // it is approved, and a call to it is told why it is refused.
         let (names, warnings) = naming::assign(naming::NameKind::Tool, &inner.naming, &input);
-        let mut published = Vec::new();
+        let mut planned = Vec::new();
         let mut withheld_by_name = HashMap::new();
         for ((server, tools), names) in kept.iter().zip(names) {
             let withheld = inner.withheld.get(*server);
@@ -412,26 +415,10 @@ impl Registry {
                     );
                     continue;
                 }
-                let definition = if public == tool.name {
-                    tool.definition.clone()
-                } else {
-                    match crate::upstream::rpc::with_member(
-                        &tool.definition,
-                        "name",
-                        &json_string(&public),
-                    ) {
-                        Some(renamed) => renamed.into(),
-                        None => continue, // not an object: `UpstreamTool::parse` let none through
-                    }
-                };
-                published.push(PublishedTool {
-                    public_name: public,
-                    server: server.to_string(),
-                    upstream_name: tool.name.clone(),
-                    definition,
-                    safety: tool.safety,
-                    headers: tool.headers.clone(),
-                });
+                match Planned::new(inner, server, tool, public) {
+                    Some(plan) => planned.push(plan),
+                    None => continue, // not an object: `UpstreamTool::parse` let none through
+                }
             }
         }
         for warning in &warnings {
@@ -441,26 +428,12 @@ impl Registry {
         }
         inner.warnings = warnings;
         inner.withheld_by_name = withheld_by_name;
-        let changed = published.len() != inner.published.len()
-            || published
-                .iter()
-                .zip(inner.published.iter())
-                .any(|(a, b)| a.definition.get() != b.definition.get() || a.server != b.server);
+        let changed = planned.len() != inner.published.len()
+            || planned.iter().zip(inner.published.iter()).any(|(a, b)| {
+                a.definition(&inner.published).get() != b.definition.get() || a.server != b.server
+            });
         if changed {
-            inner.by_name = published
-                .iter()
-                .enumerate()
-                .map(|(i, t)| {
-                    let route = Route {
-                        server: t.server.clone(),
-                        upstream_name: t.upstream_name.clone(),
-                        safety: t.safety,
-                        headers: t.headers.clone(),
-                    };
-                    (t.public_name.clone(), (i, Arc::new(route)))
-                })
-                .collect();
-            inner.published = Arc::new(published);
+            publish_planned(&mut inner.published, &mut inner.by_name, planned);
             self.version.send_modify(|v| *v += 1);
         }
         changed
@@ -558,6 +531,132 @@ fn judge(inner: &mut Inner, server: &str) {
     withheld.insert(server.to_string(), book.judge(&listed));
 }
 
+// === impl Planned ===
+
+/// One tool a rebuild publishes. A tool whose server, definition upstream and public name are
+/// what the last publication had is taken over as it is: one server's arrival or change does not
+/// make every other server's renamed definitions and routes again (with 100 servers arriving one
+/// by one, that was 100 copies of every definition made and freed, and the heap kept the holes).
+struct Planned<'a> {
+    server: &'a str,
+    tool: &'a UpstreamTool,
+    public: String,
+    origin: Origin,
+}
+
+/// Where a planned tool's published definition comes from.
+enum Origin {
+    /// The tool at this place of the last publication, whole.
+    Kept(usize),
+    /// A definition made for this rebuild (the server's own when the public name is its name).
+    Made(Arc<RawValue>),
+}
+
+impl<'a> Planned<'a> {
+    /// `None` when the definition is not an object (`UpstreamTool::parse` lets none through).
+    fn new(inner: &Inner, server: &'a str, tool: &'a UpstreamTool, public: String) -> Option<Self> {
+        let kept = inner.by_name.get(&public).and_then(|&(i, _)| {
+            let last = inner.published.get(i)?;
+            let same = last.server == server
+                && last.upstream_name == tool.name
+                && last.safety == tool.safety
+                && last.headers == tool.headers
+                && (Arc::ptr_eq(&last.source, &tool.definition)
+                    || last.source.get() == tool.definition.get());
+            same.then_some(i)
+        });
+        let origin = match kept {
+            Some(i) => Origin::Kept(i),
+            None => Origin::Made(renamed(tool, &public)?),
+        };
+        Some(Self {
+            server,
+            tool,
+            public,
+            origin,
+        })
+    }
+
+    /// The definition it publishes; `published` is the last publication.
+    fn definition<'b>(&'b self, published: &'b [PublishedTool]) -> &'b RawValue {
+        match &self.origin {
+            Origin::Kept(i) => &published[*i].definition,
+            Origin::Made(definition) => definition,
+        }
+    }
+}
+
+/// `tool`'s definition under the public name `public` (its own when the names are the same).
+fn renamed(tool: &UpstreamTool, public: &str) -> Option<Arc<RawValue>> {
+    if public == tool.name {
+        return Some(tool.definition.clone());
+    }
+    crate::upstream::rpc::with_member(&tool.definition, "name", &json_string(public)).map(Arc::from)
+}
+
+/// Swap in what a rebuild planned. A kept tool is moved out of the last publication when no
+/// reader holds that publication any more (cloned when one does); `by_name` is updated in place:
+/// a kept tool keeps its route and only its place may move, a tool made anew gets a new route,
+/// and a name no longer published leaves.
+fn publish_planned(
+    published: &mut Arc<Vec<PublishedTool>>,
+    by_name: &mut HashMap<String, (usize, Arc<Route>)>,
+    planned: Vec<Planned<'_>>,
+) {
+    let mut last = std::mem::take(published);
+    let mut owned: Option<Vec<Option<PublishedTool>>> =
+        Arc::get_mut(&mut last).map(|tools| std::mem::take(tools).into_iter().map(Some).collect());
+    let mut next = Vec::with_capacity(planned.len());
+    for (place, plan) in planned.into_iter().enumerate() {
+        let Planned {
+            server,
+            tool,
+            public,
+            origin,
+        } = plan;
+        let definition = match origin {
+            Origin::Kept(i) => {
+                let kept = match owned.as_mut() {
+                    Some(owned) => owned.get_mut(i).and_then(Option::take),
+                    None => last.get(i).cloned(),
+                };
+                if let Some(kept) = kept {
+                    if let Some(entry) = by_name.get_mut(&kept.public_name) {
+                        entry.0 = place;
+                    }
+                    next.push(kept);
+                    continue;
+                }
+                // Public names are unique, so no place is kept twice; made again if it were.
+                match renamed(tool, &public) {
+                    Some(definition) => definition,
+                    None => continue,
+                }
+            }
+            Origin::Made(definition) => definition,
+        };
+        let tool = PublishedTool {
+            public_name: public,
+            server: server.to_string(),
+            upstream_name: tool.name.clone(),
+            definition,
+            safety: tool.safety,
+            headers: tool.headers.clone(),
+            source: tool.definition.clone(),
+        };
+        let route = Route {
+            server: tool.server.clone(),
+            upstream_name: tool.upstream_name.clone(),
+            safety: tool.safety,
+            headers: tool.headers.clone(),
+        };
+        by_name.insert(tool.public_name.clone(), (place, Arc::new(route)));
+        next.push(tool);
+    }
+    by_name.retain(|name, &mut (i, _)| next.get(i).is_some_and(|t| t.public_name == *name));
+    *published = Arc::new(next);
+}
+
 impl From<WithheldTool> for crate::error::CallError {
     fn from(tool: WithheldTool) -> Self {
         crate::error::CallError::Withheld {
@@ -588,6 +687,30 @@ mod tests {
             .unwrap(),
         )
         .unwrap()
+    }
+
+    fn described(name: &str, description: &str) -> UpstreamTool {
+        UpstreamTool::parse(
+            RawValue::from_string(format!(
+                r#"{{"name":"{name}","description":"{description}","inputSchema":{{"type":"object"}}}}"#
+            ))
+            .unwrap(),
+        )
+        .unwrap()
+    }
+
+    /// Every published tool resolves and routes to itself by its public name.
+    fn assert_routes_match(registry: &Registry) {
+        for tool in registry.tools().iter() {
+            let found = registry.resolve(&tool.public_name).unwrap();
+            assert_eq!(found.public_name, tool.public_name);
+            assert_eq!(found.definition.get(), tool.definition.get());
+            let route = registry.route(&tool.public_name).unwrap();
+            assert_eq!(
+                (route.server.as_str(), route.upstream_name.as_str()),
+                (tool.server.as_str(), tool.upstream_name.as_str())
+            );
+        }
     }
 
     fn prefixed() -> NamingConfig {
@@ -684,5 +807,76 @@ mod tests {
         assert_eq!(*registry.subscribe().borrow(), version + 1);
         assert!(registry.set_servers(vec!["c".into()]));
         assert!(registry.tools().is_empty());
+    }
+    #[test]
+    fn an_arrival_keeps_the_definitions_every_other_server_published() {
+        let registry = Registry::new(prefixed(), vec!["a".into(), "b".into(), "c".into()]);
+        registry.publish("a", vec![tool("echo"), tool("add")]);
+        let first = registry.tools();
+        let route = registry.route("a__add").unwrap();
+        // A reader holds the publication: a's tools are copied, their definitions shared.
+        assert!(registry.publish("b", vec![tool("echo")]));
+        let second = registry.tools();
+        for (before, after) in first.iter().zip(second.iter()) {
+            assert_eq!(before.public_name, after.public_name);
+            assert!(Arc::ptr_eq(&before.definition, &after.definition));
+        }
+        assert!(Arc::ptr_eq(&route, &registry.route("a__add").unwrap()));
+        // No reader holds it: a's and b's tools are moved, the same definitions still.
+        drop((first, route));
+        let pointers: Vec<_> = second.iter().map(|t| Arc::as_ptr(&t.definition)).collect();
+        drop(second);
+        assert!(registry.publish("c", vec![tool("add")]));
+        let third = registry.tools();
+        let names: Vec<_> = third.iter().map(|t| t.public_name.as_str()).collect();
+        assert_eq!(names, ["a__echo", "a__add", "b__echo", "c__add"]);
+        for (tool, pointer) in third.iter().zip(pointers) {
+            assert!(std::ptr::eq(Arc::as_ptr(&tool.definition), pointer));
+        }
+        assert_routes_match(&registry);
+    }
+
+    #[test]
+    fn a_changed_definition_is_published_anew_and_every_route_follows_its_place() {
+        let registry = Registry::new(prefixed(), vec!["a".into(), "b".into()]);
+        registry.publish("a", vec![described("x", "one"), described("y", "one")]);
+        registry.publish("b", vec![described("z", "one")]);
+        let before = registry.resolve("b__z").unwrap();
+        assert!(registry.publish("a", vec![described("y", "two")]));
+        assert!(registry.resolve("a__x").is_none() && registry.route("a__x").is_none());
+        assert_eq!(
+            registry.resolve("a__y").unwrap().definition.get(),
+            r#"{"name":"a__y","description":"two","inputSchema":{"type":"object"}}"#
+        );
+        // b's tool moved from the third place to the second and is the same tool.
+        let after = registry.resolve("b__z").unwrap();
+        assert!(Arc::ptr_eq(&before.definition, &after.definition));
+        assert_eq!(registry.count("a"), 1);
+        assert_routes_match(&registry);
+        // The same definition again under a name that is now taken by an earlier server.
+        assert!(!registry.publish("a", vec![described("y", "two")]));
+    }
+
+    #[test]
+    fn a_public_name_that_moves_to_another_server_is_renamed_and_routed_there() {
+        let original = NamingConfig {
+            mode: NamingMode::Original,
+            separator: "__".into(),
+        };
+        let registry = Registry::new(original, vec!["a".into(), "b".into()]);
+        registry.publish("b", vec![described("echo", "b's")]);
+        assert_eq!(registry.route("echo").unwrap().server, "b");
+        // a comes first in the config: the plain name is its now, b's tool is prefixed.
+        assert!(registry.publish("a", vec![described("echo", "a's")]));
+        assert_eq!(registry.route("echo").unwrap().server, "a");
+        assert_eq!(
+            registry.resolve("b__echo").unwrap().definition.get(),
+            r#"{"name":"b__echo","description":"b's","inputSchema":{"type":"object"}}"#
+        );
+        assert_routes_match(&registry);
+        assert!(registry.withdraw("a"));
+        assert_eq!(registry.route("echo").unwrap().server, "b");
+        assert!(registry.route("b__echo").is_none());
+        assert_routes_match(&registry);
     }
 }
