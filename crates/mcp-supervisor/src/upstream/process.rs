@@ -14,12 +14,17 @@ use std::time::Duration;
 use nix::errno::Errno;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::io::{AsyncBufReadExt, AsyncRead, BufReader};
 use tokio::process::{Child, ChildStdin, ChildStdout, Command};
 use tokio::sync::{mpsc, watch};
 
 /// How many stderr lines a generation keeps for its connect-failure errors.
 pub const STDERR_TAIL_LINES: usize = 20;
+
+/// The read buffer of a server's stderr. Most servers write little there, and the buffer is
+/// held (zeroed, so resident) for as long as the server runs: tokio's default of 8 KiB was about
+/// a tenth of a supervised server's memory. A longer line is read in several reads, whole.
+const STDERR_BUFFER: usize = 512;
 
 /// How long a graceful close waits after closing stdin, and again after SIGTERM.
 const GRACE: Duration = Duration::from_millis(1000);
@@ -74,20 +79,7 @@ pub fn spawn(server: &str, mut command: Command) -> std::io::Result<Spawned> {
     let stderr = child.stderr.take().ok_or_else(|| take("stderr"))?;
 
     let stderr_tail = Arc::new(Mutex::new(VecDeque::with_capacity(STDERR_TAIL_LINES)));
-    let tail = stderr_tail.clone();
-    let name: Arc<str> = server.into();
-    tokio::spawn(async move {
-        let mut lines = BufReader::new(stderr).lines();
-        while let Ok(Some(line)) = lines.next_line().await {
-            tracing::info!(target: "mcp_supervisor::upstream_stderr", server = %name, "{line}");
-            if let Ok(mut tail) = tail.lock() {
-                if tail.len() == STDERR_TAIL_LINES {
-                    tail.pop_front();
-                }
-                tail.push_back(line);
-            }
-        }
-    });
+    tokio::spawn(read_stderr(stderr, server.into(), stderr_tail.clone()));
 
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (gone_tx, gone_rx) = watch::channel(false);
@@ -100,6 +92,24 @@ pub fn spawn(server: &str, mut command: Command) -> std::io::Result<Spawned> {
         gone: gone_rx,
         stderr_tail,
     })
+}
+
+/// Log each line of a server's stderr and keep the last [`STDERR_TAIL_LINES`] of them.
+async fn read_stderr<R: AsyncRead + Unpin>(
+    stderr: R,
+    name: Arc<str>,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = BufReader::with_capacity(STDERR_BUFFER, stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::info!(target: "mcp_supervisor::upstream_stderr", server = %name, "{line}");
+        if let Ok(mut tail) = tail.lock() {
+            if tail.len() == STDERR_TAIL_LINES {
+                tail.pop_front();
+            }
+            tail.push_back(line);
+        }
+    }
 }
 
 /// Reap the leader as soon as it exits (observed, not polled), carry out stop requests, then
@@ -217,6 +227,30 @@ pub(crate) fn start_time(pid: i32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn stderr_lines_longer_than_the_buffer_arrive_whole_and_the_tail_keeps_the_last() {
+        let (mut server, stderr) = tokio::io::duplex(64);
+        let tail = Arc::new(Mutex::new(VecDeque::new()));
+        let reader = tokio::spawn(read_stderr(stderr, "s".into(), tail.clone()));
+        // One line too many for the tail, then a line three buffers long.
+        let long = "x".repeat(STDERR_BUFFER * 3 + 7);
+        let mut text = format!("first\n{long}\n");
+        for i in 2..STDERR_TAIL_LINES {
+            text.push_str(&format!("line {i}\n"));
+        }
+        text.push_str("last, without a line break");
+        tokio::io::AsyncWriteExt::write_all(&mut server, text.as_bytes())
+            .await
+            .unwrap();
+        drop(server);
+        reader.await.unwrap();
+        let tail = tail.lock().unwrap();
+        assert_eq!(tail.len(), STDERR_TAIL_LINES);
+        assert_eq!(tail[0], long);
+        assert_eq!(tail[1], "line 2");
+        assert_eq!(tail[STDERR_TAIL_LINES - 1], "last, without a line break");
+    }
 
     #[test]
     fn stat_fields_skip_a_command_with_spaces_and_parentheses() {
