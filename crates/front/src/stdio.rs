@@ -53,6 +53,10 @@ const KEEP_BATCH: usize = 1024 * 1024;
 /// the runtime's other tasks run.
 const ROUNDS_PER_WAKE: usize = 32;
 
+/// After stdin ends, how long the output may go without a byte written before what is left
+/// (answers the client does not read, calls that do not end) is dropped.
+const END_STALL: std::time::Duration = std::time::Duration::from_millis(500);
+
 /// From how many of its client's requests in flight the face counts as busy ([`busy`]).
 const BUSY_FROM: usize = 8;
 
@@ -166,6 +170,7 @@ where
         output,
         batch: String::new(),
         written: 0,
+        sent: 0,
         answers_in_batch: 0,
         broken: false,
         proxy: proxy.clone(),
@@ -175,14 +180,22 @@ where
     tracing::info!("stdin closed");
     proxy.disconnect(&client);
     drop(client);
-    // Answers and notifications already made still go out; calls still running are given a
-    // moment (bounded) to end.
-    let end = tokio::time::timeout(
-        std::time::Duration::from_millis(500),
-        std::future::poll_fn(|cx| face.poll_until_written(cx)),
-    );
-    if end.await.is_err() {
-        tracing::debug!("answers still pending at the end of stdin were dropped");
+    // Answers and notifications already made still go out, for as long as the client reads
+    // them; calls still running are given a moment to end. Bounded: once nothing was written
+    // for END_STALL, what is left is dropped.
+    loop {
+        let sent = face.sent;
+        let end = tokio::time::timeout(
+            END_STALL,
+            std::future::poll_fn(|cx| face.poll_until_written(cx)),
+        );
+        if end.await.is_ok() {
+            break;
+        }
+        if face.sent == sent {
+            tracing::debug!("answers still pending at the end of stdin were dropped");
+            break;
+        }
     }
 }
 
@@ -206,6 +219,8 @@ struct Face<R, W> {
     /// What is being written, whole lines, and how much of it is written already.
     batch: String,
     written: usize,
+    /// Bytes written to the output in all.
+    sent: u64,
     /// How many answers the batch holds: their places are free once it is written.
     answers_in_batch: usize,
     /// The output failed: what is made from now on is dropped.
@@ -311,7 +326,10 @@ where
             while self.written < self.batch.len() {
                 let rest = &self.batch.as_bytes()[self.written..];
                 match Pin::new(&mut self.output).poll_write(cx, rest) {
-                    Poll::Ready(Ok(n)) if n > 0 => self.written += n,
+                    Poll::Ready(Ok(n)) if n > 0 => {
+                        self.written += n;
+                        self.sent += n as u64;
+                    }
                     Poll::Ready(_) => self.broken = true,
                     Poll::Pending => return moved,
                 }
@@ -478,6 +496,39 @@ mod tests {
             .collect();
         ids.sort_unstable();
         assert_eq!(ids, (0..10).collect::<Vec<_>>());
+    }
+
+    /// After stdin ends, answers still go out for as long as a slow client reads them (here
+    /// 200 answers read 64 bytes every 50 ms: seconds in all, far past one stall bound).
+    #[tokio::test(start_paused = true)]
+    async fn answers_go_out_after_stdin_ends_while_the_client_reads_them() {
+        use tokio::io::AsyncReadExt;
+        let proxy = crate::start(Config::default(), Mode::Aggregate, HubOptions::default());
+        let (mut client, ours) = tokio::io::duplex(1024 * 1024);
+        let (theirs, output) = tokio::io::duplex(64);
+        client
+            .write_all(pings(200).as_bytes())
+            .await
+            .expect("write");
+        drop(client);
+        let reader = tokio::spawn(async move {
+            let (mut theirs, mut read) = (theirs, Vec::new());
+            let mut chunk = [0u8; 64];
+            loop {
+                match theirs.read(&mut chunk).await {
+                    Ok(0) | Err(_) => return read,
+                    Ok(n) => read.extend_from_slice(&chunk[..n]),
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+            }
+        });
+        tokio::time::timeout(LIMIT * 10, serve(proxy.clone(), ours, output))
+            .await
+            .expect("the face ends once its answers are out");
+        let read = reader.await.expect("the reader");
+        let answers = String::from_utf8_lossy(&read).lines().count();
+        assert_eq!(answers, 200, "every answer reached the client");
+        proxy.hub().stop().await;
     }
 
     /// Bad lines get their error answers, in among the others, and do not stop the face.
