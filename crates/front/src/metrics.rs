@@ -1,21 +1,36 @@
-//! Call counters and the latency histogram of the proxy, and their Prometheus text rendering
-//! together with each server's state from the hub.
+//! The proxy's call counters and latency histogram, and the `/metrics` text that shows them with
+//! each server's state from the hub (the Prometheus text format 0.0.4, written by
+//! prometheus-client).
 //!
-//! Plain atomics; it never blocks a call and never holds a lock across an await.
+//! A call touches plain atomics only: the in-flight gauge, then one add each for its outcome, its
+//! latency bucket and the latency sum. It never blocks and never holds a lock across an await. A
+//! scrape reads them once into a `Scrape`, which prometheus-client encodes as a custom collector
+//! (its own metric types would only add cost on the call path).
 
-use std::fmt::Write;
+use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use mcp_supervisor::{CallError, ServerState, ServerStatus};
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{
+    DescriptorEncoder, EncodeLabelSet, EncodeMetric, MetricEncoder, NoLabelSet, prometheus_text,
+};
+use prometheus_client::metrics::MetricType;
+use prometheus_client::metrics::counter::ConstCounter;
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::Registry;
+
+/// The `Content-Type` of what [`Metrics::render`] writes.
+pub const CONTENT_TYPE: &str = prometheus_text::CONTENT_TYPE;
 
 /// Upper bounds of the latency buckets, in seconds.
 const BUCKETS: [f64; 12] = [
     0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 5.0, 30.0,
 ];
 
-/// The outcomes a call is counted under.
-pub const OUTCOMES: [&str; 9] = [
+/// The outcomes a call is counted under; an outcome not listed counts as the last, `other`.
+pub const OUTCOMES: [&str; 10] = [
     "ok",
     "tool_error",
     "server_error",
@@ -23,16 +38,18 @@ pub const OUTCOMES: [&str; 9] = [
     "not_delivered",
     "outcome_unknown",
     "not_ready",
+    "not_authorized",
     "cancelled",
     "other",
 ];
 
 #[derive(Default)]
 pub struct Metrics {
-    outcomes: [AtomicU64; 9],
+    outcomes: [AtomicU64; OUTCOMES.len()],
     in_flight: AtomicU64,
-    buckets: [AtomicU64; 12],
-    count: AtomicU64,
+    /// Calls by latency, not cumulative: `buckets[i]` counts those over `BUCKETS[i - 1]` up to
+    /// `BUCKETS[i]`, the last those over 30 s. A call adds to one; the scrape sums them up.
+    buckets: [AtomicU64; BUCKETS.len() + 1],
     sum_micros: AtomicU64,
     /// HTTP sessions opened here from a sealed id another process (or an earlier cache entry)
     /// gave out.
@@ -66,174 +83,44 @@ impl Metrics {
             .unwrap_or(OUTCOMES.len() - 1);
         self.outcomes[index].fetch_add(1, Ordering::Relaxed);
         let seconds = elapsed.as_secs_f64();
-        for (bucket, bound) in self.buckets.iter().zip(BUCKETS) {
-            if seconds <= bound {
-                bucket.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-        self.count.fetch_add(1, Ordering::Relaxed);
-        self.sum_micros
-            .fetch_add(elapsed.as_micros() as u64, Ordering::Relaxed);
+        let bucket = BUCKETS
+            .iter()
+            .position(|bound| seconds <= *bound)
+            .unwrap_or(BUCKETS.len());
+        self.buckets[bucket].fetch_add(1, Ordering::Relaxed);
+        let micros = u64::try_from(elapsed.as_micros()).unwrap_or(u64::MAX);
+        self.sum_micros.fetch_add(micros, Ordering::Relaxed);
     }
 
-    /// The Prometheus text exposition of the counters, of `servers`, and of the trace spans the
-    /// host could not export (`spans_dropped`; 0 when it exports none).
+    /// The Prometheus text exposition (format 0.0.4, [`CONTENT_TYPE`]) of the counters, of
+    /// `servers`, and of the trace spans the host could not export (`spans_dropped`; 0 when it
+    /// exports none).
     pub fn render(&self, servers: &[ServerStatus], spans_dropped: u64) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(self.scrape(servers, spans_dropped)));
         let mut out = String::new();
-        let per_server = |out: &mut String,
-                          name: &str,
-                          kind: &str,
-                          help: &str,
-                          value: &dyn Fn(&ServerStatus) -> u64| {
-            let _ = writeln!(out, "# HELP {name} {help}");
-            let _ = writeln!(out, "# TYPE {name} {kind}");
-            for s in servers {
-                let _ = writeln!(out, "{name}{{server=\"{}\"}} {}", s.name, value(s));
-            }
-        };
-        per_server(
-            &mut out,
-            "mcp_supervisor_server_up",
-            "gauge",
-            "Whether the server is in service (1: ready, or idle until its next request) or not (0).",
-            &|s| u64::from(s.state.in_service()),
-        );
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_server_state The server's current state (1 for the state it is in)."
-        );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_server_state gauge");
-        for s in servers {
-            for state in ServerState::ALL {
-                let v = u8::from(s.state == state);
-                let _ = writeln!(
-                    out,
-                    "mcp_supervisor_server_state{{server=\"{}\",state=\"{}\"}} {v}",
-                    s.name,
-                    state.as_str()
-                );
-            }
+        // Only a failed write fails the encoder, and writing to a String does not fail.
+        if let Err(error) = prometheus_text::encode(&mut out, &registry) {
+            tracing::warn!("metrics: the text could not be written: {error}");
         }
-        per_server(
-            &mut out,
-            "mcp_supervisor_restarts_total",
-            "counter",
-            "Lost or failed connections replaced by a ready one.",
-            &|s| s.restarts,
-        );
-        per_server(
-            &mut out,
-            "mcp_supervisor_reconnect_attempts",
-            "gauge",
-            "The attempt number within the current outage (0 when ready).",
-            &|s| u64::from(s.attempts),
-        );
-        per_server(
-            &mut out,
-            "mcp_supervisor_generation",
-            "gauge",
-            "The current connection generation.",
-            &|s| s.generation,
-        );
-        per_server(
-            &mut out,
-            "mcp_supervisor_tools",
-            "gauge",
-            "Tools the server has published.",
-            &|s| s.tools as u64,
-        );
-        per_server(
-            &mut out,
-            "mcp_supervisor_withheld_tools",
-            "gauge",
-            "Tools withheld because their definition changed since it was pinned (pin: block), until approved.",
-            &|s| s.withheld_tools as u64,
-        );
-        per_server(
-            &mut out,
-            "mcp_supervisor_results_cut_total",
-            "counter",
-            "Tool results larger than the server's maxResultBytes that reached their client cut.",
-            &|s| s.results_cut,
-        );
-        family(
-            &mut out,
-            "mcp_supervisor_notifications_dropped_total",
-            "counter",
-            "Notifications not delivered to a client that did not read while its queue of messages for no request was full.",
-            &[("", self.notifications_dropped.load(Ordering::Relaxed))],
-        );
-        family(
-            &mut out,
-            "mcp_supervisor_sessions_resumed_total",
-            "counter",
-            "HTTP sessions resumed from their sealed id by a process that did not hold them (another replica, or this one after it let them go).",
-            &[("", self.sessions_resumed.load(Ordering::Relaxed))],
-        );
-        family(
-            &mut out,
-            "mcp_supervisor_sessions_refused_total",
-            "counter",
-            "Session ids answered 404: forged (not sealed with our key) or expired (older than sessionMaxAgeMs).",
-            &[
-                (
-                    "reason=\"forged\"",
-                    self.sessions_forged.load(Ordering::Relaxed),
-                ),
-                (
-                    "reason=\"expired\"",
-                    self.sessions_expired.load(Ordering::Relaxed),
-                ),
-            ],
-        );
-        family(
-            &mut out,
-            "mcp_supervisor_trace_spans_dropped_total",
-            "counter",
-            "Trace spans that could not be sent to the OTLP endpoint (dropped, never retried).",
-            &[("", spans_dropped)],
-        );
-        family(
-            &mut out,
-            "mcp_supervisor_calls_in_flight",
-            "gauge",
-            "Tool calls through the proxy under way now.",
-            &[("", self.in_flight.load(Ordering::Relaxed))],
-        );
-        let outcomes: Vec<(String, u64)> = OUTCOMES
-            .iter()
-            .zip(&self.outcomes)
-            .map(|(o, c)| (format!("outcome=\"{o}\""), c.load(Ordering::Relaxed)))
-            .collect();
-        let outcomes: Vec<(&str, u64)> = outcomes.iter().map(|(l, v)| (l.as_str(), *v)).collect();
-        family(
-            &mut out,
-            "mcp_supervisor_calls_total",
-            "counter",
-            "Tool calls through the proxy, by outcome.",
-            &outcomes,
-        );
-        let _ = writeln!(
-            out,
-            "# HELP mcp_supervisor_call_duration_seconds Tool call latency through the proxy."
-        );
-        let _ = writeln!(out, "# TYPE mcp_supervisor_call_duration_seconds histogram");
-        for (bucket, bound) in self.buckets.iter().zip(BUCKETS) {
-            let _ = writeln!(
-                out,
-                "mcp_supervisor_call_duration_seconds_bucket{{le=\"{bound}\"}} {}",
-                bucket.load(Ordering::Relaxed)
-            );
-        }
-        let count = self.count.load(Ordering::Relaxed);
-        let _ = writeln!(
-            out,
-            "mcp_supervisor_call_duration_seconds_bucket{{le=\"+Inf\"}} {count}"
-        );
-        let sum = self.sum_micros.load(Ordering::Relaxed) as f64 / 1e6;
-        let _ = writeln!(out, "mcp_supervisor_call_duration_seconds_sum {sum}");
-        let _ = writeln!(out, "mcp_supervisor_call_duration_seconds_count {count}");
         out
+    }
+
+    /// Everything a scrape shows, read once.
+    fn scrape(&self, servers: &[ServerStatus], spans_dropped: u64) -> Scrape {
+        let load = |counter: &AtomicU64| counter.load(Ordering::Relaxed);
+        Scrape {
+            servers: servers.to_vec(),
+            notifications_dropped: load(&self.notifications_dropped),
+            sessions_resumed: load(&self.sessions_resumed),
+            sessions_forged: load(&self.sessions_forged),
+            sessions_expired: load(&self.sessions_expired),
+            spans_dropped,
+            in_flight: load(&self.in_flight),
+            outcomes: self.outcomes.each_ref().map(load),
+            buckets: self.buckets.each_ref().map(load),
+            sum_micros: load(&self.sum_micros),
+        }
     }
 }
 
@@ -287,16 +174,243 @@ pub fn outcome(result: Result<bool, &CallError>) -> &'static str {
     }
 }
 
-/// One metric family in the Prometheus text format: its help, its type, and a sample per label
-/// set (`""`: no labels).
-fn family(out: &mut String, name: &str, kind: &str, help: &str, samples: &[(&str, u64)]) {
-    let _ = writeln!(out, "# HELP {name} {help}");
-    let _ = writeln!(out, "# TYPE {name} {kind}");
-    for (labels, value) in samples {
-        if labels.is_empty() {
-            let _ = writeln!(out, "{name} {value}");
-        } else {
-            let _ = writeln!(out, "{name}{{{labels}}} {value}");
+// === impl Scrape ===
+
+/// The values of one scrape, which prometheus-client encodes (a custom collector, asked once).
+#[derive(Debug)]
+struct Scrape {
+    servers: Vec<ServerStatus>,
+    notifications_dropped: u64,
+    sessions_resumed: u64,
+    sessions_forged: u64,
+    sessions_expired: u64,
+    spans_dropped: u64,
+    in_flight: u64,
+    outcomes: [u64; OUTCOMES.len()],
+    buckets: [u64; BUCKETS.len() + 1],
+    sum_micros: u64,
+}
+
+/// The `server` label of a server's sample.
+fn server(status: &ServerStatus) -> [(&'static str, &str); 1] {
+    [("server", status.name.as_str())]
+}
+
+/// A server's value in a family.
+type PerServer = fn(&ServerStatus) -> u64;
+
+/// The families with one sample per server (`server` label), after `server_up` and
+/// `server_state`, in the order they are written.
+const PER_SERVER: [(Family, PerServer); 6] = [
+    (
+        Family::counter(
+            "mcp_supervisor_restarts",
+            "Lost or failed connections replaced by a ready one.",
+        ),
+        |s| s.restarts,
+    ),
+    (
+        Family::gauge(
+            "mcp_supervisor_reconnect_attempts",
+            "The attempt number within the current outage (0 when ready).",
+        ),
+        |s| u64::from(s.attempts),
+    ),
+    (
+        Family::gauge(
+            "mcp_supervisor_generation",
+            "The current connection generation.",
+        ),
+        |s| s.generation,
+    ),
+    (
+        Family::gauge("mcp_supervisor_tools", "Tools the server has published."),
+        |s| s.tools as u64,
+    ),
+    (
+        Family::gauge(
+            "mcp_supervisor_withheld_tools",
+            "Tools withheld because their definition changed since it was pinned (pin: block), until approved.",
+        ),
+        |s| s.withheld_tools as u64,
+    ),
+    (
+        Family::counter(
+            "mcp_supervisor_results_cut",
+            "Tool results larger than the server's maxResultBytes that reached their client cut.",
+        ),
+        |s| s.results_cut,
+    ),
+];
+
+impl Collector for Scrape {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> fmt::Result {
+        self.encode_servers(&mut encoder)?;
+        self.encode_proxy(&mut encoder)?;
+        self.encode_latency(&mut encoder)
+    }
+}
+
+impl Scrape {
+    /// Each server's families: whether it is in service, its state, and its counts.
+    fn encode_servers(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        Family::gauge(
+            "mcp_supervisor_server_up",
+            "Whether the server is in service (1: ready, or idle until its next request) or not (0).",
+        )
+        .encode(
+            encoder,
+            self.servers
+                .iter()
+                .map(|s| (server(s), u64::from(s.state.in_service()))),
+        )?;
+        let states = self.servers.iter().flat_map(|s| {
+            ServerState::ALL.iter().map(move |state| {
+                let labels = [("server", s.name.as_str()), ("state", state.as_str())];
+                (labels, u64::from(s.state == *state))
+            })
+        });
+        Family::gauge(
+            "mcp_supervisor_server_state",
+            "The server's current state (1 for the state it is in).",
+        )
+        .encode(encoder, states)?;
+        for (family, value) in PER_SERVER {
+            let samples = self.servers.iter().map(|s| (server(s), value(s)));
+            family.encode(encoder, samples)?;
+        }
+        Ok(())
+    }
+
+    /// The proxy's own counters: its clients, its sessions, its traces and its calls.
+    fn encode_proxy(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        Family::counter(
+            "mcp_supervisor_notifications_dropped",
+            "Notifications not delivered to a client that did not read while its queue of messages for no request was full.",
+        )
+        .encode_one(encoder, self.notifications_dropped)?;
+        Family::counter(
+            "mcp_supervisor_sessions_resumed",
+            "HTTP sessions resumed from their sealed id by a process that did not hold them (another replica, or this one after it let them go).",
+        )
+        .encode_one(encoder, self.sessions_resumed)?;
+        let refused = [
+            ([("reason", "forged")], self.sessions_forged),
+            ([("reason", "expired")], self.sessions_expired),
+        ];
+        Family::counter(
+            "mcp_supervisor_sessions_refused",
+            "Session ids answered 404: forged (not sealed with our key) or expired (older than sessionMaxAgeMs).",
+        )
+        .encode(encoder, refused)?;
+        Family::counter(
+            "mcp_supervisor_trace_spans_dropped",
+            "Trace spans that could not be sent to the OTLP endpoint (dropped, never retried).",
+        )
+        .encode_one(encoder, self.spans_dropped)?;
+        Family::gauge(
+            "mcp_supervisor_calls_in_flight",
+            "Tool calls through the proxy under way now.",
+        )
+        .encode_one(encoder, self.in_flight)?;
+        let outcomes = OUTCOMES
+            .iter()
+            .zip(self.outcomes)
+            .map(|(outcome, count)| ([("outcome", *outcome)], count));
+        Family::counter(
+            "mcp_supervisor_calls",
+            "Tool calls through the proxy, by outcome.",
+        )
+        .encode(encoder, outcomes)
+    }
+
+    /// The latency histogram (prometheus-client makes the buckets cumulative).
+    fn encode_latency(&self, encoder: &mut DescriptorEncoder) -> fmt::Result {
+        let bounds = BUCKETS.iter().copied().chain([f64::INFINITY]);
+        let buckets: Vec<(f64, u64)> = bounds.zip(self.buckets).collect();
+        let count = self.buckets.iter().sum();
+        let sum = self.sum_micros as f64 / 1e6;
+        encoder
+            .encode_descriptor(
+                "mcp_supervisor_call_duration_seconds",
+                "Tool call latency through the proxy.",
+                None,
+                MetricType::Histogram,
+            )?
+            .encode_histogram::<NoLabelSet>(sum, count, &buckets, None)
+    }
+}
+
+// === impl Family ===
+
+/// A family of integer samples: its name (a counter's without `_total`, which the encoder adds),
+/// its help and its type.
+#[derive(Clone, Copy)]
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    kind: Kind,
+}
+
+#[derive(Clone, Copy)]
+enum Kind {
+    Counter,
+    Gauge,
+}
+
+impl Family {
+    const fn counter(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            help,
+            kind: Kind::Counter,
+        }
+    }
+
+    const fn gauge(name: &'static str, help: &'static str) -> Self {
+        Family {
+            name,
+            help,
+            kind: Kind::Gauge,
+        }
+    }
+
+    /// The HELP and TYPE lines, and one sample per label set.
+    fn encode<L: EncodeLabelSet>(
+        self,
+        encoder: &mut DescriptorEncoder,
+        samples: impl IntoIterator<Item = (L, u64)>,
+    ) -> fmt::Result {
+        let mut metric = self.describe(encoder)?;
+        for (labels, value) in samples {
+            self.kind.sample(metric.encode_family(&labels)?, value)?;
+        }
+        Ok(())
+    }
+
+    /// The HELP and TYPE lines, and one sample without labels.
+    fn encode_one(self, encoder: &mut DescriptorEncoder, value: u64) -> fmt::Result {
+        let metric = self.describe(encoder)?;
+        self.kind.sample(metric, value)
+    }
+
+    fn describe<'e>(
+        self,
+        encoder: &'e mut DescriptorEncoder,
+    ) -> Result<MetricEncoder<'e>, fmt::Error> {
+        let kind = match self.kind {
+            Kind::Counter => MetricType::Counter,
+            Kind::Gauge => MetricType::Gauge,
+        };
+        encoder.encode_descriptor(self.name, self.help, None, kind)
+    }
+}
+
+impl Kind {
+    fn sample(self, metric: MetricEncoder<'_>, value: u64) -> fmt::Result {
+        match self {
+            Kind::Counter => ConstCounter::new(value).encode(metric),
+            Kind::Gauge => ConstGauge::new(value).encode(metric),
         }
     }
 }
