@@ -49,6 +49,9 @@ pub(crate) struct HttpFace {
     next_stream: AtomicU64,
     /// Places of the sessionless requests in flight ([`SESSIONLESS_IN_FLIGHT`]).
     sessionless: Arc<Semaphore>,
+    /// Places of all requests in flight ([`super::Options::max_in_flight`]).
+    in_flight: Arc<Semaphore>,
+    max_in_flight: usize,
 }
 
 impl HttpFace {
@@ -57,6 +60,7 @@ impl HttpFace {
         sessions: Arc<Sessions>,
         stopping: Stopping,
         limit: usize,
+        max_in_flight: usize,
     ) -> Self {
         Self {
             proxy,
@@ -65,7 +69,25 @@ impl HttpFace {
             limit,
             next_stream: AtomicU64::new(1),
             sessionless: Arc::new(Semaphore::new(SESSIONLESS_IN_FLIGHT)),
+            in_flight: Arc::new(Semaphore::new(max_in_flight)),
+            max_in_flight,
         }
+    }
+
+    /// A place among the face's requests in flight; none when they are all taken.
+    fn place(&self) -> Option<OwnedSemaphorePermit> {
+        self.in_flight.clone().try_acquire_owned().ok()
+    }
+
+    /// The answer to a request that found no place among the face's.
+    fn face_full(&self, id: Option<&RawValue>) -> Response {
+        too_many_in_flight(
+            id,
+            &format!(
+                "this server has {} requests unanswered (all clients together)",
+                self.max_in_flight
+            ),
+        )
     }
 
     /// `initialize` without a session: a new client; a session for it once its answer is not an
@@ -111,6 +133,9 @@ impl HttpFace {
         stream_first: bool,
     ) -> Response {
         let id = message.id().map(ToOwned::to_owned);
+        let Some(face_place) = self.place() else {
+            return self.face_full(id.as_deref());
+        };
         let Ok(place) = session.in_flight.clone().try_acquire_owned() else {
             return too_many_in_flight(
                 id.as_deref(),
@@ -131,7 +156,7 @@ impl HttpFace {
         let call = Call {
             task: task.abort_handle(),
             _held: Some(session.hold()),
-            _place: place,
+            _places: (place, face_place),
         };
         let ended = session.ended.clone();
         let answer = async move {
@@ -176,6 +201,9 @@ impl HttpFace {
         meta_malformed: bool,
         id: Option<Box<RawValue>>,
     ) -> Response {
+        let Some(face_place) = self.place() else {
+            return self.face_full(id.as_deref());
+        };
         let Ok(place) = self.sessionless.clone().try_acquire_owned() else {
             return too_many_in_flight(
                 id.as_deref(),
@@ -208,7 +236,7 @@ impl HttpFace {
         let call = Call {
             task: task.abort_handle(),
             _held: None,
-            _place: place,
+            _places: (place, face_place),
         };
         let mut messages = CallMessages::new(related, answer, call);
         let first = match messages.next().await {
@@ -321,8 +349,9 @@ impl Drop for Opening<'_> {
 struct Call {
     task: AbortHandle,
     _held: Option<Hold>,
-    /// Its place among the requests in flight, given back when the call is over.
-    _place: OwnedSemaphorePermit,
+    /// Its places among the requests in flight (its session's or the sessionless ones, and
+    /// the face's), given back when the call is over.
+    _places: (OwnedSemaphorePermit, OwnedSemaphorePermit),
 }
 
 impl Drop for Call {

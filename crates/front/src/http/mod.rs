@@ -88,6 +88,12 @@ pub const SESSION_IN_FLIGHT: usize = crate::stdio::MAX_IN_FLIGHT;
 /// client of its own, so the bound is the face's.
 pub const SESSIONLESS_IN_FLIGHT: usize = 16 * SESSION_IN_FLIGHT;
 
+/// The most requests in flight at once over the whole face, sessions and sessionless together
+/// (the default of [`Options::max_in_flight`]): each is a task, and sessions alone (up to 4,096
+/// held, [`SESSION_IN_FLIGHT`] each) could make a million. Past it a request is refused at once
+/// (HTTP 429), as past a session's own bound.
+pub const FACE_IN_FLIGHT: usize = 32 * SESSION_IN_FLIGHT;
+
 /// The reconnection delay an event stream asks for as it ends because the host stops (the
 /// default of [`Stopping::retry`]).
 pub const STOPPING_RETRY: Duration = Duration::from_millis(1000);
@@ -150,6 +156,8 @@ pub struct Options {
     pub session_idle: Duration,
     /// The largest POST body read ([`MAX_BODY`]); past it 413.
     pub max_body: usize,
+    /// The most requests in flight at once over the face ([`FACE_IN_FLIGHT`]); past it 429.
+    pub max_in_flight: usize,
 }
 
 impl Options {
@@ -161,6 +169,7 @@ impl Options {
             stopping: None,
             session_idle: SESSION_IDLE,
             max_body: MAX_BODY,
+            max_in_flight: FACE_IN_FLIGHT,
         }
     }
 }

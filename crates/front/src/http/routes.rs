@@ -34,7 +34,13 @@ pub(crate) fn router(proxy: Arc<Proxy>, options: Options) -> Router {
     let stopping = options
         .stopping
         .unwrap_or_else(|| Stopping::new(options.shutdown));
-    let face = Arc::new(HttpFace::new(proxy, sessions, stopping, options.max_body));
+    let face = Arc::new(HttpFace::new(
+        proxy,
+        sessions,
+        stopping,
+        options.max_body,
+        options.max_in_flight,
+    ));
     Router::new()
         .route(PATH, get(open_stream).post(post).delete(delete))
         .with_state(face)
