@@ -13,7 +13,7 @@ use axum::http::StatusCode;
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
 
-use mcp_supervisor_front::proxy::error_text;
+use mcp_supervisor_front::error_text;
 
 /// The default drain window (`--drain-ms`).
 pub const DEFAULT_DRAIN_MS: u64 = 10_000;

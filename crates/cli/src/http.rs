@@ -173,22 +173,21 @@ async fn status(State(proxy): State<Arc<Proxy>>) -> Response {
     axum::Json(json!({ "servers": proxy.hub().status() })).into_response()
 }
 
-/// 200 only while every enabled server is in service (ready, or idle: an on-demand server not
-/// started yet, or stopped after its idle timeout); 503 with the reasons otherwise.
+/// 200 only while every enabled server is in service; 503 with the reasons otherwise
+/// ([`mcp_supervisor::Health`]).
 async fn healthz(State(proxy): State<Arc<Proxy>>) -> Response {
-    let problems: Vec<_> = proxy
-        .hub()
-        .status()
-        .into_iter()
-        .filter(|s| s.enabled && !s.state.in_service())
-        .map(|s| json!({ "server": s.name, "state": s.state, "lastError": s.last_error }))
-        .collect();
-    if problems.is_empty() {
+    let health = proxy.hub().health();
+    if health.is_healthy() {
         (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
     } else {
+        let servers: Vec<_> = health
+            .unavailable
+            .iter()
+            .map(|s| json!({ "server": s.server, "state": s.state, "lastError": s.last_error }))
+            .collect();
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({ "status": "unavailable", "servers": problems })),
+            axum::Json(json!({ "status": "unavailable", "servers": servers })),
         )
             .into_response()
     }

@@ -3,6 +3,8 @@
 //!
 //! Exit codes: 0 success, 1 runtime failure, 2 bad usage or an invalid config.
 
+#![forbid(unsafe_code)]
+
 mod adopt;
 mod approve;
 mod cli;

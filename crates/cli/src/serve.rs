@@ -6,9 +6,10 @@
 //! stopping and the stop below follows. SIGINT, the end of stdin, a stdio-only proxy, and a
 //! second SIGTERM or a SIGINT during the window stop at once.
 //!
-//! Reload requests, from SIGHUP and from the file watch alike, go to one reloader: a request that
-//! arrives while a reload runs is kept (several as one), and once that reload has ended the file
-//! is read again as it then is.
+//! Reload requests, from SIGHUP and from the file watch alike, each become a
+//! [`Proxy::reload`] of the file: one that arrives while a reload runs waits for it (several as
+//! one, the proxy's coalescing), and once that reload has ended the file is read again as it
+//! then is.
 //!
 //! Shutdown is bounded (about 5 s) and leaves no child process: the hub's stop closes every
 //! generation's process group before this returns.
@@ -27,7 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::drain::Drain;
 use crate::http::{self, Guard};
-use mcp_supervisor_front::{Mode, Proxy};
+use mcp_supervisor_front::{Mode, Proxy, Reloaded};
 
 /// How long a stop may take before we exit anyway.
 const STOP_LIMIT: Duration = Duration::from_secs(5);
@@ -129,7 +130,7 @@ pub async fn run(
         }));
     }
 
-    // Reload requests: a permit kept while a reload runs stands for every request made meanwhile.
+    // Reload requests: SIGHUP and the file watch.
     let reloads = Arc::new(Notify::new());
     if let Some(path) = config_path.clone() {
         tasks.push(tokio::spawn(reloader(
@@ -211,52 +212,54 @@ async fn drain_window(
     }
 }
 
-/// Apply reload requests one at a time. Requests made while a reload runs coalesce into one,
-/// which reads the file once that reload has ended.
+/// A reload of the file for each request; the proxy coalesces those made while one runs.
+/// Those still running at shutdown are dropped with this task.
 async fn reloader(
     path: PathBuf,
     proxy: Arc<Proxy>,
     requests: Arc<Notify>,
     shutdown: CancellationToken,
 ) {
+    let mut running = tokio::task::JoinSet::new();
     loop {
         tokio::select! {
-            () = requests.notified() => {}
+            () = requests.notified() => {
+                let (path, proxy) = (path.clone(), proxy.clone());
+                running.spawn(async move { reload(&path, &proxy).await });
+            }
+            Some(_) = running.join_next(), if !running.is_empty() => {}
             () = shutdown.cancelled() => return,
         }
-        reload(&path, &proxy).await;
     }
 }
 
 /// Read and validate the config file and apply it as a diff; an invalid one is rejected and the
 /// running config stays.
-async fn reload(path: &PathBuf, proxy: &Proxy) {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) => {
-            tracing::error!(
-                "reload: cannot read {}: {error}; keeping the running config",
+async fn reload(path: &Path, proxy: &Proxy) {
+    let read = || async {
+        let text = std::fs::read_to_string(path).map_err(|error| {
+            format!(
+                "cannot read {}: {error}; keeping the running config",
                 path.display()
-            );
-            return;
-        }
+            )
+        })?;
+        parse_config(&text, &|name| std::env::var(name).ok()).map_err(|errors| {
+            format!(
+                "{} is invalid, keeping the running config:\n{errors}",
+                path.display()
+            )
+        })
     };
-    match parse_config(&text, &|name| std::env::var(name).ok()) {
-        Ok(config) => {
-            proxy.set_exposure(config.tool_exposure);
-            let summary = proxy.hub().reload(config).await;
-            tracing::info!(
-                added = ?summary.added, removed = ?summary.removed, changed = ?summary.changed,
-                unchanged = summary.unchanged.len(),
-                "reloaded {}", path.display()
-            );
+    match proxy.reload(read).await {
+        Reloaded::Applied(summary) => tracing::info!(
+            added = ?summary.added, removed = ?summary.removed, changed = ?summary.changed,
+            unchanged = summary.unchanged.len(),
+            "reloaded {}", path.display()
+        ),
+        Reloaded::Kept(why) => {
+            tracing::error!("reload: {why}");
         }
-        Err(errors) => {
-            tracing::error!(
-                "reload: {} is invalid, keeping the running config:\n{errors}",
-                path.display()
-            );
-        }
+        Reloaded::Coalesced => {}
     }
 }
 

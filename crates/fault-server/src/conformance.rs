@@ -17,6 +17,7 @@ use std::{
     time::Duration,
 };
 
+use crate::server::lock;
 use rmcp::{
     ErrorData as McpError, RoleServer,
     model::{
@@ -30,6 +31,7 @@ use rmcp::{
     },
     service::RequestContext,
 };
+
 use serde::de::DeserializeOwned;
 use serde_json::{Value, json};
 
@@ -402,12 +404,6 @@ pub struct Fixtures {
     counter: AtomicU64,
     /// Mixed into every handle so that handles of an earlier run are unknown.
     seed: u64,
-}
-
-fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    mutex
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// An input request from its wire form (`{"method": …, "params": …}`).

@@ -20,11 +20,30 @@ use tokio_util::sync::CancellationToken;
 
 use crate::declared::{Capabilities, undeclared};
 use crate::json::{lock, member_str, read_error};
-use crate::session::Session;
 
 /// How many messages that belong to no request (notifications, the servers' requests no call
 /// caused) wait for one client at most; past it, see [`Client::send`].
 pub const OUTBOX: usize = 1024;
+
+/// What a handshake-era client's `initialize` fixed for the life of its session: the protocol
+/// version agreed, and the client's capabilities and info as it sent them (JSON text, whole).
+/// Serializable, so that a transport can carry it (sealed) in the session id it gives out and
+/// any process serving the same hub can [resume](Proxy::resume) the session. What changes later
+/// (its log level, its subscriptions) is not part of it.
+#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
+pub struct Session {
+    #[serde(rename = "v")]
+    pub protocol_version: String,
+    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
+    pub capabilities: Option<Box<RawValue>>,
+    #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
+    pub client_info: Option<Box<RawValue>>,
+    /// The upstream session ids of its own instances of isolated `url` servers (SPEC §11),
+    /// opened at its `initialize`, by server: a process that resumes the session goes on
+    /// with them.
+    #[serde(rename = "u", default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub upstream: BTreeMap<String, String>,
+}
 
 /// A message that found its client's queue full (the client does not read): a notification is
 /// left out, counted and logged; a server's request left out is its caller's to report (an

@@ -1,7 +1,8 @@
 //! What leaves the front for the servers: one request to one server ([`Proxy::send`]), any
 //! request to `wrap`'s server as it came ([`Proxy::forward`]), every server's held part of a
 //! list ([`Proxy::held_parts`]), and one request to every server at once within a bound
-//! ([`Proxy::fan_out`]); and a call's failure as the client sees it ([`call_error`]).
+//! ([`Proxy::fan_out`]); the one call of a tool through the hub ([`call_through`]); and a
+//! call's failure as the client sees it ([`call_error`]).
 //!
 //! It never waits on a late server past [`FAN_OUT_WAIT`], and never lists anything live.
 
@@ -9,11 +10,12 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
-use mcp_supervisor::link::RpcError;
-use mcp_supervisor::{CallArgs, CallError, ServerState};
+use mcp_supervisor::link::{BoxFuture, RpcError};
+use mcp_supervisor::{CallArgs, CallError, Hub, ServerState};
 use serde_json::json;
 use serde_json::value::RawValue;
 
+use crate::Mode;
 use crate::json::{member_str, to_raw};
 use crate::proxy::Proxy;
 
@@ -53,6 +55,38 @@ pub(crate) fn call_error(error: CallError) -> Result<Box<RawValue>, RpcError> {
     }
 }
 
+/// The one call of a tool through the hub, both eras: by its public name; in `wrap`, a name the
+/// registry does not hold goes to the server as it came, and its own answer comes back.
+pub(crate) async fn call_through(
+    hub: &Hub,
+    mode: Mode,
+    name: &str,
+    params: &RawValue,
+    args: CallArgs,
+) -> Result<Box<RawValue>, CallError> {
+    match hub.call_json(name, params, args.clone()).await {
+        Err(CallError::UnknownTool { name }) => match (mode, hub.servers().as_slice()) {
+            (Mode::Transparent, [server]) => {
+                hub.send(server, "tools/call", Some(params), args).await
+            }
+            _ => Err(CallError::UnknownTool { name }),
+        },
+        other => other,
+    }
+}
+
+/// [`call_through`] as a future that owns what it needs: a call that outlives the request that
+/// made it (one that waits for its client's input between rounds, [`crate::rounds`]).
+pub(crate) fn owned_call(
+    hub: Arc<Hub>,
+    mode: Mode,
+    name: String,
+    params: Box<RawValue>,
+    args: CallArgs,
+) -> BoxFuture<'static, Result<Box<RawValue>, CallError>> {
+    Box::pin(async move { call_through(&hub, mode, &name, &params, args).await })
+}
+
 impl Proxy {
     /// Any request to the one server of `wrap`, as it came.
     pub(crate) async fn forward(
@@ -89,18 +123,18 @@ impl Proxy {
     }
 
     /// Every server's held part of a list, all at once (each answers from what it holds; one
-    /// still starting never holds up another's part), in config order.
+    /// still starting never holds up another's part, nor waits past `args.timeout`), in config
+    /// order.
     pub(crate) async fn held_parts(
         &self,
         method: &str,
-        field: &str,
         args: &CallArgs,
     ) -> Vec<(String, Arc<[Box<RawValue>]>)> {
         let servers = self.hub.servers();
         let parts = futures::future::join_all(
             servers
                 .iter()
-                .map(|server| self.hub.list_all(server, method, field, args)),
+                .map(|server| self.hub.list_all(server, method, args)),
         )
         .await;
         servers.into_iter().zip(parts).collect()

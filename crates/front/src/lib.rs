@@ -23,6 +23,8 @@
 //! opens a socket: the host binds, listens and guards (Host, Origin, tokens), and only serves
 //! what this crate hands it. A host that only calls tools does not depend on this crate.
 
+#![forbid(unsafe_code)]
+
 pub mod asked;
 pub mod client;
 mod declared;
@@ -40,6 +42,7 @@ pub mod message;
 pub mod metrics;
 mod prompts;
 pub mod proxy;
+mod reload;
 mod resources;
 pub mod rounds;
 pub mod seal;
@@ -55,6 +58,7 @@ pub use handshake::{SESSION_VERSIONS, STATELESS_VERSION, routed_capabilities};
 pub use json::string_of;
 pub use message::{Kind, Message, error_text};
 pub use proxy::Proxy;
+pub use reload::Reloaded;
 pub use session::Session;
 
 use std::sync::Arc;

@@ -260,14 +260,6 @@ impl Message {
         &self.kind
     }
 
-    /// The method of a request or a notification.
-    pub fn method(&self) -> Option<&str> {
-        match &self.kind {
-            Kind::Request { method } | Kind::Notification { method } => Some(method),
-            _ => None,
-        }
-    }
-
     /// The id of a request or a response.
     pub fn id(&self) -> Option<&RawValue> {
         self.id.as_deref()

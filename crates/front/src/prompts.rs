@@ -27,7 +27,7 @@ impl Proxy {
         &self,
         args: &CallArgs,
     ) -> Result<Vec<Box<RawValue>>, RpcError> {
-        let parts = self.held_parts("prompts/list", "prompts", args).await;
+        let parts = self.held_parts("prompts/list", args).await;
         let upstream: Vec<Vec<Option<String>>> = parts
             .iter()
             .map(|(_, items)| {

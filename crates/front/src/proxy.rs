@@ -14,20 +14,16 @@ use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, Weak};
 
 use mcp_supervisor::Hub;
-use mcp_supervisor::core::config::ToolExposure;
+use mcp_supervisor::core::config::{Config, ToolExposure};
 use mcp_supervisor::upstream::notification_text;
 use tokio::sync::mpsc;
 
 pub use crate::Mode;
 use crate::exposure::ToolSearch;
 use crate::json::lock;
+use crate::reload::{Reloaded, Reloads};
 
-// The names a transport uses, where it has always found them.
-pub use crate::client::{Client, OUTBOX, Undelivered};
-pub use crate::handshake::{SESSION_VERSIONS, STATELESS_VERSION};
-pub use crate::json::string_of;
-pub use crate::message::{Kind, Message, error_text};
-pub use crate::session::Session;
+use crate::client::Client;
 
 /// Shared by every client of every face.
 pub struct Proxy {
@@ -50,6 +46,8 @@ pub struct Proxy {
     /// The generation of each shared server that was last given the clients' subscriptions
     /// and level again ([`Proxy::restore`]).
     pub(crate) restored: Mutex<HashMap<String, u64>>,
+    /// Reloads asked for and read ([`Proxy::reload`]).
+    pub(crate) reloads: Reloads,
 }
 
 impl Proxy {
@@ -64,6 +62,7 @@ impl Proxy {
             subscribing: Mutex::default(),
             levels_asked: Mutex::new(HashMap::new()),
             restored: Mutex::new(HashMap::new()),
+            reloads: Reloads::default(),
         });
         proxy.pass_events_down();
         proxy
@@ -79,6 +78,30 @@ impl Proxy {
         if self.search.set(exposure) {
             tracing::info!(?exposure, "tool exposure changed");
             self.tell_clients(&notification_text("notifications/tools/list_changed", None));
+        }
+    }
+
+    /// Reload: have the config (`read`) and apply it, its tool exposure first (a change is told
+    /// to every client), then its servers as a diff (added ones start, removed ones stop,
+    /// changed ones restart, the rest are not touched).
+    ///
+    /// One runs at a time. A reload asked for while another runs waits for it; then the first
+    /// of those waiting reads the config once for all of them (what changed meanwhile is in
+    /// what it reads), and the others end [`Reloaded::Coalesced`] without reading it.
+    pub async fn reload<E, F, R>(&self, read: R) -> Reloaded<E>
+    where
+        R: FnOnce() -> F,
+        F: std::future::Future<Output = Result<Config, E>>,
+    {
+        let Some(_turn) = self.reloads.turn().await else {
+            return Reloaded::Coalesced;
+        };
+        match read().await {
+            Ok(config) => {
+                self.set_exposure(config.tool_exposure);
+                Reloaded::Applied(self.hub.reload(config).await)
+            }
+            Err(error) => Reloaded::Kept(error),
         }
     }
 

@@ -23,7 +23,7 @@ impl Proxy {
         } else {
             ("resourceTemplates", "uriTemplate")
         };
-        let parts = self.held_parts(method, field, &args).await;
+        let parts = self.held_parts(method, &args).await;
         let owners = parts.iter().flat_map(|(server, part)| {
             part.iter()
                 .filter_map(|item| member_str(item, key))
@@ -84,8 +84,8 @@ impl Proxy {
     /// keeps a URI several offer); `None` when no server does.
     pub(crate) async fn held_owner(&self, uri: &str, args: &CallArgs) -> Option<String> {
         let (listed, templated) = futures::future::join(
-            self.held_parts("resources/list", "resources", args),
-            self.held_parts("resources/templates/list", "resourceTemplates", args),
+            self.held_parts("resources/list", args),
+            self.held_parts("resources/templates/list", args),
         )
         .await;
         let owners = |parts: &[(String, Arc<[Box<RawValue>]>)], key: &str| {

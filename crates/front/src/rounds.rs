@@ -66,6 +66,11 @@ pub enum Step {
     Refused(RpcError),
 }
 
+/// The server requests of a call not yet run ([`Rounds::prepare`]).
+pub struct Pending {
+    asks: mpsc::UnboundedReceiver<Ask>,
+}
+
 /// A call waiting for its client's input.
 struct Round {
     call: JoinHandle<Outcome>,
@@ -162,6 +167,17 @@ impl Rounds {
         progress: Option<Notify>,
         allowed: Option<Allowed>,
     ) -> Step {
+        let (origin, pending) = Self::prepare(progress, allowed);
+        self.run(pending, call(origin)).await
+    }
+
+    /// The origin to give a call whose server requests come back as input rounds, and what
+    /// [`Rounds::run`] reads them from. `progress` gets the call's notifications; a server's
+    /// request that `allowed` refuses gets an error at once.
+    pub fn prepare(
+        progress: Option<Notify>,
+        allowed: Option<Allowed>,
+    ) -> (Arc<dyn Downstream>, Pending) {
         // What bounds `asks`: one call's requests to its client, each waiting for its answer
         // (a server asks a few at a time).
         let (tx, asks) = mpsc::unbounded_channel();
@@ -170,9 +186,15 @@ impl Rounds {
             progress,
             allowed,
         });
+        (origin, Pending { asks })
+    }
+
+    /// Run `call` (made with the origin [`Rounds::prepare`] gave with `pending`) until it ends
+    /// or its server asks its client something.
+    pub async fn run(&self, pending: Pending, call: BoxFuture<'static, Outcome>) -> Step {
         let round = Round {
-            call: tokio::spawn(call(origin)),
-            asks,
+            call: tokio::spawn(call),
+            asks: pending.asks,
             replies: HashMap::new(),
             since: Instant::now(),
         };

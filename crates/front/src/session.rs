@@ -4,11 +4,9 @@
 //!
 //! It never decides how a session id is written or carried: that is the transport's.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mcp_supervisor::hub::SessionEnd;
-use serde_json::value::RawValue;
 use tokio::sync::mpsc;
 
 use crate::client::{Client, Era, Scope, session_key};
@@ -16,25 +14,7 @@ use crate::declared::Capabilities;
 use crate::json::lock;
 use crate::proxy::Proxy;
 
-/// What a handshake-era client's `initialize` fixed for the life of its session: the protocol
-/// version agreed, and the client's capabilities and info as it sent them (JSON text, whole).
-/// Serializable, so that a transport can carry it (sealed) in the session id it gives out and
-/// any process serving the same hub can [resume](Proxy::resume) the session. What changes later
-/// (its log level, its subscriptions) is not part of it.
-#[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
-pub struct Session {
-    #[serde(rename = "v")]
-    pub protocol_version: String,
-    #[serde(rename = "c", default, skip_serializing_if = "Option::is_none")]
-    pub capabilities: Option<Box<RawValue>>,
-    #[serde(rename = "i", default, skip_serializing_if = "Option::is_none")]
-    pub client_info: Option<Box<RawValue>>,
-    /// The upstream session ids of its own instances of isolated `url` servers (SPEC §11),
-    /// opened at its `initialize`, by server: a process that resumes the session goes on
-    /// with them.
-    #[serde(rename = "u", default, skip_serializing_if = "BTreeMap::is_empty")]
-    pub upstream: BTreeMap<String, String>,
-}
+pub use crate::client::Session;
 
 impl Proxy {
     /// A client whose session began elsewhere (another process that sealed `session` into the

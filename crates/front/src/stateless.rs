@@ -24,11 +24,13 @@ use tokio_util::sync::CancellationToken;
 
 use crate::client::{Client, Era, Scope};
 use crate::declared::Capabilities;
+use crate::fan_out::owned_call;
 use crate::handshake::{STATELESS_VERSION, serve_capabilities, serve_info, serve_instructions};
 use crate::json::{lock, member_str, raw_json, string_of, to_raw};
 use crate::message::{Head, META_CAPABILITIES, META_VERSION};
 use crate::proxy::{Mode, Proxy};
-use crate::tools::{Named, call_through};
+use crate::rounds::Rounds;
+use crate::tools::Named;
 
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
@@ -313,28 +315,16 @@ impl Proxy {
             .map(|c| Capabilities::read(c.get()));
         let allowed: crate::rounds::Allowed =
             Arc::new(move |method| declared.is_none_or(|d| d.allow(method)));
-        let hub = self.hub.clone();
-        let mode = self.mode;
-        let tool = name.to_string();
-        let step = self
-            .rounds
-            .start(
-                move |origin| {
-                    Box::pin(async move {
-                        let args = CallArgs {
-                            cancel: Some(call_cancel),
-                            origin: Some(origin),
-                            relays_input: true,
-                            name_at,
-                            ..CallArgs::default()
-                        };
-                        call_through(&hub, mode, &tool, &params, args).await
-                    })
-                },
-                Some(progress),
-                Some(allowed),
-            )
-            .await;
+        let (origin, pending) = Rounds::prepare(Some(progress), Some(allowed));
+        let args = CallArgs {
+            cancel: Some(call_cancel),
+            origin: Some(origin),
+            relays_input: true,
+            name_at,
+            ..CallArgs::default()
+        };
+        let call = owned_call(self.hub.clone(), self.mode, name.to_string(), params, args);
+        let step = self.rounds.run(pending, call).await;
         abandoned.disarm();
         self.answer_step(step, &name, record)
     }

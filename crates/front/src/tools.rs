@@ -1,5 +1,5 @@
 //! Tools: the aggregate `tools/list` from the registry, and `tools/call` by public name
-//! through the hub's one call path ([`call_through`]), both eras, its outcome counted and
+//! through the hub's one call path ([`crate::fan_out::call_through`]), both eras, its outcome counted and
 //! answered ([`Proxy::call_answer`]).
 //!
 //! It never retries or classifies a failure: the hub's supervisor does.
@@ -8,10 +8,10 @@ use std::borrow::Cow;
 use std::time::Duration;
 
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::{CallArgs, CallError, Hub};
+use mcp_supervisor::{CallArgs, CallError};
 use serde_json::value::RawValue;
 
-use crate::fan_out::call_error;
+use crate::fan_out::{call_error, call_through};
 use crate::json::{is_error, to_raw};
 use crate::message::Head;
 use crate::proxy::{Mode, Proxy};
@@ -33,26 +33,6 @@ pub(crate) enum Named<'a> {
     },
     /// Answered here (search mode's `search_tools`, or a `call_tool` that names nothing).
     Answer(Result<Box<RawValue>, RpcError>),
-}
-
-/// The one call of a tool through the hub, both eras: by its public name; in `wrap`, a name the
-/// registry does not hold goes to the server as it came, and its own answer comes back.
-pub(crate) async fn call_through(
-    hub: &Hub,
-    mode: Mode,
-    name: &str,
-    params: &RawValue,
-    args: CallArgs,
-) -> Result<Box<RawValue>, CallError> {
-    match hub.call_json(name, params, args.clone()).await {
-        Err(CallError::UnknownTool { name }) => match (mode, hub.servers().as_slice()) {
-            (Mode::Transparent, [server]) => {
-                hub.send(server, "tools/call", Some(params), args).await
-            }
-            _ => Err(CallError::UnknownTool { name }),
-        },
-        other => other,
-    }
 }
 
 impl Proxy {

@@ -222,6 +222,49 @@ fn own_handshake(capabilities: &serde_json::Value, discover_first: bool) -> Arc<
         .into()
 }
 
+/// The hub's health verdict ([`Hub::health`]): healthy while every enabled server is in
+/// service (ready, or idle: an on-demand server not started yet, or stopped after its idle
+/// timeout); otherwise the servers that are not, each with its state and last error. Holds no
+/// secret.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct Health {
+    /// The enabled servers not in service, in config order; empty when healthy.
+    pub unavailable: Vec<Unavailable>,
+}
+
+impl Health {
+    /// Whether every enabled server is in service.
+    pub fn is_healthy(&self) -> bool {
+        self.unavailable.is_empty()
+    }
+
+    /// The verdict on `status` ([`Hub::status`]).
+    pub fn of(status: &[ServerStatus]) -> Self {
+        let unavailable = status
+            .iter()
+            .filter(|s| s.enabled && !s.state.in_service())
+            .map(|s| Unavailable {
+                server: s.name.clone(),
+                state: s.state,
+                last_error: s.last_error.clone(),
+            })
+            .collect();
+        Self { unavailable }
+    }
+}
+
+/// An enabled server out of service, as [`Health`] names it.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Unavailable {
+    /// The server's name in the config.
+    pub server: String,
+    /// Its state, one that is not in service.
+    pub state: ServerState,
+    /// Why its last connection or attempt failed, if one did.
+    pub last_error: Option<String>,
+}
+
 /// One server as `status` shows it. Holds no secret.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -1241,20 +1284,20 @@ impl Hub {
     /// `resources/templates/list`): the items it holds, each as the JSON text it sent (SPEC §9,
     /// §10). Never a live request: a busy or hung server answers with what it listed last. A
     /// server whose list is not known yet is waited for while it may still come (its first
-    /// attempt, or its listing under way), at most [`LIST_WAIT`]; a server in an outage has no
-    /// part.
+    /// attempt, or its listing under way), at most [`LIST_WAIT`] or the caller's shorter
+    /// `args.timeout`; a server in an outage has no part.
     pub async fn list_all(
         &self,
         server: &str,
         method: &str,
-        _field: &str,
-        _args: &CallArgs,
+        args: &CallArgs,
     ) -> Arc<[Box<RawValue>]> {
         let Some(handle) = self.handle(server) else {
             return Arc::from([]);
         };
+        let wait = args.timeout.map_or(LIST_WAIT, |t| t.min(LIST_WAIT));
         handle
-            .wait_held_list(method, LIST_WAIT)
+            .wait_held_list(method, wait)
             .await
             .unwrap_or_else(|| Arc::from([]))
     }
@@ -1296,6 +1339,11 @@ impl Hub {
             .filter(|s| inner.running.contains_key(&s.name))
             .map(|s| s.name.clone())
             .collect()
+    }
+
+    /// The health verdict on every server now ([`Health`]).
+    pub fn health(&self) -> Health {
+        Health::of(&self.status())
     }
 
     /// Every configured server, in config order.
@@ -1700,6 +1748,62 @@ fn splice_name(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn server(name: &str, state: ServerState, enabled: bool) -> ServerStatus {
+        ServerStatus {
+            name: name.into(),
+            state,
+            generation: 1,
+            attempts: 0,
+            max_attempts: 5,
+            restarts: 0,
+            last_error: (state != ServerState::Ready).then(|| format!("{name} failed")),
+            tools: 0,
+            uptime_ms: None,
+            pid: None,
+            enabled,
+            tool_list: ToolList::None,
+            instances: 0,
+            withheld_tools: 0,
+            results_cut: 0,
+        }
+    }
+
+    /// Healthy while every enabled server is in service (ready or idle); a disabled server
+    /// counts for nothing; every other state of an enabled one is named, in config order.
+    #[test]
+    fn health_names_each_enabled_server_out_of_service() {
+        use ServerState::*;
+        let in_service = [server("a", Ready, true), server("b", Idle, true)];
+        assert!(Health::of(&in_service).is_healthy());
+        assert!(Health::of(&[]).is_healthy());
+        assert!(Health::of(&[server("off", Stopped, false)]).is_healthy());
+        for state in [
+            Connecting,
+            Retrying,
+            Reconnecting,
+            GaveUp,
+            Down,
+            Stopped,
+            NeedsAuth,
+        ] {
+            let status = [
+                server("a", Ready, true),
+                server("z", state, true),
+                server("m", GaveUp, false),
+            ];
+            let health = Health::of(&status);
+            assert_eq!(
+                health.unavailable,
+                vec![Unavailable {
+                    server: "z".into(),
+                    state,
+                    last_error: Some("z failed".into()),
+                }],
+                "{state:?}"
+            );
+        }
+    }
 
     /// A rename writes the upstream name where the caller found the public one, and only
     /// where that holds the public name; anything else is left to a full rename.

@@ -66,7 +66,7 @@ pub mod trace;
 pub mod upstream;
 
 pub use error::{CallError, Error, HandshakeError, OpenError, Restored};
-pub use hub::{CallArgs, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};
+pub use hub::{CallArgs, Health, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};
 pub use link::{Downstream, Refuse, RpcError};
 pub use mcp_supervisor_core as core;
 pub use registry::{PublishedTool, UpstreamTool};

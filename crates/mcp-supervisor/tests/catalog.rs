@@ -208,7 +208,7 @@ async fn saved_prompts_and_resources_answer_at_once_while_the_server_starts() {
     let hub = start_saving(quick(), &fake, &dir);
     let began = tokio::time::Instant::now();
     let prompts = hub
-        .list_all("srv", "prompts/list", "prompts", &CallArgs::default())
+        .list_all("srv", "prompts/list", &CallArgs::default())
         .await;
     let texts: Vec<&str> = prompts.iter().map(|p| p.get()).collect();
     assert_eq!(
@@ -217,24 +217,19 @@ async fn saved_prompts_and_resources_answer_at_once_while_the_server_starts() {
         "as saved, text whole"
     );
     let resources = hub
-        .list_all("srv", "resources/list", "resources", &CallArgs::default())
+        .list_all("srv", "resources/list", &CallArgs::default())
         .await;
     assert!(resources.is_empty());
     assert_eq!(began.elapsed(), ms(0), "answered from the catalog");
     // A list the catalog does not know waits for the server (whose fake knows no templates).
     let templates = hub
-        .list_all(
-            "srv",
-            "resources/templates/list",
-            "resourceTemplates",
-            &CallArgs::default(),
-        )
+        .list_all("srv", "resources/templates/list", &CallArgs::default())
         .await;
     assert!(templates.is_empty());
     assert_eq!(began.elapsed(), ms(2000), "it waited for the server");
     // Once live, the catalog is no longer used: the fake's own answer (method not found).
     let prompts = hub
-        .list_all("srv", "prompts/list", "prompts", &CallArgs::default())
+        .list_all("srv", "prompts/list", &CallArgs::default())
         .await;
     assert!(prompts.is_empty(), "the live server offers no prompts");
     stop(&hub).await;
