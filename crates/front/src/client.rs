@@ -28,7 +28,7 @@ pub const OUTBOX: usize = 1024;
 /// What a handshake-era client's `initialize` fixed for the life of its session: the protocol
 /// version agreed, and the client's capabilities and info as it sent them (JSON text, whole).
 /// Serializable, so that a transport can carry it (sealed) in the session id it gives out and
-/// any process serving the same hub can [resume](Proxy::resume) the session. What changes later
+/// any process serving the same hub can [resume](crate::Proxy::resume) the session. What changes later
 /// (its log level, its subscriptions) is not part of it.
 #[derive(Clone, Debug, serde::Serialize, serde::Deserialize)]
 pub struct Session {

@@ -1,7 +1,8 @@
 //! The message face for clients of protocol 2026-07-28 (the stateless era): no `initialize`,
 //! the client's identity in each request's `_meta`, `server/discover`, `subscriptions/listen`,
-//! results that say their `resultType`, and input rounds (SEP-2322) for a server of the
-//! handshake era that asks such a client something during a call ([`crate::rounds`]).
+//! results that say their `resultType`; its `tools/call` takes input rounds (SEP-2322) for a
+//! server of the handshake era that asks such a client something during a call (in
+//! `tools.rs`, [`crate::rounds`]).
 //!
 //! It owns only what SPEC §10 gives the proxy for such a client: the checks of a request's
 //! `_meta` (version and capabilities), the upstream handshake made from it, `serve`'s own
@@ -11,26 +12,20 @@
 //! era gives its own answers, its discovery included. It never sends such a client a request,
 //! and never touches a supervisor or a generation: everything goes through the hub.
 
-use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use mcp_supervisor::CallArgs;
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::upstream::notification_text;
 use serde::Deserialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
 use crate::client::{Client, Era, Scope};
-use crate::declared::Capabilities;
-use crate::fan_out::owned_call;
 use crate::handshake::{STATELESS_VERSION, serve_capabilities, serve_info, serve_instructions};
 use crate::json::{lock, member_str, raw_json, string_of, to_raw};
 use crate::message::{Head, META_CAPABILITIES, META_VERSION};
 use crate::proxy::{Mode, Proxy};
-use crate::rounds::Rounds;
-use crate::tools::Named;
 
 const META_SERVER_INFO: &str = "io.modelcontextprotocol/serverInfo";
 
@@ -56,12 +51,6 @@ const CACHED: [&str; 6] = [
     "resources/templates/list",
     "resources/read",
 ];
-
-/// A retry's answers to an input round, and the round's state.
-struct Retry {
-    responses: BTreeMap<String, Value>,
-    state: String,
-}
 
 /// Whether a client's request is of the stateless era: the client never sent `initialize`, and
 /// this request (or an earlier one of its) is `server/discover` or names its protocol version
@@ -155,7 +144,7 @@ impl Proxy {
             }
             // A call of this era takes its input rounds (the client answers the server's
             // requests by calling again).
-            "tools/call" => self.stateless_call(scope, params, head, cancel).await?,
+            "tools/call" => self.call_with_rounds(scope, params, head, cancel).await?,
             _ => self.route(scope, method, params, head, args).await?,
         };
         Ok(complete(method, result))
@@ -239,131 +228,6 @@ impl Proxy {
                 .unwrap_or_else(|| json!({})),
             _ => serve_capabilities(),
         }
-    }
-
-    /// `tools/call` of this era. A retry that answers an input round of ours goes to the call
-    /// still waiting upstream; a state we did not make is the server's own (a server of this
-    /// era asked), and the retry goes to it whole. A server of the handshake era's requests
-    /// during the call come back as an input round.
-    pub(crate) async fn stateless_call(
-        self: &Arc<Self>,
-        scope: &Arc<Scope>,
-        params: Option<&RawValue>,
-        head: &Head,
-        cancel: CancellationToken,
-    ) -> Result<Box<RawValue>, RpcError> {
-        let (name, params, name_at) = match self.named_call(params, head).await? {
-            Named::Call {
-                name,
-                params,
-                name_at,
-            } => (name, params.into_owned(), name_at),
-            Named::Answer(answer) => return answer,
-        };
-        // A retry that answers an input round: its answers and the round's state, as read with
-        // the message.
-        let retry = match (&head.request_state, &head.input_responses) {
-            (Some(state), Some(responses)) => {
-                serde_json::from_str(responses.get())
-                    .ok()
-                    .map(|responses| Retry {
-                        responses,
-                        state: state.clone(),
-                    })
-            }
-            _ => None,
-        };
-        // Counted when it ends (cancelled if this request is dropped first).
-        let record = self.metrics().start();
-        if let Some(retry) = retry {
-            let state = retry.state.clone();
-            if let Some(step) = self.rounds.resume(&state, retry.responses).await {
-                return self.answer_step(step, &name, record);
-            }
-            if crate::rounds::Rounds::is_ours(&state) {
-                // Never started again in its place: the call may be under way elsewhere.
-                record.finish("other");
-                return Err(RpcError::new(
-                    -32602,
-                    format!(
-                        "Invalid params: requestState \"{state}\" is not held by this replica: the call is waiting on the replica that started it (the request reached another one), or its round expired after {} s; call the tool again to start over",
-                        crate::rounds::ROUND_LIMIT.as_secs()
-                    ),
-                ));
-            }
-        }
-        // The call outlives this request while it waits for input: it is cancelled with the
-        // request (or when the request is dropped: a client that went away) only until then.
-        let call_cancel = cancel.child_token();
-        let abandoned = call_cancel.clone().drop_guard();
-        // The call's progress reaches the client; nothing else of the call's does (a log
-        // message goes only where the client asked for it).
-        let progress: crate::rounds::Notify = {
-            let scope = scope.clone();
-            Arc::new(move |method: &str, params: Option<Box<RawValue>>| {
-                if method == "notifications/progress" {
-                    let _ = scope.deliver(notification_text(method, params.as_deref()));
-                }
-            })
-        };
-        // What this request's client declared (`_meta`): a server's request it cannot answer
-        // is refused at once, as for a client of the handshake era. Declaring nothing lets all.
-        let declared = head
-            .meta
-            .capabilities
-            .as_deref()
-            .map(|c| Capabilities::read(c.get()));
-        let allowed: crate::rounds::Allowed =
-            Arc::new(move |method| declared.is_none_or(|d| d.allow(method)));
-        let (origin, pending) = Rounds::prepare(Some(progress), Some(allowed));
-        let args = CallArgs {
-            cancel: Some(call_cancel),
-            origin: Some(origin),
-            relays_input: true,
-            name_at,
-            ..CallArgs::default()
-        };
-        let call = owned_call(self.hub.clone(), self.mode, name.to_string(), params, args);
-        let step = self.rounds.run(pending, call).await;
-        abandoned.disarm();
-        self.answer_step(step, &name, record)
-    }
-
-    /// A round's outcome as the client's answer: the result (a server's own input round
-    /// whole), or the server's requests as an input round of ours.
-    fn answer_step(
-        &self,
-        step: crate::rounds::Step,
-        tool: &str,
-        record: crate::metrics::CallRecord<'_>,
-    ) -> Result<Box<RawValue>, RpcError> {
-        use crate::rounds::Step;
-        let outcome = match step {
-            Step::Input { requests, state } => {
-                let mut asks = serde_json::Map::new();
-                for (key, method, params) in requests {
-                    let mut ask = json!({ "method": method });
-                    if let Some(params) =
-                        params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
-                    {
-                        ask["params"] = params;
-                    }
-                    asks.insert(key, ask);
-                }
-                record.pending();
-                return to_raw(&json!({
-                    "resultType": "input_required",
-                    "inputRequests": asks,
-                    "requestState": state,
-                }));
-            }
-            Step::Done(outcome) => outcome,
-            Step::Refused(error) => {
-                record.finish("other");
-                return Err(error);
-            }
-        };
-        self.call_answer(tool, outcome, record)
     }
 }
 

@@ -1,20 +1,29 @@
 //! Tools: the aggregate `tools/list` from the registry, and `tools/call` by public name
-//! through the hub's one call path ([`crate::fan_out::call_through`]), both eras, its outcome counted and
-//! answered ([`Proxy::call_answer`]).
+//! through the hub's one call path ([`crate::fan_out::call_through`]), both eras, its outcome
+//! counted and answered ([`Proxy::call_answer`]); a 2026-07-28 call runs with its input rounds
+//! ([`Proxy::call_with_rounds`], the rounds held by [`crate::rounds`]).
 //!
 //! It never retries or classifies a failure: the hub's supervisor does.
 
 use std::borrow::Cow;
+use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_supervisor::link::RpcError;
+use mcp_supervisor::upstream::notification_text;
 use mcp_supervisor::{CallArgs, CallError};
 use serde_json::value::RawValue;
+use serde_json::{Value, json};
+use tokio_util::sync::CancellationToken;
 
-use crate::fan_out::{call_error, call_through};
+use crate::client::Scope;
+use crate::declared::Capabilities;
+use crate::fan_out::{call_error, call_through, owned_call};
 use crate::json::{is_error, to_raw};
 use crate::message::Head;
 use crate::proxy::{Mode, Proxy};
+use crate::rounds::Rounds;
 use crate::tasks::namespace_task;
 
 /// How long the first tools/list waits for servers still on their first attempt.
@@ -137,5 +146,138 @@ impl Proxy {
             return Ok(namespace_task(&route.server, result));
         }
         Ok(result)
+    }
+}
+
+/// A retry's answers to an input round, and the round's state.
+struct Retry {
+    responses: BTreeMap<String, Value>,
+    state: String,
+}
+
+impl Proxy {
+    /// `tools/call` of this era. A retry that answers an input round of ours goes to the call
+    /// still waiting upstream; a state we did not make is the server's own (a server of this
+    /// era asked), and the retry goes to it whole. A server of the handshake era's requests
+    /// during the call come back as an input round.
+    pub(crate) async fn call_with_rounds(
+        self: &Arc<Self>,
+        scope: &Arc<Scope>,
+        params: Option<&RawValue>,
+        head: &Head,
+        cancel: CancellationToken,
+    ) -> Result<Box<RawValue>, RpcError> {
+        let (name, params, name_at) = match self.named_call(params, head).await? {
+            Named::Call {
+                name,
+                params,
+                name_at,
+            } => (name, params.into_owned(), name_at),
+            Named::Answer(answer) => return answer,
+        };
+        // A retry that answers an input round: its answers and the round's state, as read with
+        // the message.
+        let retry = match (&head.request_state, &head.input_responses) {
+            (Some(state), Some(responses)) => {
+                serde_json::from_str(responses.get())
+                    .ok()
+                    .map(|responses| Retry {
+                        responses,
+                        state: state.clone(),
+                    })
+            }
+            _ => None,
+        };
+        // Counted when it ends (cancelled if this request is dropped first).
+        let record = self.metrics().start();
+        if let Some(retry) = retry {
+            let state = retry.state.clone();
+            if let Some(step) = self.rounds.resume(&state, retry.responses).await {
+                return self.answer_step(step, &name, record);
+            }
+            if crate::rounds::Rounds::is_ours(&state) {
+                // Never started again in its place: the call may be under way elsewhere.
+                record.finish("other");
+                return Err(RpcError::new(
+                    -32602,
+                    format!(
+                        "Invalid params: requestState \"{state}\" is not held by this replica: the call is waiting on the replica that started it (the request reached another one), or its round expired after {} s; call the tool again to start over",
+                        crate::rounds::ROUND_LIMIT.as_secs()
+                    ),
+                ));
+            }
+        }
+        // The call outlives this request while it waits for input: it is cancelled with the
+        // request (or when the request is dropped: a client that went away) only until then.
+        let call_cancel = cancel.child_token();
+        let abandoned = call_cancel.clone().drop_guard();
+        // The call's progress reaches the client; nothing else of the call's does (a log
+        // message goes only where the client asked for it).
+        let progress: crate::rounds::Notify = {
+            let scope = scope.clone();
+            Arc::new(move |method: &str, params: Option<Box<RawValue>>| {
+                if method == "notifications/progress" {
+                    let _ = scope.deliver(notification_text(method, params.as_deref()));
+                }
+            })
+        };
+        // What this request's client declared (`_meta`): a server's request it cannot answer
+        // is refused at once, as for a client of the handshake era. Declaring nothing lets all.
+        let declared = head
+            .meta
+            .capabilities
+            .as_deref()
+            .map(|c| Capabilities::read(c.get()));
+        let allowed: crate::rounds::Allowed =
+            Arc::new(move |method| declared.is_none_or(|d| d.allow(method)));
+        let (origin, pending) = Rounds::prepare(Some(progress), Some(allowed));
+        let args = CallArgs {
+            cancel: Some(call_cancel),
+            origin: Some(origin),
+            relays_input: true,
+            name_at,
+            ..CallArgs::default()
+        };
+        let call = owned_call(self.hub.clone(), self.mode, name.to_string(), params, args);
+        let step = self.rounds.run(pending, call).await;
+        abandoned.disarm();
+        self.answer_step(step, &name, record)
+    }
+
+    /// A round's outcome as the client's answer: the result (a server's own input round
+    /// whole), or the server's requests as an input round of ours.
+    fn answer_step(
+        &self,
+        step: crate::rounds::Step,
+        tool: &str,
+        record: crate::metrics::CallRecord<'_>,
+    ) -> Result<Box<RawValue>, RpcError> {
+        use crate::rounds::Step;
+        let outcome = match step {
+            Step::Input { requests, state } => {
+                let mut asks = serde_json::Map::new();
+                for (key, method, params) in requests {
+                    let mut ask = json!({ "method": method });
+                    if let Some(params) =
+                        params.and_then(|p| serde_json::from_str::<Value>(p.get()).ok())
+                    {
+                        ask["params"] = params;
+                    }
+                    asks.insert(key, ask);
+                }
+                record.pending();
+                return to_raw(&json!({
+                    "resultType": "input_required",
+                    "inputRequests": asks,
+                    "requestState": state,
+                }));
+            }
+            Step::Done(outcome) => outcome,
+            Step::Refused(error) => {
+                record.finish("other");
+                return Err(error);
+            }
+        };
+        self.call_answer(tool, outcome, record)
     }
 }

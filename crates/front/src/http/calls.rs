@@ -21,10 +21,10 @@ use tokio::task::AbortHandle;
 use tokio_util::sync::CancellationToken;
 
 use super::checks::{JSON, Refusal, SESSION_HEADER, is_error_answer, stateless_status};
+use super::options::{SESSION_IN_FLIGHT, SESSIONLESS_IN_FLIGHT, Stopping};
 use super::ordering::{CallMessages, Part};
 use super::session::{Hold, HttpSession, short};
 use super::store::Sessions;
-use super::{SESSION_IN_FLIGHT, SESSIONLESS_IN_FLIGHT, Stopping};
 use crate::{Client, Message, OUTBOX, Proxy, error_text};
 
 /// How long a request may still take to be answered once its session has ended (its calls are

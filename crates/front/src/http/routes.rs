@@ -23,8 +23,8 @@ use super::checks::{
     self, EVENT_STREAM, JSON, LAST_EVENT_HEADER, SessionId, accepts, is_json_body, session_id,
     sessionless_version, stream_first, version_refused,
 };
+use super::options::{Options, PATH, Stopping};
 use super::store::Sessions;
-use super::{Options, PATH, Stopping};
 use crate::{Kind, Message, Proxy, error_text};
 
 /// The routes at [`PATH`], as [`super::router`] says.

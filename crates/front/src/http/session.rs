@@ -14,7 +14,7 @@ use tokio::sync::{Semaphore, mpsc};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::{KEPT_EVENTS, SESSION_IN_FLIGHT};
+use super::options::{KEPT_EVENTS, SESSION_IN_FLIGHT};
 use crate::Client;
 use crate::json::lock;
 

@@ -18,7 +18,7 @@ use tokio::sync::mpsc;
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
-use super::Sealing;
+use super::options::Sealing;
 use super::session::{HttpSession, short};
 use crate::json::lock;
 use crate::seal;
