@@ -64,7 +64,7 @@ pub fn is_name_char(c: char) -> bool {
 /// characters. A longer one keeps its first 55 characters and ends in `_` plus 8 hex digits of
 /// [`pair_hash`] of the full, unsanitized `(server, tool)` pair.
 pub fn prefixed_name(server: &str, tool: &str, sep: &str) -> String {
-    let full = sanitize(&format!("{server}{sep}{tool}"));
+    let full = sanitized(&[server, sep, tool]);
     if full.len() <= MAX_NAME_LEN {
         full
     } else {
@@ -91,7 +91,9 @@ pub fn assign(
     config: &NamingConfig,
     servers: &[(&str, Vec<&str>)],
 ) -> (Vec<Vec<String>>, Vec<String>) {
-    let mut owners: HashMap<String, (&str, &str)> = HashMap::new();
+    // Sized once: grown step by step, its tables were most of a rebuild's allocations.
+    let mut owners: HashMap<String, (&str, &str)> =
+        HashMap::with_capacity(servers.iter().map(|(_, tools)| tools.len()).sum());
     let mut warnings = Vec::new();
     let mut names = Vec::with_capacity(servers.len());
     for (server, tools) in servers {
@@ -135,7 +137,7 @@ fn fallback_name(
     if config.mode == NamingMode::Original && !owners.contains_key(&prefixed) {
         return prefixed;
     }
-    let full = sanitize(&format!("{server}{}{tool}", config.separator));
+    let full = sanitized(&[server, &config.separator, tool]);
     let mut salt: u32 = 1;
     loop {
         let candidate = with_hash_suffix(&full, pair_hash(server, tool, salt));
@@ -169,11 +171,16 @@ fn collision_warning(
     }
 }
 
-/// Replaces every character outside `A-Za-z0-9_.-` by `_`.
-fn sanitize(s: &str) -> String {
-    s.chars()
-        .map(|c| if is_name_char(c) { c } else { '_' })
-        .collect()
+/// `parts` one after the other, every character outside `A-Za-z0-9_.-` replaced by `_`, in one
+/// allocation: the registry names every tool of every server again each time a server's list
+/// changes, so at startup this runs n² times over.
+fn sanitized(parts: &[&str]) -> String {
+    // A replaced character is one byte, never more than the one it replaces.
+    let mut name = String::with_capacity(parts.iter().map(|p| p.len()).sum());
+    for part in parts {
+        name.extend(part.chars().map(|c| if is_name_char(c) { c } else { '_' }));
+    }
+    name
 }
 
 /// `name` cut to leave room for `_` and 8 hex digits of `hash`, then those. `name` is ASCII.
@@ -229,6 +236,14 @@ impl Fnv1a64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_sanitized_name_is_written_into_one_allocation_of_its_parts_length() {
+        let name = sanitized(&["日本", "__", "a b.c-d"]);
+        assert_eq!(name, "____a_b.c-d");
+        // Never grown: the capacity is what it was made with (6 + 2 + 7 bytes).
+        assert_eq!(name.capacity(), 15);
+    }
 
     #[test]
     fn fnv1a64_matches_the_published_test_vectors() {
