@@ -11,6 +11,11 @@ use tokio::time::Instant;
 
 use crate::util;
 
+/// The most a supervised server may add to the hub's RSS, in KiB. 85 KiB was measured on
+/// 2026-12-04 and growth to 131 KiB went unnoticed under the old target of 256 KiB (issue 30);
+/// this one is close enough to the figure to catch such a growth.
+const RSS_TARGET_KIB: f64 = 96.0;
+
 pub async fn run(fault: &Path, servers: u32, calls: u32) -> Result<Value> {
     let names: Vec<String> = (0..servers).map(|i| format!("s{i:03}")).collect();
     let mut config = Map::new();
@@ -83,9 +88,9 @@ pub async fn run(fault: &Path, servers: u32, calls: u32) -> Result<Value> {
         per_server_kib,
         ready_in.as_secs_f64() * 1000.0
     );
-    let rss_target = per_server_kib <= 256.0;
+    let rss_target = per_server_kib <= RSS_TARGET_KIB;
     println!(
-        "\ntargets\n  hub RSS per supervised server <= 256 KiB: {} ({per_server_kib:.0} KiB)",
+        "\ntargets\n  hub RSS per supervised server <= {RSS_TARGET_KIB} KiB: {} ({per_server_kib:.0} KiB)",
         if rss_target { "met" } else { "missed" }
     );
     if failures > 0 {
@@ -102,6 +107,6 @@ pub async fn run(fault: &Path, servers: u32, calls: u32) -> Result<Value> {
         "rss_per_server_kib": util::round3(per_server_kib),
         "all_ready_ms": util::round3(ready_in.as_secs_f64() * 1000.0),
         "failed_calls": failures,
-        "targets": { "rss_per_server_le_256kib": rss_target },
+        "targets": { "rss_per_server_le_96kib": rss_target },
     }))
 }
