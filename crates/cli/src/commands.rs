@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mcp_supervisor::core::config::{Config, Problem, parse_config};
+use mcp_supervisor::core::config::{Config, parse_config};
 use mcp_supervisor::{CallArgs, Hub};
 
 use crate::cli::Command;
@@ -69,23 +69,28 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             command,
         } => {
             let remote = match (url, sse) {
-                (Some(url), None) => Some(Remote::Http(url)),
-                (None, Some(url)) => Some(Remote::Sse(url)),
+                (Some(url), None) => Some(crate::wrap::Remote::Http(url)),
+                (None, Some(url)) => Some(crate::wrap::Remote::Sse(url)),
                 _ => None,
             };
-            let config =
-                match wrap_config(name, remote, (header, header_from_env), &policy, command) {
-                    Ok(mut config) => {
-                        if oauth && let Some(server) = config.servers.first_mut() {
-                            server.oauth = Some(Default::default());
-                        }
-                        config
+            let config = match crate::wrap::wrap_config(
+                name,
+                remote,
+                (header, header_from_env),
+                &policy,
+                command,
+            ) {
+                Ok(mut config) => {
+                    if oauth && let Some(server) = config.servers.first_mut() {
+                        server.oauth = Some(Default::default());
                     }
-                    Err(message) => {
-                        eprintln!("mcp-supervisor wrap: {message}");
-                        return Ok(ExitCode::from(USAGE));
-                    }
-                };
+                    config
+                }
+                Err(message) => {
+                    eprintln!("mcp-supervisor wrap: {message}");
+                    return Ok(ExitCode::from(USAGE));
+                }
+            };
             crate::serve::run(
                 config,
                 None,
@@ -394,353 +399,4 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
         drain: std::time::Duration::from_millis(args.drain_ms),
         limits: args.http_limits.into(),
     })
-}
-
-/// The server `wrap` fronts when it is not a command: `--url` or `--sse`.
-enum Remote {
-    Http(String),
-    Sse(String),
-}
-
-/// The one-server config of `wrap`: naming mode `original`, policy from the flags.
-fn wrap_config(
-    name: Option<String>,
-    url: Option<Remote>,
-    (header, header_from_env): (Vec<String>, Vec<String>),
-    policy: &crate::cli::PolicyArgs,
-    command: Vec<String>,
-) -> Result<Config, String> {
-    use mcp_supervisor::core::config::{Secret, Start, ToolExposure, TransportConfig};
-    use mcp_supervisor::core::naming::NamingMode;
-    use mcp_supervisor::core::pin::PinMode;
-    let mut headers = Vec::new();
-    for line in header {
-        match line.split_once(':') {
-            Some((name, value)) if !name.trim().is_empty() => {
-                headers.push((name.trim().to_owned(), Secret::new(value.trim_start())));
-            }
-            _ => {
-                // The value may be a secret: name the flag, not what was given.
-                return Err("a --header is not `NAME: VALUE` (e.g. `--header 'Authorization: Bearer TOKEN'`)".into());
-            }
-        }
-    }
-    for pair in header_from_env {
-        let Some((name, var)) = pair
-            .split_once('=')
-            .filter(|(name, _)| !name.trim().is_empty())
-        else {
-            return Err(format!(
-                "--header-from-env {pair:?} is not `NAME=VAR` (e.g. `--header-from-env Authorization=API_AUTH`)"
-            ));
-        };
-        let Ok(value) = std::env::var(var) else {
-            return Err(format!(
-                "--header-from-env {pair:?}: the environment variable {var} is not set; set it in the server's env"
-            ));
-        };
-        headers.push((name.trim().to_owned(), Secret::new(value)));
-    }
-    if !headers.is_empty() && url.is_none() {
-        return Err("--header and --header-from-env go with --url or --sse: a command's server takes no HTTP headers".into());
-    }
-    let transport = match (url, command.split_first()) {
-        (Some(Remote::Http(url)), None) => TransportConfig::Http { url, headers },
-        (Some(Remote::Sse(url)), None) => TransportConfig::Sse { url, headers },
-        (None, Some((program, args))) => TransportConfig::Stdio {
-            command: program.clone(),
-            args: args.to_vec(),
-            env: Vec::new(),
-            cwd: None,
-        },
-        (None, None) => return Err("give the server's command after `--` (e.g. `mcp-supervisor wrap -- npx -y some-server`), --url URL or --sse URL".into()),
-        (Some(_), Some(_)) => return Err("give either --url, --sse or a command, not one with another".into()),
-    };
-    let name = name.unwrap_or_else(|| default_name(&transport));
-    let url_flag = match &transport {
-        TransportConfig::Sse { .. } => "--sse",
-        TransportConfig::Http { .. } | TransportConfig::Stdio { .. } => "--url",
-    };
-    // The same checks and messages as a config file, on typed values: the command is kept
-    // exactly as the shell gave it.
-    let ms = Duration::from_millis;
-    let mut server = Config::single(name.clone(), transport)
-        .naming_mode(NamingMode::Original)
-        .reconnect_enabled(!policy.no_reconnect)
-        .initial_delay(ms(policy.initial_delay_ms))
-        .max_delay(ms(policy.max_delay_ms))
-        .max_attempts(policy.max_attempts)
-        .health_interval(ms(policy.health_interval_ms))
-        .tool_call_timeout(ms(policy.tool_call_timeout_ms))
-        .connect_timeout(ms(policy.connect_timeout_ms))
-        .retry_tools(policy.retry_tool.iter().cloned())
-        .tool_exposure(match policy.tool_exposure {
-            crate::cli::Exposure::All => ToolExposure::All,
-            crate::cli::Exposure::Search => ToolExposure::Search,
-        });
-    if policy.on_demand {
-        server = server.start(Start::OnDemand);
-    }
-    if let Some(idle) = policy.idle_timeout_ms {
-        server = server.idle_timeout(ms(idle));
-    }
-    if !policy.allow_tool.is_empty() {
-        server = server.allow_tools(policy.allow_tool.iter().cloned());
-    }
-    if !policy.deny_tool.is_empty() {
-        server = server.deny_tools(policy.deny_tool.iter().cloned());
-    }
-    // clap allows only the modes' own words.
-    if let Some(pin) = policy.pin.as_deref().and_then(PinMode::parse) {
-        server = server.pin(pin);
-    }
-    if let Some(max) = policy.max_result_bytes {
-        server = server.max_result_bytes(max);
-    }
-    server.build().map_err(|errors| {
-        let lines: Vec<_> = errors
-            .problems
-            .iter()
-            .map(|problem| flag_problem(problem, &name, url_flag))
-            .collect();
-        lines.join("\n")
-    })
-}
-
-/// The config key under a server that each of `wrap`'s flags sets (an item of a list: `key[i]`).
-const FLAG_KEYS: &[(&str, &str)] = &[
-    ("reconnect.initialDelayMs", "--initial-delay-ms"),
-    ("reconnect.maxDelayMs", "--max-delay-ms"),
-    ("reconnect.maxAttempts", "--max-attempts"),
-    ("health.intervalMs", "--health-interval-ms"),
-    ("toolCallTimeoutMs", "--tool-call-timeout-ms"),
-    ("connectTimeoutMs", "--connect-timeout-ms"),
-    ("idleTimeoutMs", "--idle-timeout-ms"),
-    ("maxResultBytes", "--max-result-bytes"),
-    ("retryTools", "--retry-tool"),
-    ("tools.allow", "--allow-tool"),
-    ("tools.deny", "--deny-tool"),
-    ("headers", "--header/--header-from-env"),
-    ("command", "the command after --"),
-    ("args", "the command after --"),
-];
-
-/// A problem of the builder in `wrap`'s words: the flag first, then the config key it stands for
-/// (`--max-result-bytes: maxResultBytes must be …`), or the server name for `--name`.
-fn flag_problem(problem: &Problem, name: &str, url_flag: &str) -> String {
-    let server = [
-        "mcpServers.".to_owned() + name,
-        format!("mcpServers[{name:?}]"),
-    ]
-    .into_iter()
-    .find_map(|prefix| problem.path.strip_prefix(&prefix));
-    let Some(rest) = server else {
-        return problem.to_string();
-    };
-    let Some(key) = rest.strip_prefix('.') else {
-        return format!("--name {name:?} {}", problem.message);
-    };
-    let under = |k: &str| {
-        key.strip_prefix(k)
-            .is_some_and(|tail| tail.is_empty() || tail.starts_with(['.', '[']))
-    };
-    let flag = match FLAG_KEYS.iter().find(|(k, _)| under(k)) {
-        Some((_, flag)) => flag,
-        None if under("url") => url_flag,
-        None => return problem.to_string(),
-    };
-    format!("{flag}: {key} {}", problem.message)
-}
-
-/// A server name from the command or URL: 1-64 of A-Za-z0-9_-.
-fn default_name(transport: &mcp_supervisor::core::config::TransportConfig) -> String {
-    use mcp_supervisor::core::config::TransportConfig;
-    let raw = match transport {
-        TransportConfig::Stdio { command, args, .. } => {
-            // For launchers (npx, uvx, python …) the first non-flag argument names the server.
-            let base = Path::new(command)
-                .file_name()
-                .and_then(|s| s.to_str())
-                .unwrap_or("server");
-            match base {
-                "npx" | "uvx" | "pnpx" | "bunx" | "python" | "python3" | "node" | "uv" | "sh"
-                | "bash" | "docker" => args
-                    .iter()
-                    .find(|a| !a.starts_with('-'))
-                    .map(|a| a.rsplit('/').next().unwrap_or(a).to_string())
-                    .unwrap_or_else(|| base.to_string()),
-                other => other.to_string(),
-            }
-        }
-        TransportConfig::Http { url, .. } | TransportConfig::Sse { url, .. } => url
-            .split("://")
-            .nth(1)
-            .unwrap_or(url)
-            .split('/')
-            .next()
-            .unwrap_or("server")
-            .to_string(),
-    };
-    let clean: String = raw
-        .chars()
-        .map(|c| {
-            if c.is_ascii_alphanumeric() || c == '_' || c == '-' {
-                c
-            } else {
-                '_'
-            }
-        })
-        .take(64)
-        .collect();
-    if clean.is_empty() {
-        "server".into()
-    } else {
-        clean
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use clap::Parser;
-    use mcp_supervisor::core::config::TransportConfig;
-    use mcp_supervisor::core::naming::NamingMode;
-
-    use super::*;
-
-    /// `wrap_config` of `mcp-supervisor wrap ARGS…`.
-    fn wrap(args: &[&str]) -> Result<Config, String> {
-        let cli = crate::cli::Cli::try_parse_from(["mcp-supervisor", "wrap"].iter().chain(args))
-            .expect("the flags parse");
-        let Command::Wrap {
-            name,
-            url,
-            sse,
-            header,
-            header_from_env,
-            policy,
-            command,
-            ..
-        } = cli.command
-        else {
-            panic!("not wrap");
-        };
-        let remote = url.map(Remote::Http).or(sse.map(Remote::Sse));
-        wrap_config(name, remote, (header, header_from_env), &policy, command)
-    }
-
-    #[test]
-    fn wrap_keeps_tool_names_and_the_command_exactly_as_given() {
-        let config = wrap(&["--", "npx", "-y", "${HOME}", "a b"]).expect("valid");
-        assert_eq!(config.naming.mode, NamingMode::Original);
-        let server = &config.servers[0];
-        assert_eq!(
-            server.name, "__HOME_",
-            "the name comes from the first word after npx's flags"
-        );
-        assert_eq!(
-            server.transport,
-            TransportConfig::Stdio {
-                command: "npx".into(),
-                args: vec!["-y".into(), "${HOME}".into(), "a b".into()],
-                env: Vec::new(),
-                cwd: None,
-            }
-        );
-    }
-
-    #[test]
-    fn wrap_flags_set_what_their_config_keys_set() {
-        let flags = [
-            "--name",
-            "fs",
-            "--no-reconnect",
-            "--initial-delay-ms",
-            "100",
-            "--max-delay-ms",
-            "2000",
-            "--max-attempts",
-            "3",
-            "--tool-call-timeout-ms",
-            "7",
-            "--connect-timeout-ms",
-            "8",
-            "--health-interval-ms",
-            "0",
-            "--on-demand",
-            "--idle-timeout-ms",
-            "60000",
-            "--retry-tool",
-            "read",
-            "--allow-tool",
-            "read_*",
-            "--deny-tool",
-            "read_secret",
-            "--pin",
-            "block",
-            "--max-result-bytes",
-            "1000",
-            "--tool-exposure",
-            "search",
-            "--",
-            "npx",
-        ];
-        let file = r#"{"toolExposure": "search", "naming": {"mode": "original"}, "mcpServers": {"fs": {
-            "command": "npx",
-            "reconnect": {"enabled": false, "initialDelayMs": 100, "maxDelayMs": 2000, "maxAttempts": 3},
-            "toolCallTimeoutMs": 7, "connectTimeoutMs": 8, "health": {"intervalMs": 0},
-            "start": "onDemand", "idleTimeoutMs": 60000, "retryTools": ["read"],
-            "tools": {"allow": ["read_*"], "deny": ["read_secret"]}, "pin": "block",
-            "maxResultBytes": 1000}}}"#;
-        assert_eq!(
-            wrap(&flags),
-            Ok(parse_config(file, &|_| None).expect("valid"))
-        );
-    }
-
-    #[test]
-    fn a_bad_flag_is_named_with_the_config_key_it_stands_for() {
-        let cases: &[(&[&str], &str)] = &[
-            (
-                &["--max-result-bytes", "0", "--", "true"],
-                "--max-result-bytes: maxResultBytes must be a positive number of bytes no greater than 2147483647 (got 0)",
-            ),
-            (
-                &["--max-delay-ms", "100", "--", "true"],
-                "--initial-delay-ms: reconnect.initialDelayMs (500) must not exceed maxDelayMs (100)",
-            ),
-            (
-                &["--allow-tool", "a[", "--", "true"],
-                "--allow-tool: tools.allow[0] is not a valid glob pattern: unclosed character class; missing ']'",
-            ),
-            (
-                &["--name", "my server", "--", "true"],
-                "--name \"my server\" is not a valid server name: use 1 to 64 characters of A-Za-z0-9_-",
-            ),
-            (
-                &["--url", "ftp://h/mcp"],
-                "--url: url must be an http:// or https:// URL (got scheme \"ftp\")",
-            ),
-            (
-                &["--sse", "localhost/sse"],
-                "--sse: url must be an http:// or https:// URL",
-            ),
-            (
-                &["--", ""],
-                "the command after --: command is empty: name the program to run",
-            ),
-        ];
-        for (args, message) in cases {
-            assert_eq!(
-                wrap(args).as_ref().map(|_| ()),
-                Err(&(*message).to_owned()),
-                "{args:?}"
-            );
-        }
-        let both = wrap(&["--max-attempts", "0", "--retry-tool", "", "--", "true"]);
-        assert_eq!(
-            both.expect_err("invalid"),
-            "--max-attempts: reconnect.maxAttempts must be a positive integer no greater than 2147483647 (got 0)\n\
-             --retry-tool: retryTools[0] must be a tool name (got an empty string)"
-        );
-    }
 }

@@ -17,6 +17,7 @@ mod login;
 mod mcp_http;
 mod serve;
 mod telemetry;
+mod wrap;
 
 use std::process::ExitCode;
 
