@@ -180,14 +180,9 @@ async fn healthz(State(proxy): State<Arc<Proxy>>) -> Response {
     if health.is_healthy() {
         (StatusCode::OK, axum::Json(json!({ "status": "ok" }))).into_response()
     } else {
-        let servers: Vec<_> = health
-            .unavailable
-            .iter()
-            .map(|s| json!({ "server": s.server, "state": s.state, "lastError": s.last_error }))
-            .collect();
         (
             StatusCode::SERVICE_UNAVAILABLE,
-            axum::Json(json!({ "status": "unavailable", "servers": servers })),
+            axum::Json(json!({ "status": "unavailable", "servers": health.unavailable })),
         )
             .into_response()
     }

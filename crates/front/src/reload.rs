@@ -28,13 +28,11 @@ pub(crate) struct Reloads {
     covered: tokio::sync::Mutex<u64>,
 }
 
-/// A reload's turn: held while it reads and applies its config.
-pub(crate) struct Turn<'a>(#[allow(dead_code)] tokio::sync::MutexGuard<'a, u64>);
-
 impl Reloads {
-    /// Ask for a reload: its turn once those before it have ended, or none when a reload that
-    /// began after it was asked for already covers it.
-    pub(crate) async fn turn(&self) -> Option<Turn<'_>> {
+    /// Ask for a reload: its turn (held while it reads and applies its config) once those
+    /// before it have ended, or none when a reload that began after it was asked for already
+    /// covers it.
+    pub(crate) async fn turn(&self) -> Option<tokio::sync::MutexGuard<'_, u64>> {
         let number = self.asked.fetch_add(1, Ordering::SeqCst) + 1;
         let mut covered = self.covered.lock().await;
         if *covered >= number {
@@ -42,7 +40,7 @@ impl Reloads {
         }
         // Every reload asked for until now is covered by the read this turn makes.
         *covered = self.asked.load(Ordering::SeqCst);
-        Some(Turn(covered))
+        Some(covered)
     }
 }
 
