@@ -4,6 +4,7 @@
 
 #![forbid(unsafe_code)]
 
+pub mod authorize;
 pub mod classify;
 pub mod config;
 pub mod filter;

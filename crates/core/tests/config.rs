@@ -474,7 +474,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
     assert_eq!(
         problems(text),
         [
-            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs)",
+            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs, rateLimit, authorize)",
             "defaults.toolCallTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got 0)",
             "mcpServers.a.command must be a string (got a number); write it in quotes",
             "mcpServers.a.args must be an array of strings, one per argument (got a string)",
@@ -482,7 +482,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
             "mcpServers.a.retryTools[1] must be a tool name (got a number)",
             "naming.mode must be \"prefixed\" or \"original\" (got \"short\")",
             "naming.separator must be one or more characters of A-Za-z0-9_.- (got \"::\")",
-            "extra is not a known key (known: mcpServers, defaults, naming, toolExposure, sessionMaxAgeMs)",
+            "extra is not a known key (known: mcpServers, defaults, naming, toolExposure, sessionMaxAgeMs, auth, rateLimit, audit)",
         ]
     );
 }
@@ -799,7 +799,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs, rateLimit, authorize, credentials)",
             ],
         ),
         (
@@ -1343,7 +1343,7 @@ fn a_bad_isolation_or_max_instances_names_its_path() {
         (
             r#"{ "command": "x", "isolation": "client" }"#,
             &[
-                r#"mcpServers.s.isolation must be "shared" (one instance serves every client) or "session" (one instance per client session) (got "client")"#,
+                r#"mcpServers.s.isolation must be "shared" (one instance serves every client), "session" (one instance per client session) or "user" (one instance per caller identity) (got "client")"#,
             ],
         ),
         (

@@ -362,12 +362,22 @@ struct Inner {
     results_cut: HashMap<String, u64>,
 }
 
+/// Whether a server with this isolation gets one instance per client session. `user` (one
+/// instance per identity, SPEC §14) behaves like `session` for now: an identity's sessions each
+/// get their own instance, so no instance is ever shared across identities.
+fn per_session(isolation: Isolation) -> bool {
+    match isolation {
+        Isolation::Shared => false,
+        Isolation::Session | Isolation::User => true,
+    }
+}
+
 impl Inner {
     /// Whether `server` gives each client session its own instance (SPEC §11).
     fn isolated(&self, server: &str) -> bool {
         self.order
             .iter()
-            .any(|s| s.name == server && s.isolation == Isolation::Session)
+            .any(|s| s.name == server && per_session(s.isolation))
     }
 }
 
@@ -727,7 +737,7 @@ impl Hub {
         let Some(config) = inner
             .order
             .iter()
-            .find(|s| s.name == server && s.isolation == Isolation::Session)
+            .find(|s| s.name == server && per_session(s.isolation))
             .cloned()
         else {
             return Ok(None);
@@ -834,7 +844,7 @@ impl Hub {
             .iter()
             .filter(|s| {
                 s.enabled
-                    && s.isolation == Isolation::Session
+                    && per_session(s.isolation)
                     && matches!(s.transport, TransportConfig::Http { .. })
             })
             .map(|s| s.name.clone())

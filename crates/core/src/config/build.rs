@@ -7,22 +7,25 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use super::expand::expand;
+use super::identity::{self, AuthState};
 use super::raw::{Given, Kind, RawConfig, RawServer, RawTuning, Text, child};
 use super::{
     Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_INSTANCES, DEFAULT_SESSION_MAX_AGE,
-    DEFAULT_TOOL_CALL_TIMEOUT, Isolation, Problem, Secret, ServerConfig, Start, TransportConfig,
+    DEFAULT_TOOL_CALL_TIMEOUT, Isolation, Problem, RateLimit, Secret, ServerConfig, Start,
+    TransportConfig,
 };
+use crate::authorize::Rule;
 use crate::filter::ToolFilter;
 use crate::naming::{DEFAULT_SEPARATOR, NamingConfig, NamingMode};
 use crate::pin::PinMode;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
-type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
+pub(super) type Lookup<'a> = &'a dyn Fn(&str) -> Option<String>;
 
 /// Builds the config, adding every problem found to `problems`. The result is meaningful only when
 /// no problem was found (here or in stage 1).
 pub(crate) fn build(raw: &RawConfig, env: Lookup<'_>, problems: &mut Vec<Problem>) -> Config {
-    build_with(raw, problems, &mut |server, problems| {
+    build_with(raw, env, problems, &mut |server, problems| {
         transport(server, env, problems)
     })
 }
@@ -32,18 +35,22 @@ pub(super) type MakeTransport<'a> =
     dyn FnMut(&RawServer, &mut Vec<Problem>) -> Option<TransportConfig> + 'a;
 
 /// [`build`], with each server's transport made by `transport` rather than from its raw keys (the
-/// typed builder hands in one it has checked).
+/// typed builder hands in one it has checked). `env` expands the other keys' `${VAR}`s.
 pub(super) fn build_with(
     raw: &RawConfig,
+    env: Lookup<'_>,
     problems: &mut Vec<Problem>,
     transport: &mut MakeTransport<'_>,
 ) -> Config {
+    let auth_state = AuthState::of(&raw.auth);
+    let auth = identity::build_auth(&raw.auth, env, problems);
     let defaults = Tuning::builtin().apply(&raw.defaults, Origin::Defaults);
     check_delays(&raw.defaults, &defaults, problems);
+    identity::check_needs_auth(&raw.defaults, auth_state, problems);
     let servers = raw
         .servers
         .iter()
-        .filter_map(|server| build_server(server, &defaults, problems, transport))
+        .filter_map(|server| build_server(server, &defaults, auth_state, env, problems, transport))
         .collect();
     let naming = NamingConfig {
         mode: raw
@@ -70,12 +77,17 @@ pub(super) fn build_with(
         naming,
         tool_exposure,
         session_max_age,
+        auth,
+        rate_limit: raw.rate_limit.value().copied(),
+        audit: identity::build_audit(&raw.audit, env, problems),
     }
 }
 
 fn build_server(
     raw: &RawServer,
     defaults: &Tuning,
+    auth: AuthState,
+    env: Lookup<'_>,
     problems: &mut Vec<Problem>,
     transport: &mut MakeTransport<'_>,
 ) -> Option<ServerConfig> {
@@ -84,7 +96,9 @@ fn build_server(
     }
     let tuning = defaults.apply(&raw.tuning, Origin::Here);
     check_delays(&raw.tuning, &tuning, problems);
+    identity::check_needs_auth(&raw.tuning, auth, problems);
     let transport = transport(raw, problems)?;
+    let credentials = identity::build_credentials(raw, &transport, auth, env, problems);
     Some(ServerConfig {
         name: raw.name.clone(),
         transport,
@@ -103,6 +117,9 @@ fn build_server(
         max_result_bytes: tuning.max_result_bytes,
         start: tuning.start,
         idle_timeout: tuning.idle_timeout,
+        rate_limit: tuning.rate_limit,
+        authorize: tuning.authorize,
+        credentials,
     })
 }
 
@@ -135,7 +152,7 @@ impl Origin {
     }
 }
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Debug)]
 struct Tuning {
     reconnect: ReconnectPolicy,
     health: HealthPolicy,
@@ -148,6 +165,10 @@ struct Tuning {
     max_result_bytes: Option<u32>,
     start: Start,
     idle_timeout: Option<Duration>,
+    /// `rateLimit`: a server's block replaces `defaults`' whole (its burst follows its rate).
+    rate_limit: Option<RateLimit>,
+    /// `authorize`: a server's rule replaces `defaults`' (compiled once, shared).
+    authorize: Option<Rule>,
     initial_from: Origin,
     max_from: Origin,
 }
@@ -165,6 +186,8 @@ impl Tuning {
             max_result_bytes: None,
             start: Start::Always,
             idle_timeout: None,
+            rate_limit: None,
+            authorize: None,
             initial_from: Origin::Builtin,
             max_from: Origin::Builtin,
         }
@@ -172,7 +195,7 @@ impl Tuning {
 
     /// This tuning with every valid value of `raw` laid over it.
     fn apply(&self, raw: &RawTuning, origin: Origin) -> Self {
-        let mut t = *self;
+        let mut t = self.clone();
         let r = &raw.reconnect;
         let ms = |given: &Given<u64>| given.value().map(|ms| Duration::from_millis(*ms));
         if let Some(v) = r.enabled.value() {
@@ -225,6 +248,12 @@ impl Tuning {
         }
         if let Some(v) = ms(&raw.idle_timeout_ms) {
             t.idle_timeout = Some(v);
+        }
+        if let Some(v) = raw.rate_limit.value() {
+            t.rate_limit = Some(*v);
+        }
+        if let Some(v) = raw.authorize.value() {
+            t.authorize = Some(v.clone());
         }
         t
     }
@@ -400,7 +429,7 @@ fn url_and_headers(
 pub(super) type Check = fn(&str) -> Option<String>;
 
 /// Expands one text, recording each problem at its path. `None` when absent or wrong.
-fn expand_text(
+pub(super) fn expand_text(
     text: &Text,
     env: Lookup<'_>,
     problems: &mut Vec<Problem>,
@@ -424,7 +453,7 @@ fn expand_text(
 }
 
 /// An absent field is `None` without a problem; callers tell absent from wrong by stage 1's record.
-fn expand_given(
+pub(super) fn expand_given(
     given: &Given<Text>,
     env: Lookup<'_>,
     problems: &mut Vec<Problem>,

@@ -205,7 +205,8 @@ impl ServerBuilder {
         let mut problems = Vec::new();
         let raw = self.raw(&mut problems);
         let mut transport = Some(self.transport);
-        let config = build_with(&raw, &mut problems, &mut |server, problems| {
+        // Nothing a builder sets holds a `${VAR}`: the lookup has nothing to find.
+        let config = build_with(&raw, &|_| None, &mut problems, &mut |server, problems| {
             let transport = transport.take()?;
             check_transport(&server.path, &transport, problems);
             Some(transport)
@@ -252,6 +253,7 @@ impl ServerBuilder {
             max_result_bytes: c.positive(&at("maxResultBytes"), s.max_result_bytes, BYTES_RULE),
             start: given(s.start),
             idle_timeout_ms: c.millis(&at("idleTimeoutMs"), s.idle_timeout, false),
+            path: path.clone(),
             reconnect_path: reconnect_path.clone(),
             ..RawTuning::default()
         };
@@ -288,12 +290,14 @@ impl ServerBuilder {
             anchors: vec!["mcpServers".to_owned(), path, "naming".to_owned()],
             servers: vec![server],
             defaults: RawTuning {
+                path: "defaults".to_owned(),
                 reconnect_path: child("defaults", "reconnect"),
                 ..RawTuning::default()
             },
             naming,
             tool_exposure: given(s.tool_exposure),
             session_max_age_ms: Given::Absent,
+            ..RawConfig::default()
         }
     }
 }

@@ -7,6 +7,7 @@
 mod build;
 mod builder;
 mod expand;
+mod identity;
 mod json;
 mod oauth;
 mod raw;
@@ -16,12 +17,17 @@ use std::fmt;
 use std::path::PathBuf;
 use std::time::Duration;
 
+use crate::authorize::Rule;
 use crate::filter::ToolFilter;
 use crate::naming::NamingConfig;
 use crate::pin::PinMode;
 use crate::policy::{HealthPolicy, ReconnectPolicy};
 
 pub use builder::ServerBuilder;
+pub use identity::{
+    AuditConfig, AuthConfig, Credentials, DEFAULT_CLOCK_SKEW, MAX_CLOCK_SKEW, RateLimit,
+    TokenExchange,
+};
 pub use oauth::{Grant, OAuthConfig};
 pub use raw::{MAX_MS, is_valid_server_name};
 pub use secret::Secret;
@@ -44,6 +50,12 @@ pub struct Config {
     /// How long a sealed HTTP session id opens a session, on any replica, after it was issued
     /// (`sessionMaxAgeMs`; SPEC §12).
     pub session_max_age: Duration,
+    /// The HTTP face as an OAuth resource server (`auth`, SPEC §14); `None`: no tokens asked.
+    pub auth: Option<AuthConfig>,
+    /// Every request's limit per caller identity (`rateLimit` at the top); `None`: none.
+    pub rate_limit: Option<RateLimit>,
+    /// Where the audit log goes (`audit`); `None`: no audit log.
+    pub audit: Option<AuditConfig>,
 }
 
 /// [`Config::session_max_age`] when the config does not say: 24 hours.
@@ -66,6 +78,9 @@ impl Default for Config {
             naming: NamingConfig::default(),
             tool_exposure: ToolExposure::default(),
             session_max_age: DEFAULT_SESSION_MAX_AGE,
+            auth: None,
+            rate_limit: None,
+            audit: None,
         }
     }
 }
@@ -97,7 +112,8 @@ pub struct ServerConfig {
     pub tools: ToolFilter,
     /// How tokens are obtained for a protected HTTP server (`oauth`); `None`: no OAuth.
     pub oauth: Option<OAuthConfig>,
-    /// One instance for every client, or one per client session (`isolation`, SPEC §11).
+    /// One instance for every client, one per client session (`isolation`, SPEC §11), or one per
+    /// caller identity (SPEC §14).
     pub isolation: Isolation,
     /// The most instances of an isolated server at once (`maxInstances`).
     pub max_instances: u32,
@@ -112,6 +128,15 @@ pub struct ServerConfig {
     /// Stopped (state `idle`) after this long without a client request (`idleTimeoutMs`);
     /// `None`: never.
     pub idle_timeout: Option<Duration>,
+    /// The limit on each caller identity's requests of this server (`rateLimit`, here or in
+    /// `defaults`); `None`: none.
+    pub rate_limit: Option<RateLimit>,
+    /// Which caller may make which request of it (`authorize`, here or in `defaults`); `None`:
+    /// every caller that passed `auth`.
+    pub authorize: Option<Rule>,
+    /// How a `url` server gets a token carrying the caller's identity (`credentials`); `None`:
+    /// its own `headers` or `oauth` only.
+    pub credentials: Option<Credentials>,
 }
 
 /// When a server's process (or upstream session) is started (SPEC §13).
@@ -133,6 +158,9 @@ pub enum Isolation {
     /// One instance per client session, started on that session's first need and closed when
     /// the session ends.
     Session,
+    /// One instance per caller identity (`iss` + `sub`), shared by that identity's sessions and
+    /// closed when its last session ends (SPEC §14). Needs `auth`.
+    User,
 }
 
 /// `maxInstances` when neither the server nor `defaults` sets it.
@@ -183,6 +211,9 @@ impl ServerConfig {
             max_result_bytes: None,
             start: Start::Always,
             idle_timeout: None,
+            rate_limit: None,
+            authorize: None,
+            credentials: None,
         }
     }
 
@@ -287,7 +318,8 @@ fn list_problems(problems: &[Problem]) -> String {
 // === parse_config ===
 
 /// Parses and validates a config. `env` resolves `${VAR}` references in `command`, `args`, `env`,
-/// `cwd`, `url` and `headers` values. Either a config or every problem found.
+/// `cwd`, `url` and `headers` values, the strings of `auth` and `credentials`, and `audit.path`
+/// (never in an `authorize` rule). Either a config or every problem found.
 pub fn parse_config(
     text: &str,
     env: &dyn Fn(&str) -> Option<String>,

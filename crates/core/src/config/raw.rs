@@ -17,6 +17,9 @@ const TOP_KEYS: &[&str] = &[
     "naming",
     "toolExposure",
     "sessionMaxAgeMs",
+    "auth",
+    "rateLimit",
+    "audit",
 ];
 const DEFAULTS_KEYS: &[&str] = &[
     "reconnect",
@@ -29,6 +32,8 @@ const DEFAULTS_KEYS: &[&str] = &[
     "maxResultBytes",
     "start",
     "idleTimeoutMs",
+    "rateLimit",
+    "authorize",
 ];
 const SERVER_KEYS: &[&str] = &[
     "type",
@@ -53,6 +58,9 @@ const SERVER_KEYS: &[&str] = &[
     "maxResultBytes",
     "start",
     "idleTimeoutMs",
+    "rateLimit",
+    "authorize",
+    "credentials",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
@@ -133,6 +141,8 @@ pub(crate) struct RawHealth {
 /// The keys a `defaults` block and a server share.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub(crate) struct RawTuning {
+    /// The path of the block itself (`defaults`, `mcpServers.NAME`), for stage 2's messages.
+    pub(crate) path: String,
     /// The path of the `reconnect` block (present or not), for stage 2's messages.
     pub(crate) reconnect_path: String,
     pub(crate) reconnect: RawReconnect,
@@ -145,6 +155,8 @@ pub(crate) struct RawTuning {
     pub(crate) max_result_bytes: Given<u32>,
     pub(crate) start: Given<super::Start>,
     pub(crate) idle_timeout_ms: Given<u64>,
+    pub(crate) rate_limit: Given<super::RateLimit>,
+    pub(crate) authorize: Given<crate::authorize::Rule>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -167,6 +179,7 @@ pub(crate) struct RawServer {
     /// The `oauth` block, read whole (`Invalid` when it had a problem).
     pub(crate) oauth: Given<super::OAuthConfig>,
     pub(crate) tools: Given<RawTools>,
+    pub(crate) credentials: Given<super::identity::RawCredentials>,
 }
 
 /// A server's `tools` block: glob patterns, each already checked.
@@ -192,6 +205,10 @@ pub(crate) struct RawConfig {
     pub(crate) naming: RawNaming,
     pub(crate) tool_exposure: Given<super::ToolExposure>,
     pub(crate) session_max_age_ms: Given<u64>,
+    pub(crate) auth: Given<super::identity::RawAuth>,
+    pub(crate) rate_limit: Given<super::RateLimit>,
+    /// `audit.path`, before expansion.
+    pub(crate) audit: Given<Text>,
 }
 
 /// Walks the whole tree, recording every problem found.
@@ -306,21 +323,22 @@ pub(super) fn index(parent: &str, i: usize) -> String {
 
 // === impl Walker ===
 
-struct Walker<'p> {
+/// Stage 1's reader; `identity.rs` adds the methods of the identity keys.
+pub(super) struct Walker<'p> {
     problems: &'p mut Vec<Problem>,
 }
 
 /// The entries of one object; a repeated key yields its last value, as JSON parsers do.
-struct Fields<'a>(&'a [(String, Json)]);
+pub(super) struct Fields<'a>(&'a [(String, Json)]);
 
 impl<'a> Fields<'a> {
-    fn get(&self, key: &str) -> Option<&'a Json> {
+    pub(super) fn get(&self, key: &str) -> Option<&'a Json> {
         self.0.iter().rev().find(|(k, _)| k == key).map(|(_, v)| v)
     }
 }
 
 impl Walker<'_> {
-    fn problem(&mut self, path: &str, message: impl Into<String>) {
+    pub(super) fn problem(&mut self, path: &str, message: impl Into<String>) {
         self.problems.push(Problem::new(path, message));
     }
 
@@ -366,6 +384,7 @@ impl Walker<'_> {
         {
             raw.defaults = self.tuning("defaults", &fields);
         } else {
+            raw.defaults.path = "defaults".to_owned();
             raw.defaults.reconnect_path = child("defaults", "reconnect");
         }
         if let Some(naming) = top.get("naming") {
@@ -376,6 +395,15 @@ impl Walker<'_> {
         }
         if let Some(v) = top.get("sessionMaxAgeMs") {
             raw.session_max_age_ms = self.millis("sessionMaxAgeMs", v, false);
+        }
+        if let Some(v) = top.get("auth") {
+            raw.auth = self.auth(v);
+        }
+        if let Some(v) = top.get("rateLimit") {
+            raw.rate_limit = self.rate_limit("rateLimit", v);
+        }
+        if let Some(v) = top.get("audit") {
+            raw.audit = self.audit(v);
         }
         raw
     }
@@ -407,6 +435,7 @@ impl Walker<'_> {
             name: name.to_owned(),
             ..RawServer::default()
         };
+        raw.tuning.path = path.clone();
         raw.tuning.reconnect_path = child(&path, "reconnect");
         let Some(fields) = self.object(&path, value, Some(SERVER_KEYS)) else {
             return raw;
@@ -452,6 +481,9 @@ impl Walker<'_> {
                 Some(oauth) => Given::Value(oauth),
                 None => Given::Invalid,
             };
+        }
+        if let Some(v) = fields.get("credentials") {
+            raw.credentials = self.credentials(&at("credentials"), v);
         }
         raw
     }
@@ -525,6 +557,7 @@ impl Walker<'_> {
     fn tuning(&mut self, path: &str, fields: &Fields<'_>) -> RawTuning {
         let at = |key: &str| child(path, key);
         let mut raw = RawTuning {
+            path: path.to_owned(),
             reconnect_path: at("reconnect"),
             ..RawTuning::default()
         };
@@ -558,16 +591,22 @@ impl Walker<'_> {
         if let Some(v) = fields.get("idleTimeoutMs") {
             raw.idle_timeout_ms = self.millis(&at("idleTimeoutMs"), v, false);
         }
+        if let Some(v) = fields.get("rateLimit") {
+            raw.rate_limit = self.rate_limit(&at("rateLimit"), v);
+        }
+        if let Some(v) = fields.get("authorize") {
+            raw.authorize = self.authorize(&at("authorize"), v);
+        }
         raw
     }
 
     fn isolation(&mut self, path: &str, value: &Json) -> Given<super::Isolation> {
-        use super::Isolation::{Session, Shared};
+        use super::Isolation::{Session, Shared, User};
         self.word(
             path,
             value,
-            &[("shared", Shared), ("session", Session)],
-            "must be \"shared\" (one instance serves every client) or \"session\" (one instance per client session)",
+            &[("shared", Shared), ("session", Session), ("user", User)],
+            "must be \"shared\" (one instance serves every client), \"session\" (one instance per client session) or \"user\" (one instance per caller identity)",
         )
     }
 
@@ -714,7 +753,7 @@ impl Walker<'_> {
 
     /// Checks that `value` is an object, reports repeated keys and (when `known` is given) unknown
     /// ones, and hands back its entries.
-    fn object<'a>(
+    pub(super) fn object<'a>(
         &mut self,
         path: &str,
         value: &'a Json,
@@ -767,7 +806,7 @@ impl Walker<'_> {
         }
     }
 
-    fn text(&mut self, path: &str, value: &Json) -> Given<Text> {
+    pub(super) fn text(&mut self, path: &str, value: &Json) -> Given<Text> {
         match value {
             Json::String(s) => Given::Value(Text {
                 path: path.to_owned(),
@@ -883,7 +922,7 @@ impl Walker<'_> {
     }
 
     /// Milliseconds: a whole number in 1..=MAX_MS, or 0 as well when `zero_is_off`.
-    fn millis(&mut self, path: &str, value: &Json, zero_is_off: bool) -> Given<u64> {
+    pub(super) fn millis(&mut self, path: &str, value: &Json, zero_is_off: bool) -> Given<u64> {
         let Json::Number(n) = value else {
             let rule = millis_rule(zero_is_off);
             self.problem(path, format!("{rule} (got {})", value.kind()));
@@ -912,7 +951,7 @@ impl Walker<'_> {
     }
 
     /// The value of a check, or its problem recorded at `path`.
-    fn checked<T>(&mut self, path: &str, checked: Result<T, String>) -> Given<T> {
+    pub(super) fn checked<T>(&mut self, path: &str, checked: Result<T, String>) -> Given<T> {
         match checked {
             Ok(value) => Given::Value(value),
             Err(why) => {
