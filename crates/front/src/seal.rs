@@ -97,9 +97,13 @@ impl Keys {
     }
 
     /// A key of this process's own, from the OS's generator.
+    ///
+    /// Straight from the kernel (`getrandom`), as the nonces are: the crypto library's own
+    /// generator seeds itself on first use with about 60 ms of CPU (jitter entropy), which every
+    /// `wrap` paid at its start for a key its stdio face never uses.
     pub fn random() -> Result<Self, KeyError> {
         let mut bytes = [0u8; 32];
-        aws_lc_rs::rand::fill(&mut bytes)
+        getrandom::fill(&mut bytes)
             .map_err(|_| key_error("the OS's random generator failed".into()))?;
         Ok(Self {
             current: aes_key(&bytes)?,
@@ -117,7 +121,7 @@ impl Keys {
         };
         let mut data = serde_json::to_vec(&sealed).ok()?;
         let mut nonce = [0u8; NONCE_LEN];
-        aws_lc_rs::rand::fill(&mut nonce).ok()?;
+        getrandom::fill(&mut nonce).ok()?;
         self.current
             .seal_in_place_append_tag(
                 Nonce::assume_unique_for_key(nonce),
