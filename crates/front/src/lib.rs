@@ -26,6 +26,8 @@
 #![forbid(unsafe_code)]
 
 pub mod asked;
+#[cfg(feature = "http")]
+pub mod auth;
 pub mod client;
 mod declared;
 mod dispatch;
