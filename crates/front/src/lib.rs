@@ -28,6 +28,7 @@
 pub mod asked;
 #[cfg(feature = "http")]
 pub mod auth;
+pub mod audit;
 pub mod client;
 mod declared;
 mod dispatch;
@@ -44,6 +45,8 @@ pub mod message;
 pub mod metrics;
 mod prompts;
 pub mod proxy;
+#[cfg(feature = "http")]
+pub mod rate;
 mod reload;
 mod resources;
 pub mod rounds;

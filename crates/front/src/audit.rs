@@ -1,0 +1,1108 @@
+//! The audit trail (SPEC §14): one JSON line per client request that reaches a server or is
+//! refused ([`Record`]: who, which server, method and upstream name, the outcome and what
+//! recovery did for it), appended to a file by a writer thread of its own ([`Audit`]).
+//!
+//! A record holds names, numbers and times only: it has no place for a token, an argument
+//! value or a result, and the session is written as a digest of its id. The request path only
+//! queues a record (never blocks, never touches the file); when the queue is full the record is
+//! dropped and counted. Nothing here decides an outcome: it writes down what the hub and the
+//! front decided.
+
+use std::fs::{File, OpenOptions};
+use std::io::Write;
+use std::os::unix::fs::OpenOptionsExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
+use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use mcp_supervisor::CallError;
+use serde::Serialize;
+use serde_json::value::RawValue;
+use tokio::time::Instant;
+
+use crate::message::Head;
+
+/// Records the queue holds by default: at 5,000 requests a second, most of a second of a
+/// stalled disk, about 1 MiB.
+pub const DEFAULT_CAPACITY: usize = 4096;
+
+/// How long dropping an [`Audit`] waits for its writer to write what is queued.
+pub const DROP_WAIT: Duration = Duration::from_secs(2);
+
+/// At most one warning per this long about dropped records, and one about failed writes.
+const WARN_EVERY: Duration = Duration::from_secs(10);
+
+/// A name (method, server, tool, prompt, URI) longer than this is cut: the client chooses some
+/// of them, and a line stays a line.
+const MAX_NAME: usize = 1024;
+
+/// A batch stops growing at this size: one write of at most about this much.
+const MAX_BATCH: usize = 256 * 1024;
+
+/// How long the writer lets a batch gather after the first record of a quiet spell wakes it:
+/// at 5,000 requests a second, one wake and one write per 100 records instead of per record.
+/// [`Audit::flush`] and [`Audit::shutdown`] cut it short.
+const LINGER: Duration = Duration::from_millis(20);
+
+// === Record ===
+
+/// Who sent a request, as the audit names them. Build it with [`Who::new`].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Who {
+    sub: Option<String>,
+    client_id: Option<String>,
+    session: Option<String>,
+}
+
+impl Who {
+    /// The token's `sub` and `client_id` claims (RFC 9068), and the id of the session the
+    /// request came on. The session id is kept only as [`session_tag`] of it: a session id lets
+    /// a client resume its session, so it is not written down. It costs a SHA-256: make one
+    /// per session (or caller) and clone it for each request.
+    pub fn new(sub: Option<&str>, client_id: Option<&str>, session_id: Option<&str>) -> Self {
+        Self {
+            sub: sub.map(name),
+            client_id: client_id.map(name),
+            session: session_id.map(session_tag),
+        }
+    }
+}
+
+/// What a session is called in the audit: the first 24 hex digits of the SHA-256 of its id.
+/// It joins the records of one session without holding the id itself; an operator who has an
+/// id finds its records with `printf %s ID | sha256sum | cut -c1-24`.
+pub fn session_tag(session_id: &str) -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digest = aws_lc_rs::digest::digest(&aws_lc_rs::digest::SHA256, session_id.as_bytes());
+    let mut tag = String::with_capacity(24);
+    for byte in &digest.as_ref()[..12] {
+        tag.push(char::from(HEX[usize::from(byte >> 4)]));
+        tag.push(char::from(HEX[usize::from(byte & 0xf)]));
+    }
+    tag
+}
+
+/// The upstream name a request is about: written as `tool`, `prompt` or `uri`.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Target {
+    Tool(String),
+    Prompt(String),
+    Uri(String),
+}
+
+impl Target {
+    /// What a request names, as the client wrote it: `tools/call` a tool, `prompts/get` a
+    /// prompt, `resources/read`, `resources/subscribe` and `resources/unsubscribe` a URI;
+    /// nothing for other methods. In `serve`, replace a prefixed tool or prompt name with the
+    /// upstream name from its route before the record is finished.
+    pub fn requested(method: &str, head: &Head) -> Option<Self> {
+        match method {
+            "tools/call" => head.name.as_deref().map(|n| Target::Tool(name(n))),
+            "prompts/get" => head.name.as_deref().map(|n| Target::Prompt(name(n))),
+            "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                head.uri.as_deref().map(|u| Target::Uri(name(u)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// What became of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    /// The server answered with a result.
+    Ok,
+    /// It reached the server, which answered with an error (a JSON-RPC error, a reply that is
+    /// not a result, or a tool result with `isError: true`).
+    Error,
+    /// Refused by an `authorize` rule; nothing went upstream.
+    Denied,
+    /// Refused by a `rateLimit`; nothing went upstream.
+    RateLimited,
+    /// It did not run: never sent, not delivered, or refused by the server unrun.
+    DidNotRun,
+    /// It may have run: sent, and its answer lost (a timeout, a broken connection, a cancel).
+    MayHaveRun,
+}
+
+impl Outcome {
+    /// What became of a request the hub ran ([`mcp_supervisor::Hub::call_json`],
+    /// [`mcp_supervisor::Hub::send`]), as the library's error says whether it ran.
+    pub fn of_call(result: Result<&RawValue, &CallError>) -> Self {
+        let error = match result {
+            Ok(result) if crate::json::is_error(result) => return Outcome::Error,
+            Ok(_) => return Outcome::Ok,
+            Err(error) => error,
+        };
+        match error {
+            CallError::ServerError { .. } | CallError::Malformed { .. } => Outcome::Error,
+            CallError::UnknownTool { .. }
+            | CallError::NotReady { .. }
+            | CallError::NotDelivered { .. }
+            | CallError::NotAuthorized { .. }
+            | CallError::TooManyInstances { .. }
+            | CallError::Withheld { .. } => Outcome::DidNotRun,
+            // ReconnectFailed: the first send may have been delivered (the error does not say).
+            CallError::TimedOut { .. }
+            | CallError::OutcomeUnknown { .. }
+            | CallError::ReconnectFailed { .. }
+            | CallError::Cancelled { .. } => Outcome::MayHaveRun,
+        }
+    }
+}
+
+/// What recovery did for a request: how many times it was sent, whether it was sent again,
+/// and the generations it went to. A member is `None` (written `null`) where the library does
+/// not say: it is never guessed.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct Recovery {
+    pub attempts: Option<u32>,
+    pub replayed: Option<bool>,
+    pub generations: Option<Vec<u64>>,
+}
+
+impl Recovery {
+    /// Nothing was sent: refused here, or by the hub before it went out.
+    pub fn not_sent() -> Self {
+        Self {
+            attempts: Some(0),
+            replayed: Some(false),
+            generations: Some(Vec::new()),
+        }
+    }
+
+    /// What the library says of a request it ran. It reports no attempts or generations for
+    /// a call, so only the errors that imply them fill them in: those sent nothing,
+    /// `NotDelivered` (it fails only after the one resend), `ReconnectFailed` (the first send
+    /// failed and no fresh connection came for the second). A result or any other error
+    /// leaves them unknown.
+    pub fn of_call(result: Result<&RawValue, &CallError>) -> Self {
+        let Err(error) = result else {
+            return Self::default();
+        };
+        match error {
+            // Refused before anything went out (NotReady: as the library documents it).
+            CallError::UnknownTool { .. }
+            | CallError::NotReady { .. }
+            | CallError::TooManyInstances { .. }
+            | CallError::Withheld { .. } => Self::not_sent(),
+            CallError::NotDelivered { .. } => Self {
+                attempts: Some(2),
+                replayed: Some(true),
+                generations: None,
+            },
+            CallError::ReconnectFailed { .. } => Self {
+                attempts: Some(1),
+                replayed: Some(false),
+                generations: None,
+            },
+            // Answered (or lost) on the first send or on the resend: the error does not say.
+            CallError::ServerError { .. }
+            | CallError::Malformed { .. }
+            | CallError::NotAuthorized { .. }
+            | CallError::TimedOut { .. }
+            | CallError::OutcomeUnknown { .. }
+            | CallError::Cancelled { .. } => Self::default(),
+        }
+    }
+}
+
+/// One line of the audit. Every member is a name, a number or a time; only a [`Pending`]
+/// request makes one.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Record {
+    /// When the request arrived (RFC 3339, UTC, milliseconds).
+    #[serde(serialize_with = "write_time")]
+    time: SystemTime,
+    sub: Option<String>,
+    client_id: Option<String>,
+    /// [`session_tag`] of the session's id.
+    session: Option<String>,
+    server: Option<String>,
+    method: String,
+    #[serde(flatten)]
+    target: Option<Target>,
+    outcome: Outcome,
+    recovery: Recovery,
+    duration_ms: u64,
+}
+
+impl Record {
+    pub fn outcome(&self) -> Outcome {
+        self.outcome
+    }
+
+    pub fn recovery(&self) -> &Recovery {
+        &self.recovery
+    }
+
+    pub fn server(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
+
+    pub fn target(&self) -> Option<&Target> {
+        self.target.as_ref()
+    }
+}
+
+/// A request on its way: made when it arrives, finished into a [`Record`] when it ends.
+#[derive(Debug)]
+pub struct Pending {
+    time: SystemTime,
+    started: Instant,
+    who: Who,
+    method: String,
+    server: Option<String>,
+    target: Option<Target>,
+}
+
+impl Pending {
+    /// A request of `who` with `method` arrives now.
+    pub fn new(who: Who, method: &str) -> Self {
+        Self {
+            time: SystemTime::now(),
+            started: Instant::now(),
+            who,
+            method: name(method),
+            server: None,
+            target: None,
+        }
+    }
+
+    /// The server it goes to, and the upstream name it is about, once routed.
+    pub fn routed(&mut self, server: &str, target: Option<Target>) {
+        self.server = Some(name(server));
+        self.target = target.map(|target| match target {
+            Target::Tool(n) => Target::Tool(cut(n)),
+            Target::Prompt(n) => Target::Prompt(cut(n)),
+            Target::Uri(u) => Target::Uri(cut(u)),
+        });
+    }
+
+    /// It ended now with `outcome` after what `recovery` says.
+    pub fn finish(self, outcome: Outcome, recovery: Recovery) -> Record {
+        let elapsed = self.started.elapsed();
+        Record {
+            time: self.time,
+            sub: self.who.sub,
+            client_id: self.who.client_id,
+            session: self.who.session,
+            server: self.server,
+            method: self.method,
+            target: self.target,
+            outcome,
+            recovery,
+            duration_ms: u64::try_from(elapsed.as_millis()).unwrap_or(u64::MAX),
+        }
+    }
+
+    /// It ended now as the hub's call did: the result or error is read for what became of it,
+    /// never written.
+    pub fn finish_call(self, result: Result<&RawValue, &CallError>) -> Record {
+        self.finish(Outcome::of_call(result), Recovery::of_call(result))
+    }
+}
+
+/// `text`, cut at a character boundary to at most [`MAX_NAME`] bytes.
+fn name(text: &str) -> String {
+    text[..name_end(text)].to_string()
+}
+
+/// [`name`] of a string already owned.
+fn cut(mut text: String) -> String {
+    text.truncate(name_end(&text));
+    text
+}
+
+/// Where [`name`] cuts `text`.
+fn name_end(text: &str) -> usize {
+    if text.len() <= MAX_NAME {
+        return text.len();
+    }
+    let mut end = MAX_NAME;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    end
+}
+
+// === Time ===
+
+fn write_time<S: serde::Serializer>(time: &SystemTime, serializer: S) -> Result<S::Ok, S::Error> {
+    serializer.serialize_str(&rfc3339(*time))
+}
+
+/// `time` as RFC 3339 in UTC with milliseconds: `2024-02-29T12:34:56.789Z`.
+pub fn rfc3339(time: SystemTime) -> String {
+    // Milliseconds since 1970; before it, a part of a millisecond counts as the whole one.
+    let millis: i64 = match time.duration_since(UNIX_EPOCH) {
+        Ok(after) => i64::try_from(after.as_millis()).unwrap_or(i64::MAX),
+        Err(before) => {
+            let before = before.duration();
+            let whole = i64::try_from(before.as_millis()).unwrap_or(i64::MAX - 1);
+            -whole - i64::from(before.subsec_nanos() % 1_000_000 != 0)
+        }
+    };
+    let seconds = millis.div_euclid(1000);
+    let of_day = seconds.rem_euclid(86_400);
+    let (year, month, day) = civil_from_days(seconds.div_euclid(86_400));
+    let parts = [
+        (0..4, year),
+        (5..7, i64::from(month)),
+        (8..10, i64::from(day)),
+        (11..13, of_day / 3600),
+        (14..16, of_day / 60 % 60),
+        (17..19, of_day % 60),
+        (20..23, millis.rem_euclid(1000)),
+    ];
+    if !(0..=9999).contains(&year) {
+        // Not RFC 3339 (a year before 0 or past 9999), but still written.
+        let [_, (_, m), (_, d), (_, h), (_, min), (_, s), (_, ms)] = parts;
+        return format!("{year:04}-{m:02}-{d:02}T{h:02}:{min:02}:{s:02}.{ms:03}Z");
+    }
+    // Digit by digit: `format!` would cost more than the rest of the line (one per request).
+    let mut text = *b"0000-00-00T00:00:00.000Z";
+    for (at, value) in parts {
+        let mut value = value.unsigned_abs();
+        for digit in text[at].iter_mut().rev() {
+            *digit = b'0' + (value % 10) as u8;
+            value /= 10;
+        }
+    }
+    String::from_utf8_lossy(&text).into_owned()
+}
+
+/// The proleptic Gregorian date `days` after 1970-01-01: counted in 400-year eras of 146,097
+/// days, each from March 1st, so that the leap day falls at the end of a year.
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let from_march_0000 = days + 719_468;
+    let era = from_march_0000.div_euclid(146_097);
+    let day_of_era = from_march_0000.rem_euclid(146_097); // 0..=146_096
+    let year_of_era =
+        (day_of_era - day_of_era / 1460 + day_of_era / 36_524 - day_of_era / 146_096) / 365;
+    let day_of_year = day_of_era - (365 * year_of_era + year_of_era / 4 - year_of_era / 100);
+    let month_from_march = (5 * day_of_year + 2) / 153; // 0 = March, 11 = February
+    let day = day_of_year - (153 * month_from_march + 2) / 5 + 1;
+    let month = if month_from_march < 10 {
+        month_from_march + 3
+    } else {
+        month_from_march - 9
+    };
+    let year = era * 400 + year_of_era + i64::from(month <= 2);
+    // Both are in range by construction (1..=31, 1..=12).
+    (year, in_range(month), in_range(day))
+}
+
+fn in_range(value: i64) -> u32 {
+    u32::try_from(value).unwrap_or(0)
+}
+
+// === Audit ===
+
+/// Why the audit could not start or stop as asked. Each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum AuditError {
+    #[error(
+        "cannot open the audit log {}: {source}; check that its folder exists and that this user may write there (`audit.path` or --audit)",
+        path.display()
+    )]
+    Open {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error("cannot start the writer of the audit log {}: {source}", path.display())]
+    Thread {
+        path: PathBuf,
+        source: std::io::Error,
+    },
+    #[error(
+        "the writer of the audit log {} did not finish within {} ms; the records still queued are lost (a slow or stuck disk?)",
+        path.display(),
+        within.as_millis()
+    )]
+    Late { path: PathBuf, within: Duration },
+    #[error(
+        "the queue of the audit log {} is full; try again once the writer has caught up",
+        path.display()
+    )]
+    Full { path: PathBuf },
+}
+
+/// What the request path hands the writer.
+#[allow(
+    clippy::large_enum_variant,
+    reason = "the queue's slots are records; a box would cost an allocation per request"
+)]
+enum Entry {
+    Line(Record),
+    /// Answer once everything queued before it is written.
+    Flush(SyncSender<()>),
+    /// Write what is queued, then end.
+    Stop,
+}
+
+/// What the request path and the writer both see.
+struct Shared {
+    path: PathBuf,
+    /// Close and reopen the path before the next write.
+    reopen: AtomicBool,
+    /// Write what is queued, then end.
+    stopping: AtomicBool,
+    /// Records not queued (full, or the writer gone).
+    dropped: AtomicU64,
+    /// Records queued but not written (the file could not be opened or written).
+    lost: AtomicU64,
+}
+
+/// The audit log: [`Audit::record`] queues a line, a writer thread appends it. Share it (it is
+/// `Sync`); [`Audit::reopen`] on SIGHUP; [`Audit::shutdown`] (or drop) at the end.
+pub struct Audit {
+    queue: SyncSender<Entry>,
+    shared: Arc<Shared>,
+    /// Signalled (or dropped) when the writer ends; taken by the first shutdown.
+    done: Mutex<Option<Receiver<()>>>,
+    /// The writer thread, to wake.
+    writer: OnceLock<std::thread::Thread>,
+    drop_warning: Every,
+}
+
+impl Audit {
+    /// Open (or create, mode 0600) `path` for appending and start its writer, with a queue of
+    /// [`DEFAULT_CAPACITY`] records.
+    pub fn open(path: impl Into<PathBuf>) -> Result<Self, AuditError> {
+        Self::with_capacity(path, DEFAULT_CAPACITY)
+    }
+
+    /// [`Audit::open`] with a queue of `capacity` records (at least 1).
+    pub fn with_capacity(path: impl Into<PathBuf>, capacity: usize) -> Result<Self, AuditError> {
+        let (audit, writer, entries) = Self::unstarted(path.into(), capacity)?;
+        audit.start(writer, entries)?;
+        Ok(audit)
+    }
+
+    /// Start the writer thread.
+    fn start(&self, writer: Writer, entries: Receiver<Entry>) -> Result<(), AuditError> {
+        let thread = std::thread::Builder::new()
+            .name("mcp-audit".into())
+            .spawn(move || writer.run(entries))
+            .map_err(|source| AuditError::Thread {
+                path: self.shared.path.clone(),
+                source,
+            })?;
+        let _ = self.writer.set(thread.thread().clone());
+        Ok(())
+    }
+
+    /// Cut the writer's wait for a batch short.
+    fn wake(&self) {
+        if let Some(writer) = self.writer.get() {
+            writer.unpark();
+        }
+    }
+
+    /// The audit with its file open, and its writer not yet running.
+    fn unstarted(
+        path: PathBuf,
+        capacity: usize,
+    ) -> Result<(Self, Writer, Receiver<Entry>), AuditError> {
+        let file = open(&path).map_err(|source| AuditError::Open {
+            path: path.clone(),
+            source,
+        })?;
+        let (queue, entries) = std::sync::mpsc::sync_channel(capacity.max(1));
+        let (done_tx, done) = std::sync::mpsc::sync_channel(1);
+        let shared = Arc::new(Shared {
+            path,
+            reopen: AtomicBool::new(false),
+            stopping: AtomicBool::new(false),
+            dropped: AtomicU64::new(0),
+            lost: AtomicU64::new(0),
+        });
+        let writer = Writer {
+            shared: shared.clone(),
+            file: Some(file),
+            buf: Vec::new(),
+            lines: 0,
+            flushed: Vec::new(),
+            done: done_tx,
+            error_warning: Every::new(WARN_EVERY),
+        };
+        let audit = Self {
+            queue,
+            shared,
+            done: Mutex::new(Some(done)),
+            writer: OnceLock::new(),
+            drop_warning: Every::new(WARN_EVERY),
+        };
+        Ok((audit, writer, entries))
+    }
+
+    /// Queue one record, at once: when the queue is full (or the writer has ended) it is
+    /// dropped and counted ([`Audit::dropped`]), with a warning at most every 10 s.
+    pub fn record(&self, record: Record) {
+        // After shutdown, nothing is queued: the writer has ended or is ending.
+        if !self.shared.stopping.load(Ordering::Relaxed)
+            && self.queue.try_send(Entry::Line(record)).is_ok()
+        {
+            return;
+        }
+        let dropped = self.shared.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.drop_warning.due() {
+            tracing::warn!(
+                path = %self.shared.path.display(),
+                dropped,
+                "audit records dropped: the writer of the audit log is behind (a slow disk?) or has stopped"
+            );
+        }
+    }
+
+    /// Close and reopen the file at the path before the next write (log rotation: the old file,
+    /// renamed, keeps what was written to it).
+    pub fn reopen(&self) {
+        self.shared.reopen.store(true, Ordering::SeqCst);
+    }
+
+    /// Records dropped because the queue was full or the writer had ended.
+    pub fn dropped(&self) -> u64 {
+        self.shared.dropped.load(Ordering::Relaxed)
+    }
+
+    /// Records queued but lost because the file could not be opened or written.
+    pub fn lost(&self) -> u64 {
+        self.shared.lost.load(Ordering::Relaxed)
+    }
+
+    /// Wait (blocking, at most `within`) until everything queued before now is written.
+    /// `Full` when the queue has no room for the request.
+    pub fn flush(&self, within: Duration) -> Result<(), AuditError> {
+        let (answer, written) = std::sync::mpsc::sync_channel(1);
+        if self.queue.try_send(Entry::Flush(answer)).is_err() {
+            return Err(AuditError::Full {
+                path: self.shared.path.clone(),
+            });
+        }
+        self.wake();
+        self.await_writer(&written, within)
+    }
+
+    /// Write what is queued and end the writer: waits (blocking) at most `within`. Records
+    /// that come after are dropped and counted. A second call returns at once.
+    pub fn shutdown(&self, within: Duration) -> Result<(), AuditError> {
+        let done = self
+            .done
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
+        let Some(done) = done else {
+            return Ok(());
+        };
+        // The flag ends a writer that is draining a full queue; the Stop wakes one that waits
+        // on an empty queue (then there is room for it).
+        self.shared.stopping.store(true, Ordering::SeqCst);
+        let _ = self.queue.try_send(Entry::Stop);
+        self.wake();
+        self.await_writer(&done, within)
+    }
+
+    /// Wait for the writer's signal on `signal`, in real time: the writer is a thread, which a
+    /// paused tokio clock does not wait for.
+    fn await_writer(&self, signal: &Receiver<()>, within: Duration) -> Result<(), AuditError> {
+        match signal.recv_timeout(within) {
+            Ok(()) | Err(RecvTimeoutError::Disconnected) => Ok(()),
+            Err(RecvTimeoutError::Timeout) => Err(self.late(within)),
+        }
+    }
+
+    fn late(&self, within: Duration) -> AuditError {
+        AuditError::Late {
+            path: self.shared.path.clone(),
+            within,
+        }
+    }
+}
+
+impl Drop for Audit {
+    fn drop(&mut self) {
+        if let Err(error) = self.shutdown(DROP_WAIT) {
+            tracing::warn!("{error}");
+        }
+    }
+}
+
+/// Open `path` for appending, creating it readable by this user only.
+fn open(path: &Path) -> std::io::Result<File> {
+    OpenOptions::new()
+        .create(true)
+        .append(true)
+        .mode(0o600)
+        .open(path)
+}
+
+// === Writer ===
+
+/// The writer thread: takes whatever is queued, writes it as one batch, repeats.
+struct Writer {
+    shared: Arc<Shared>,
+    /// `None` after a failed open or write: opened again before the next write.
+    file: Option<File>,
+    buf: Vec<u8>,
+    /// Lines in `buf`.
+    lines: u64,
+    /// Flushes to answer once `buf` is written.
+    flushed: Vec<SyncSender<()>>,
+    done: SyncSender<()>,
+    error_warning: Every,
+}
+
+impl Writer {
+    fn run(mut self, entries: Receiver<Entry>) {
+        // Idle, it waits on the queue: the first record of a quiet spell wakes it. It ends when
+        // told to stop, or when the audit is gone.
+        while let Ok(first) = entries.recv() {
+            let urgent = !matches!(first, Entry::Line(_));
+            let mut stop = self.take(first);
+            if !urgent && !self.shared.stopping.load(Ordering::SeqCst) {
+                // Let a batch gather (a flush or a shutdown unparks it at once).
+                std::thread::park_timeout(LINGER);
+            }
+            // Everything queued by now, in writes of at most about MAX_BATCH.
+            stop |= self.drain(&entries);
+            if stop || self.shared.stopping.load(Ordering::SeqCst) {
+                // Told to stop (the Stop, or the flag when the queue had no room for it): what
+                // was queued before the flag is written too.
+                self.drain(&entries);
+                break;
+            }
+        }
+        // Gone before the signal: a record after the end is dropped and counted, never queued.
+        // (One that read the flag just before shutdown set it, and is queued between the last
+        // drain and this, is lost uncounted: a window of a few instructions, at shutdown only.)
+        drop(entries);
+        let _ = self.done.try_send(());
+    }
+
+    /// Write everything queued now, in writes of at most about [`MAX_BATCH`]; whether a Stop
+    /// was among it.
+    fn drain(&mut self, entries: &Receiver<Entry>) -> bool {
+        let mut stop = false;
+        while let Ok(entry) = entries.try_recv() {
+            stop |= self.take(entry);
+            if self.buf.len() >= MAX_BATCH {
+                self.write();
+            }
+        }
+        self.write();
+        stop
+    }
+
+    /// Add an entry to the batch; whether it says to stop.
+    fn take(&mut self, entry: Entry) -> bool {
+        match entry {
+            Entry::Line(record) => {
+                match serde_json::to_writer(&mut self.buf, &record) {
+                    Ok(()) => {
+                        self.buf.push(b'\n');
+                        self.lines += 1;
+                    }
+                    Err(error) => {
+                        // Not expected (names and numbers only); the line is lost, not the batch.
+                        self.shared.lost.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!("an audit record could not be written as JSON: {error}");
+                    }
+                }
+                false
+            }
+            Entry::Flush(answer) => {
+                self.flushed.push(answer);
+                false
+            }
+            Entry::Stop => true,
+        }
+    }
+
+    /// Append the batch in one write, reopening the file first when asked (or after a failure).
+    fn write(&mut self) {
+        if !self.buf.is_empty() {
+            if self.shared.reopen.swap(false, Ordering::SeqCst) {
+                self.file = None;
+            }
+            if let Err(error) = self.append() {
+                self.file = None;
+                self.shared.lost.fetch_add(self.lines, Ordering::Relaxed);
+                if self.error_warning.due() {
+                    tracing::warn!(
+                        path = %self.shared.path.display(),
+                        lost = self.shared.lost.load(Ordering::Relaxed),
+                        "cannot write the audit log: {error}; its records are lost until a write succeeds (the file is opened again for the next one)"
+                    );
+                }
+            }
+            self.buf.clear();
+            self.lines = 0;
+        }
+        for answer in self.flushed.drain(..) {
+            let _ = answer.try_send(());
+        }
+    }
+
+    fn append(&mut self) -> std::io::Result<()> {
+        let file = match &mut self.file {
+            Some(file) => file,
+            None => self.file.insert(open(&self.shared.path)?),
+        };
+        file.write_all(&self.buf)
+    }
+}
+
+// === Every ===
+
+/// Says yes at most once per `gap` (tokio's clock, so a paused test clock drives it).
+struct Every {
+    origin: Instant,
+    gap: Duration,
+    /// Milliseconds since `origin` of the last yes, plus one; 0: never.
+    last: AtomicU64,
+}
+
+impl Every {
+    fn new(gap: Duration) -> Self {
+        Self {
+            origin: Instant::now(),
+            gap,
+            last: AtomicU64::new(0),
+        }
+    }
+
+    fn due(&self) -> bool {
+        let now = u64::try_from(self.origin.elapsed().as_millis())
+            .unwrap_or(u64::MAX - 1)
+            .saturating_add(1);
+        let last = self.last.load(Ordering::Relaxed);
+        let gap = u64::try_from(self.gap.as_millis()).unwrap_or(u64::MAX);
+        if last != 0 && now.saturating_sub(last) < gap {
+            return false;
+        }
+        self.last
+            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
+            .is_ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::Message;
+    use std::collections::BTreeSet;
+
+    const WAIT: Duration = Duration::from_secs(5);
+
+    fn at(seconds: u64, millis: u64) -> SystemTime {
+        UNIX_EPOCH + Duration::from_secs(seconds) + Duration::from_millis(millis)
+    }
+
+    fn a_record(tool: &str) -> Record {
+        let mut pending = Pending::new(
+            Who::new(Some("alice"), Some("cli"), Some("s-1")),
+            "tools/call",
+        );
+        pending.routed("fs", Some(Target::Tool(tool.into())));
+        let mut record = pending.finish(Outcome::Ok, Recovery::not_sent());
+        record.time = at(1_709_210_096, 789);
+        record
+    }
+
+    fn lines(path: &Path) -> Vec<serde_json::Value> {
+        std::fs::read_to_string(path)
+            .unwrap_or_default()
+            .lines()
+            .map(|line| serde_json::from_str(line).expect("each line is JSON"))
+            .collect()
+    }
+
+    fn keys(value: &serde_json::Value) -> BTreeSet<String> {
+        value
+            .as_object()
+            .map(|o| o.keys().cloned().collect())
+            .unwrap_or_default()
+    }
+
+    fn temp(name: &str) -> (PathBuf, impl Drop) {
+        struct Gone(PathBuf);
+        impl Drop for Gone {
+            fn drop(&mut self) {
+                let _ = std::fs::remove_dir_all(&self.0);
+            }
+        }
+        let dir = std::env::temp_dir().join(format!(
+            "mcp-audit-{name}-{}-{:?}",
+            std::process::id(),
+            SystemTime::now()
+        ));
+        std::fs::create_dir_all(&dir).expect("a temp dir");
+        (dir.join("audit.jsonl"), Gone(dir))
+    }
+
+    #[test]
+    fn time_is_rfc3339_utc_with_milliseconds() {
+        assert_eq!(rfc3339(UNIX_EPOCH), "1970-01-01T00:00:00.000Z");
+        assert_eq!(rfc3339(at(1_709_210_096, 789)), "2024-02-29T12:34:56.789Z");
+        // 2000 is a leap year (divisible by 400); 2100 is not (by 100 only).
+        assert_eq!(rfc3339(at(951_782_400, 0)), "2000-02-29T00:00:00.000Z");
+        assert_eq!(rfc3339(at(4_107_542_399, 999)), "2100-02-28T23:59:59.999Z");
+        assert_eq!(rfc3339(at(4_107_542_400, 1)), "2100-03-01T00:00:00.001Z");
+        assert_eq!(rfc3339(at(253_402_300_799, 0)), "9999-12-31T23:59:59.000Z");
+        // Sub-millisecond time is cut, not rounded; before 1970 counts back.
+        assert_eq!(
+            rfc3339(UNIX_EPOCH + Duration::from_nanos(1_999_999)),
+            "1970-01-01T00:00:00.001Z"
+        );
+        assert_eq!(
+            rfc3339(UNIX_EPOCH - Duration::from_millis(1)),
+            "1969-12-31T23:59:59.999Z"
+        );
+    }
+
+    #[test]
+    fn a_line_has_exactly_the_documented_keys() {
+        let line = serde_json::to_value(a_record("read")).expect("json");
+        let expected: BTreeSet<String> = [
+            "time",
+            "sub",
+            "client_id",
+            "session",
+            "server",
+            "method",
+            "tool",
+            "outcome",
+            "recovery",
+            "duration_ms",
+        ]
+        .into_iter()
+        .map(String::from)
+        .collect();
+        assert_eq!(keys(&line), expected);
+        assert_eq!(
+            keys(&line["recovery"]),
+            ["attempts", "generations", "replayed"]
+                .into_iter()
+                .map(String::from)
+                .collect()
+        );
+        assert_eq!(line["time"], "2024-02-29T12:34:56.789Z");
+        assert_eq!(line["tool"], "read");
+        assert_eq!(line["outcome"], "ok");
+        assert_eq!(line["session"], session_tag("s-1"));
+        assert_eq!(line["session"].as_str().map(str::len), Some(24));
+
+        // A prompt or a URI takes the tool's place; a request about neither has none.
+        let mut pending = Pending::new(Who::default(), "resources/list");
+        pending.routed("fs", None);
+        let line = serde_json::to_value(pending.finish(Outcome::RateLimited, Recovery::not_sent()))
+            .expect("json");
+        assert!(!keys(&line).contains("tool") && !keys(&line).contains("uri"));
+        assert_eq!(line["outcome"], "rate_limited");
+        assert_eq!(line["sub"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn no_token_argument_or_result_is_ever_written() {
+        let token = "eyJhbGciOiJSUzI1NiJ9.c2VjcmV0LXRva2Vu.c2ln";
+        let request = format!(
+            r#"{{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{{"name":"fs__write","arguments":{{"path":"/etc/ARG-PATH","content":"ARG-VALUE"}},"_meta":{{"authorization":"Bearer {token}","progressToken":"PROGRESS-TOKEN"}}}}}}"#
+        );
+        let message = Message::read(&request).expect("a request");
+        let session_id = "SEALED-SESSION-ID";
+        let who = Who::new(Some("alice"), Some("cli"), Some(session_id));
+        let mut pending = Pending::new(who, "tools/call");
+        assert_eq!(
+            Target::requested("tools/call", message.head()),
+            Some(Target::Tool("fs__write".into()))
+        );
+        pending.routed("fs", Some(Target::Tool("write".into())));
+        let result = RawValue::from_string(
+            r#"{"content":[{"type":"text","text":"RESULT-TEXT"}]}"#.to_string(),
+        )
+        .expect("json");
+        let line = serde_json::to_string(&pending.finish_call(Ok(&result))).expect("json");
+        for secret in [
+            token,
+            "Bearer",
+            "ARG-PATH",
+            "ARG-VALUE",
+            "PROGRESS-TOKEN",
+            "RESULT-TEXT",
+            session_id,
+        ] {
+            assert!(!line.contains(secret), "{secret} in {line}");
+        }
+        assert!(line.contains(r#""tool":"write""#), "{line}");
+
+        // A server's error message may quote arguments: only the outcome is written.
+        let error = CallError::ServerError {
+            server: "fs".into(),
+            tool: "write".into(),
+            code: -32602,
+            message: "bad ARG-VALUE".into(),
+            data: Some(r#"{"echo":"ARG-VALUE"}"#.into()),
+        };
+        let line = serde_json::to_string(
+            &Pending::new(Who::default(), "tools/call").finish_call(Err(&error)),
+        )
+        .expect("json");
+        assert!(!line.contains("ARG-VALUE"), "{line}");
+        assert!(line.contains(r#""outcome":"error""#), "{line}");
+    }
+
+    #[test]
+    fn outcomes_and_recovery_follow_what_the_error_says_of_the_call() {
+        let names = || ("s".to_string(), "t".to_string());
+        let (server, tool) = names();
+        let not_ready = CallError::NotReady {
+            server,
+            tool,
+            state: "retrying".into(),
+            last_error: None,
+            next_attempt_in: None,
+        };
+        assert_eq!(Outcome::of_call(Err(&not_ready)), Outcome::DidNotRun);
+        assert_eq!(Recovery::of_call(Err(&not_ready)), Recovery::not_sent());
+
+        let (server, tool) = names();
+        let not_delivered = CallError::NotDelivered {
+            server,
+            tool,
+            cause: "refused".into(),
+            restored: mcp_supervisor::Restored::Yes { generation: 3 },
+        };
+        assert_eq!(Outcome::of_call(Err(&not_delivered)), Outcome::DidNotRun);
+        let recovery = Recovery::of_call(Err(&not_delivered));
+        assert_eq!(
+            (recovery.attempts, recovery.replayed),
+            (Some(2), Some(true))
+        );
+        assert_eq!(recovery.generations, None);
+
+        let (server, tool) = names();
+        let unknown = CallError::OutcomeUnknown {
+            server,
+            tool,
+            cause: "eof".into(),
+            restored: mcp_supervisor::Restored::No {
+                state: "retrying".into(),
+            },
+        };
+        assert_eq!(Outcome::of_call(Err(&unknown)), Outcome::MayHaveRun);
+        assert_eq!(Recovery::of_call(Err(&unknown)), Recovery::default());
+
+        let tool_failed =
+            RawValue::from_string(r#"{"content":[],"isError":true}"#.into()).expect("json");
+        assert_eq!(Outcome::of_call(Ok(&tool_failed)), Outcome::Error);
+        let line = serde_json::to_value(Recovery::of_call(Ok(&tool_failed))).expect("json");
+        assert_eq!(
+            line,
+            serde_json::json!({ "attempts": null, "replayed": null, "generations": null })
+        );
+    }
+
+    #[test]
+    fn lines_are_appended_as_json_one_per_record() {
+        let (path, _dir) = temp("lines");
+        std::fs::write(&path, "").expect("an empty file");
+        let audit = Audit::open(&path).expect("open");
+        for tool in ["a", "b", "c"] {
+            audit.record(a_record(tool));
+        }
+        audit.shutdown(WAIT).expect("written");
+        let written = lines(&path);
+        let tools: Vec<_> = written.iter().map(|l| l["tool"].clone()).collect();
+        assert_eq!(tools, ["a", "b", "c"]);
+        assert_eq!(audit.dropped(), 0);
+        // After the end, a record is dropped and counted, never written.
+        audit.record(a_record("late"));
+        assert_eq!(audit.dropped(), 1);
+        assert_eq!(lines(&path).len(), 3);
+    }
+
+    #[test]
+    fn a_new_file_is_readable_by_its_owner_only() {
+        use std::os::unix::fs::PermissionsExt;
+        let (path, _dir) = temp("mode");
+        let audit = Audit::open(&path).expect("open");
+        drop(audit);
+        let mode = std::fs::metadata(&path)
+            .expect("created")
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn an_unopenable_path_is_an_error_that_names_it() {
+        let path = std::env::temp_dir().join("mcp-audit-no-such-dir/deeper/audit.jsonl");
+        let Err(error) = Audit::open(&path) else {
+            panic!("opened a file in a folder that does not exist");
+        };
+        let text = error.to_string();
+        assert!(
+            text.contains("mcp-audit-no-such-dir/deeper/audit.jsonl"),
+            "{text}"
+        );
+        assert!(text.contains("cannot open the audit log"), "{text}");
+    }
+
+    #[test]
+    fn reopen_after_a_rename_writes_a_new_file_and_the_old_keeps_its_lines() {
+        let (path, _dir) = temp("reopen");
+        let audit = Audit::open(&path).expect("open");
+        audit.record(a_record("before"));
+        audit.flush(WAIT).expect("flushed");
+        let rotated = path.with_extension("jsonl.1");
+        std::fs::rename(&path, &rotated).expect("rename");
+        // Until the reopen, the writer keeps the renamed file.
+        audit.record(a_record("still-old"));
+        audit.flush(WAIT).expect("flushed");
+        audit.reopen();
+        audit.record(a_record("after"));
+        audit.shutdown(WAIT).expect("written");
+        let old: Vec<_> = lines(&rotated).iter().map(|l| l["tool"].clone()).collect();
+        let new: Vec<_> = lines(&path).iter().map(|l| l["tool"].clone()).collect();
+        assert_eq!(old, ["before", "still-old"]);
+        assert_eq!(new, ["after"]);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_full_queue_drops_and_counts_instead_of_blocking() {
+        let (path, _dir) = temp("full");
+        // The writer is not running: the queue fills and stays full.
+        let (audit, writer, entries) = Audit::unstarted(path.clone(), 2).expect("open");
+        let started = Instant::now();
+        for tool in ["a", "b", "c", "d", "e"] {
+            audit.record(a_record(tool));
+        }
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert_eq!(audit.dropped(), 3);
+        assert!(matches!(audit.flush(WAIT), Err(AuditError::Full { .. })));
+        // One warning per 10 s, however many are dropped.
+        assert!(!audit.drop_warning.due());
+        tokio::time::advance(WARN_EVERY).await;
+        assert!(audit.drop_warning.due());
+        assert!(!audit.drop_warning.due());
+        // Once the writer runs, what was queued is written.
+        audit.start(writer, entries).expect("a writer");
+        audit.shutdown(WAIT).expect("written");
+        let tools: Vec<_> = lines(&path).iter().map(|l| l["tool"].clone()).collect();
+        assert_eq!(tools, ["a", "b"]);
+    }
+
+    #[test]
+    fn long_names_are_cut_at_a_character_boundary() {
+        let long = "é".repeat(MAX_NAME);
+        let cut = name(&long);
+        assert!(cut.len() <= MAX_NAME && cut.len() >= MAX_NAME - 1);
+        assert!(long.starts_with(&cut));
+    }
+}
