@@ -326,14 +326,23 @@ impl Keys {
         (current.set.clone(), current.fetched)
     }
 
-    /// Fetch the keys unless a fetch was made less than [`REFETCH_INTERVAL`] ago; a caller
-    /// arriving during a fetch waits for it. The error of the latest fetch, if it failed.
+    /// Fetch the keys for a token whose key the cache lacks, unless such a fetch was made less
+    /// than [`REFETCH_INTERVAL`] ago; a caller arriving during a fetch waits for it. The error
+    /// of the latest fetch, if it failed.
     pub(crate) async fn refresh(&self) -> Option<FetchError> {
         let mut gate = self.gate.lock().await;
-        self.refresh_locked(&mut gate).await
+        self.refresh_locked(&mut gate, true).await
     }
 
-    async fn refresh_locked(&self, gate: &mut Gate) -> Option<FetchError> {
+    /// Fetch the keys now, not for any token (at startup, or keys grown old): it does not spend
+    /// the tokens' refetch, so a key rotated right after it still works at once. A failure
+    /// does (the issuer is not asked again by every token while it fails).
+    pub(crate) async fn load(&self) -> Option<FetchError> {
+        let mut gate = self.gate.lock().await;
+        self.refresh_locked(&mut gate, false).await
+    }
+
+    async fn refresh_locked(&self, gate: &mut Gate, for_a_token: bool) -> Option<FetchError> {
         let now = Instant::now();
         if gate
             .last
@@ -341,7 +350,9 @@ impl Keys {
         {
             return gate.error.clone();
         }
-        gate.last = Some(now);
+        if for_a_token {
+            gate.last = Some(now);
+        }
         gate.error = match self.fetch().await {
             Ok(set) => {
                 let mut current = self.current.write().unwrap_or_else(PoisonError::into_inner);
@@ -353,6 +364,7 @@ impl Keys {
             }
             Err(error) => {
                 tracing::warn!(issuer = %self.issuer.name, %error, "the issuer's keys could not be fetched; the cached ones stay");
+                gate.last = Some(now);
                 Some(error)
             }
         };
@@ -364,7 +376,7 @@ impl Keys {
         let keys = self.clone();
         tokio::spawn(async move {
             if let Ok(mut gate) = keys.gate.try_lock() {
-                keys.refresh_locked(&mut gate).await;
+                keys.refresh_locked(&mut gate, false).await;
             }
         });
     }

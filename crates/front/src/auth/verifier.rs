@@ -87,9 +87,9 @@ impl Verifier {
     }
 
     /// Fetch the issuer's keys now (e.g. at startup, so that the first caller does not wait),
-    /// through the same gate as a token's refetch.
+    /// without spending the refetch that a token with a key id the cache lacks may cause.
     pub async fn refresh_keys(&self) -> Result<(), FetchError> {
-        match self.keys.refresh().await {
+        match self.keys.load().await {
             None => Ok(()),
             Some(error) => Err(error),
         }
