@@ -83,6 +83,7 @@ fn seal_costs(rounds: u32) -> Result<Value> {
             capabilities: Some(RawValue::from_string(capabilities.into())?),
             client_info: Some(RawValue::from_string(info.into())?),
             upstream,
+            owner: None,
         };
         let (mut seal, mut open) = (Vec::new(), Vec::new());
         let mut size = 0;

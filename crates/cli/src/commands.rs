@@ -395,6 +395,7 @@ fn faces_of(args: crate::cli::FaceArgs) -> anyhow::Result<crate::serve::Faces> {
             token,
             hosts: args.allow_host,
             origins: args.allow_origin,
+            auth: None,
         },
         drain: std::time::Duration::from_millis(args.drain_ms),
         limits: args.http_limits.into(),

@@ -25,15 +25,19 @@ use axum::routing::{get, post};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
+use mcp_supervisor_front::auth::{Access, Verifier};
 use mcp_supervisor_front::proxy::Proxy;
 
 use crate::drain::Drain;
 
 /// Who may talk to the HTTP face.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Default)]
 pub struct Guard {
     /// Required `Authorization: Bearer` token, when set.
     pub token: Option<String>,
+    /// The config's `auth` (SPEC §14): the admin endpoints need a token with its
+    /// `adminScopes`; `/mcp` checks its own tokens.
+    pub auth: Option<Arc<Verifier>>,
     /// Extra allowed `Host` values besides loopback names (for a non-loopback bind).
     pub hosts: Vec<String>,
     /// Extra allowed `Origin` values besides loopback origins.
@@ -62,6 +66,7 @@ pub async fn serve(
         router = router.merge(crate::mcp_http::router(
             proxy,
             sealing,
+            guard.auth.clone(),
             shutdown.child_token(),
             drain.clone(),
         ));
@@ -147,7 +152,20 @@ async fn check(
     {
         return (StatusCode::FORBIDDEN, format!("Origin \"{origin}\" is not allowed; start with --allow-origin {origin} to accept it\n")).into_response();
     }
-    if let Some(token) = &guard.token {
+    if let Some(auth) = &guard.auth {
+        // `/mcp` and its metadata are the face's own to check; the rest is admin.
+        let path = request.uri().path();
+        let face_checks = path == mcp_supervisor_front::http::PATH
+            || mcp_supervisor_front::auth::metadata::METADATA_PATHS.contains(&path);
+        if !face_checks {
+            let authorization = text(&headers, header::AUTHORIZATION);
+            if let Err(refusal) = auth.check(authorization.as_deref(), Access::Admin).await {
+                let metadata_url =
+                    mcp_supervisor_front::http::metadata_url_of(&auth.settings().audience);
+                return mcp_supervisor_front::http::refused(&refusal, &metadata_url);
+            }
+        }
+    } else if let Some(token) = &guard.token {
         let given = text(&headers, header::AUTHORIZATION);
         let ok = given
             .as_deref()

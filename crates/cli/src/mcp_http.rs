@@ -21,9 +21,11 @@ pub use mcp_supervisor_front::http::Sealing;
 
 /// The `/mcp` routes. `shutdown` ends every session and stream; `drain` says when the proxy
 /// stops.
+/// With `auth`, the face is an OAuth resource server (SPEC §14).
 pub fn router(
     proxy: Arc<Proxy>,
     sealing: Arc<Sealing>,
+    auth: Option<Arc<mcp_supervisor_front::auth::Verifier>>,
     shutdown: CancellationToken,
     drain: Drain,
 ) -> Router {
@@ -35,6 +37,7 @@ pub fn router(
     let options = Options {
         shutdown,
         stopping: Some(stopping),
+        auth,
         ..Options::new(sealing)
     };
     http::router(proxy, options)

@@ -76,6 +76,8 @@ pub async fn run(
     if let Some(dir) = &state_dir {
         tracing::debug!("saved catalogs in {}", dir.display());
     }
+    let mut faces = faces;
+    faces.guard.auth = verifier_of(&config, &faces)?;
     let sealing = Arc::new(crate::mcp_http::Sealing {
         keys: faces.keys,
         max_age: config.session_max_age,
@@ -405,6 +407,41 @@ fn contents_hash(path: &Path) -> Option<u64> {
     let mut hasher = std::hash::DefaultHasher::new();
     contents.hash(&mut hasher);
     Some(hasher.finish())
+}
+
+/// The token checks of the config's `auth` (SPEC §14), its keys fetched in the background now
+/// so that the first request does not wait for them. An error names what to fix.
+fn verifier_of(
+    config: &Config,
+    faces: &Faces,
+) -> anyhow::Result<Option<Arc<mcp_supervisor_front::auth::Verifier>>> {
+    let Some(auth) = &config.auth else {
+        return Ok(None);
+    };
+    if faces.guard.token.is_some() {
+        anyhow::bail!(
+            "both --auth-token-env and the config's \"auth\" guard the HTTP face: use one (auth checks each caller's own token)"
+        );
+    }
+    if faces.http.is_none() {
+        tracing::warn!(
+            "the config's \"auth\" applies to the HTTP face, and none is served (--http)"
+        );
+    }
+    let settings = mcp_supervisor_front::auth::AuthSettings::from(auth);
+    let verifier = Arc::new(
+        mcp_supervisor_front::auth::Verifier::new(settings)
+            .map_err(|e| anyhow::anyhow!("auth: {e}"))?,
+    );
+    let warm = verifier.clone();
+    tokio::spawn(async move {
+        if let Err(error) = warm.refresh_keys().await {
+            tracing::warn!(
+                "auth: the issuer's keys are not fetched yet ({error}); tokens are checked once they are"
+            );
+        }
+    });
+    Ok(Some(verifier))
 }
 
 #[cfg(test)]

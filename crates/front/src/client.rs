@@ -43,6 +43,10 @@ pub struct Session {
     /// with them.
     #[serde(rename = "u", default, skip_serializing_if = "BTreeMap::is_empty")]
     pub upstream: BTreeMap<String, String>,
+    /// The identity that opened it ([`crate::caller::Caller::key`]), when a transport vouched
+    /// for one (SPEC §14): a request on it with another identity is refused.
+    #[serde(rename = "o", default, skip_serializing_if = "Option::is_none")]
+    pub owner: Option<String>,
 }
 
 /// A message that found its client's queue full (the client does not read): a notification is
@@ -114,9 +118,22 @@ pub struct Client {
     pub(crate) era: Mutex<Era>,
     /// Its subscriptions and log level, as it asked them of shared servers.
     pub(crate) asked: Mutex<crate::asked::Asked>,
+    /// Who it is, as its transport vouched (SPEC §14); `None`: no one vouched (no auth).
+    pub(crate) caller: Mutex<Option<Arc<crate::caller::Caller>>>,
 }
 
 impl Client {
+    /// Who the client is, as its transport last vouched.
+    pub fn caller(&self) -> Option<Arc<crate::caller::Caller>> {
+        lock(&self.caller).clone()
+    }
+
+    /// The identity its transport vouched for with its latest request (the same identity on a
+    /// session: the transport refuses another; its claims may be newer).
+    pub fn set_caller(&self, caller: Option<Arc<crate::caller::Caller>>) {
+        *lock(&self.caller) = caller;
+    }
+
     /// What this client's `initialize` fixed, once it was answered: what a transport seals so
     /// that another process can [resume](crate::Proxy::resume) the session. `None` before, and for a
     /// client of protocol 2026-07-28 (it has no session).
@@ -195,12 +212,14 @@ impl Client {
                 .and_then(|p| members::member(p, name))
                 .map(ToOwned::to_owned)
         };
+        let owner = self.caller().map(|c| c.key().to_string());
         if let Era::Handshake { session, .. } = &mut *lock(&self.era) {
             *session = Some(Session {
                 protocol_version,
                 capabilities: part("capabilities"),
                 client_info: part("clientInfo"),
                 upstream,
+                owner,
             });
         }
     }

@@ -9,6 +9,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use mcp_supervisor::CallArgs;
+use mcp_supervisor::core::authorize::Target;
 use mcp_supervisor::link::{Downstream, RpcError};
 use serde_json::value::RawValue;
 use tokio_util::sync::CancellationToken;
@@ -50,6 +51,7 @@ impl Proxy {
         if method != "initialize" {
             self.ensure_handshake();
         }
+        self.spend_top(scope)?;
         self.route(scope, method, params, head, args).await
     }
 
@@ -84,28 +86,42 @@ impl Proxy {
             }
             "ping" => Ok(raw_json("{}")),
             "tools/list" if paged => Err(unknown_cursor(method)),
-            "tools/list" => self.list_tools().await,
+            "tools/list" => self.list_tools(&scope.client).await,
             // A server's requests during the call reach the client as they come.
-            "tools/call" => self.call_tool(params, head, args).await,
+            "tools/call" => self.call_tool(&scope.client, params, head, args).await,
             "resources/subscribe" | "resources/unsubscribe" => {
                 let uri = head.uri.clone().unwrap_or_default();
                 self.subscription(scope, method, uri, params, args).await
             }
             "logging/setLevel" => self.set_level(scope, params, args).await,
-            _ if self.mode == Mode::Transparent => self.forward(method, params, args).await,
+            _ if self.mode == Mode::Transparent => {
+                if let [server] = self.hub.servers().as_slice() {
+                    let target = match method {
+                        "prompts/get" => Target::Prompt(head.name.as_deref().unwrap_or_default()),
+                        "resources/read" | "resources/subscribe" | "resources/unsubscribe" => {
+                            Target::Resource(head.uri.as_deref().unwrap_or_default())
+                        }
+                        _ => Target::None,
+                    };
+                    self.admit(&scope.client, server, method, target)?;
+                }
+                self.forward(method, params, args).await
+            }
             "prompts/list" | "resources/list" | "resources/templates/list" if paged => {
                 Err(unknown_cursor(method))
             }
-            "prompts/list" => self.list_prompts(args).await,
+            "prompts/list" => self.list_prompts(&scope.client, args).await,
             "prompts/get" | "completion/complete" => {
-                self.prompt_request(method, params, args).await
+                self.prompt_request(&scope.client, method, params, args)
+                    .await
             }
             "resources/list" | "resources/templates/list" => {
-                self.list_resources(method, args).await
+                self.list_resources(&scope.client, method, args).await
             }
             "resources/read" => {
                 let uri = head.uri.as_deref().unwrap_or_default();
                 let server = self.resource_owner(uri, &args).await?;
+                self.admit(&scope.client, &server, method, Target::Resource(uri))?;
                 self.send(&server, method, params, args).await
             }
             "tasks/list" => self.list_tasks(params, args).await,
@@ -114,7 +130,10 @@ impl Proxy {
             }
             _ => match self.hub.servers().as_slice() {
                 // One server: it answers what we do not know.
-                [server] => self.send(server, method, params, args).await,
+                [server] => {
+                    self.admit(&scope.client, server, method, Target::None)?;
+                    self.send(server, method, params, args).await
+                }
                 _ => Err(RpcError::new(
                     -32601,
                     format!(

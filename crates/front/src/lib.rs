@@ -25,10 +25,12 @@
 
 #![forbid(unsafe_code)]
 
+pub mod access;
 pub mod asked;
+pub mod audit;
 #[cfg(feature = "http")]
 pub mod auth;
-pub mod audit;
+pub mod caller;
 pub mod client;
 mod declared;
 mod dispatch;
@@ -45,7 +47,6 @@ pub mod message;
 pub mod metrics;
 mod prompts;
 pub mod proxy;
-#[cfg(feature = "http")]
 pub mod rate;
 mod reload;
 mod resources;
@@ -101,9 +102,11 @@ pub fn start(config: Config, mode: Mode, options: HubOptions) -> Arc<Proxy> {
         ..options
     };
     let exposure = config.tool_exposure;
+    let rules = crate::access::Rules::of(&config);
     let hub = Arc::new(Hub::start_with_options(config, options));
     let proxy = Proxy::new(hub, mode);
     proxy.set_exposure(exposure);
+    *crate::json::lock(&proxy.access) = Arc::new(rules);
     unrelated.attach(&proxy);
     proxy
 }

@@ -5,18 +5,41 @@
 //! Only a prompt's `name` is rewritten; every other member passes whole.
 
 use mcp_supervisor::CallArgs;
+use mcp_supervisor::core::authorize::Target;
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
+use crate::client::Client;
 use crate::json::{list_answer, object_params, string_of, to_raw};
 use crate::proxy::Proxy;
 
 impl Proxy {
-    pub(crate) async fn list_prompts(&self, args: CallArgs) -> Result<Box<RawValue>, RpcError> {
+    /// Each caller sees only the prompts its servers' `authorize` rules let it get.
+    pub(crate) async fn list_prompts(
+        &self,
+        client: &Client,
+        args: CallArgs,
+    ) -> Result<Box<RawValue>, RpcError> {
         let prompts = self.named_prompts(&args).await?;
-        Ok(list_answer("prompts", prompts.iter().map(AsRef::as_ref)))
+        let rules = self.rules();
+        Ok(list_answer(
+            "prompts",
+            prompts
+                .iter()
+                .filter(|(server, name, _)| {
+                    !rules.any_rule()
+                        || self.may(
+                            &rules,
+                            client,
+                            server,
+                            "prompts/get",
+                            Target::Prompt(name.as_deref().unwrap_or_default()),
+                        )
+                })
+                .map(|(_, _, prompt)| prompt.as_ref()),
+        ))
     }
 
     /// Every server's held prompts in config order, named by the policy tools are named by
@@ -26,7 +49,7 @@ impl Proxy {
     pub(crate) async fn named_prompts(
         &self,
         args: &CallArgs,
-    ) -> Result<Vec<Box<RawValue>>, RpcError> {
+    ) -> Result<Vec<(String, Option<String>, Box<RawValue>)>, RpcError> {
         let parts = self.held_parts("prompts/list", args).await;
         let upstream: Vec<Vec<Option<String>>> = parts
             .iter()
@@ -53,7 +76,7 @@ impl Proxy {
         let naming = self.hub.registry().naming();
         let (public, _) = self.hub.routes().name_prompts(&naming, &listed);
         let mut prompts = Vec::new();
-        for (((_, items), names), public) in parts.iter().zip(&upstream).zip(public) {
+        for (((server, items), names), public) in parts.iter().zip(&upstream).zip(public) {
             let mut public = public.into_iter();
             for (item, name) in items.iter().zip(names) {
                 // The naming holds a public name for each prompt with a name, in order.
@@ -67,7 +90,11 @@ impl Proxy {
                     }
                     None => None,
                 };
-                prompts.push(renamed.unwrap_or_else(|| item.clone()));
+                prompts.push((
+                    server.clone(),
+                    name.clone(),
+                    renamed.unwrap_or_else(|| item.clone()),
+                ));
             }
         }
         Ok(prompts)
@@ -97,6 +124,7 @@ impl Proxy {
     /// name) or of the resource (by its URI), with the upstream prompt name.
     pub(crate) async fn prompt_request(
         &self,
+        client: &Client,
         method: &str,
         params: Option<&RawValue>,
         args: CallArgs,
@@ -114,6 +142,7 @@ impl Proxy {
         let key = text(path).unwrap_or_default();
         if !is_prompt {
             let server = self.resource_owner(&key, &args).await?;
+            self.admit(client, &server, method, Target::Resource(&key))?;
             return self.send(&server, method, Some(params), args).await;
         }
         let Some((server, name)) = self.resolve_prompt(&key, &args).await else {
@@ -124,6 +153,7 @@ impl Proxy {
                 ),
             ));
         };
+        self.admit(client, &server, method, Target::Prompt(&name))?;
         // Only the name changes: every other member stays as the client wrote it, in its place.
         let name = to_raw(&Value::String(name))?;
         let params = members::with_member_at(params, path, &name)

@@ -48,6 +48,8 @@ pub struct Proxy {
     pub(crate) restored: Mutex<HashMap<String, u64>>,
     /// Reloads asked for and read ([`Proxy::reload`]).
     pub(crate) reloads: Reloads,
+    /// Each server's `authorize` rule and the rate limits ([`crate::access`]).
+    pub(crate) access: Mutex<Arc<crate::access::Rules>>,
 }
 
 impl Proxy {
@@ -63,6 +65,7 @@ impl Proxy {
             levels_asked: Mutex::new(HashMap::new()),
             restored: Mutex::new(HashMap::new()),
             reloads: Reloads::default(),
+            access: Mutex::default(),
         });
         proxy.pass_events_down();
         proxy
@@ -99,6 +102,7 @@ impl Proxy {
         match read().await {
             Ok(config) => {
                 self.set_exposure(config.tool_exposure);
+                self.set_rules(&config);
                 Reloaded::Applied(self.hub.reload(config).await)
             }
             Err(error) => Reloaded::Kept(error),
@@ -125,6 +129,7 @@ impl Proxy {
             calls: Mutex::default(),
             era: Mutex::default(),
             asked: Mutex::new(crate::asked::Asked::default()),
+            caller: Mutex::new(None),
         });
         let mut clients = lock(&self.clients);
         clients.retain(|c| c.strong_count() > 0);

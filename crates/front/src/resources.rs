@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use mcp_supervisor::CallArgs;
+use mcp_supervisor::core::authorize::Target;
 use mcp_supervisor::link::RpcError;
 use serde_json::value::RawValue;
 
@@ -13,8 +14,10 @@ use crate::json::{list_answer, member_str};
 use crate::proxy::Proxy;
 
 impl Proxy {
+    /// Each caller sees only the resources its servers' `authorize` rules let it read.
     pub(crate) async fn list_resources(
         &self,
+        client: &crate::client::Client,
         method: &str,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
@@ -35,11 +38,26 @@ impl Proxy {
             self.hub.routes().learn_templates(owners);
         }
         // Each item as the server sent it (SPEC §10).
+        let rules = self.rules();
         Ok(list_answer(
             field,
-            parts
-                .iter()
-                .flat_map(|(_, part)| part.iter().map(AsRef::as_ref)),
+            parts.iter().flat_map(|(server, part)| {
+                let rules = &rules;
+                part.iter()
+                    .filter(move |item| {
+                        !rules.any_rule()
+                            || self.may(
+                                rules,
+                                client,
+                                server,
+                                "resources/read",
+                                Target::Resource(
+                                    member_str(item, key).as_deref().unwrap_or_default(),
+                                ),
+                            )
+                    })
+                    .map(AsRef::as_ref)
+            }),
         ))
     }
 

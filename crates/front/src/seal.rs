@@ -234,6 +234,7 @@ mod tests {
             capabilities: RawValue::from_string(r#"{"roots":{"listChanged":true}}"#.into()).ok(),
             client_info: RawValue::from_string(r#"{"name":"c","version":"1"}"#.into()).ok(),
             upstream: [("notes".to_string(), "9f1c0b6e2d7a4c35".to_string())].into(),
+            owner: None,
         }
     }
 

@@ -115,6 +115,7 @@ impl Proxy {
                     .ok(),
             });
         }
+        self.spend_top(scope)?;
         // The first such request opens the server with this client's identity.
         self.ensure_handshake_from(&head.meta).await;
         self.ensure_handshake();
@@ -140,7 +141,7 @@ impl Proxy {
                 }
             },
             "tools/list" if self.mode == Mode::Transparent && !self.searching() => {
-                self.stateless_tools(params, args).await?
+                self.stateless_tools(&scope.client, params, args).await?
             }
             // A call of this era takes its input rounds (the client answers the server's
             // requests by calling again).
@@ -154,6 +155,7 @@ impl Proxy {
     /// era too), less the tools its pins withhold; the registry's while it is down.
     pub(crate) async fn stateless_tools(
         self: &Arc<Self>,
+        client: &crate::client::Client,
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
@@ -162,7 +164,7 @@ impl Proxy {
                 [server] => self.hub.without_withheld(server, list),
                 _ => list,
             }),
-            Err(_) => self.list_tools().await,
+            Err(_) => self.list_tools(client).await,
         }
     }
 

@@ -17,7 +17,9 @@ use serde_json::value::RawValue;
 use serde_json::{Value, json};
 use tokio_util::sync::CancellationToken;
 
-use crate::client::Scope;
+use mcp_supervisor::core::authorize::Target;
+
+use crate::client::{Client, Scope};
 use crate::declared::Capabilities;
 use crate::fan_out::{call_error, call_through, owned_call};
 use crate::json::{is_error, to_raw};
@@ -47,13 +49,31 @@ pub(crate) enum Named<'a> {
 impl Proxy {
     /// The aggregate tool list, from the registry: every definition whole, under its public
     /// name. A client that lists right after starting us sees every server that comes up.
-    pub(crate) async fn list_tools(&self) -> Result<Box<RawValue>, RpcError> {
+    /// Each caller sees only the tools its servers' `authorize` rules let it call.
+    pub(crate) async fn list_tools(&self, client: &Client) -> Result<Box<RawValue>, RpcError> {
         if self.searching() {
             return to_raw(&crate::exposure::listed());
         }
         // A server still starting with a saved catalog has its list already: no wait for it.
         self.hub.wait_listed(STARTUP_WAIT).await;
-        let tools = self.hub.tools();
+        let mut tools = self.hub.tools();
+        let rules = self.rules();
+        if rules.any_rule() {
+            let allowed: Vec<_> = tools
+                .iter()
+                .filter(|t| {
+                    self.may(
+                        &rules,
+                        client,
+                        &t.server,
+                        "tools/call",
+                        Target::Tool(&t.upstream_name),
+                    )
+                })
+                .cloned()
+                .collect();
+            tools = Arc::new(allowed);
+        }
         let mut text = String::with_capacity(
             16 + tools
                 .iter()
@@ -75,11 +95,12 @@ impl Proxy {
     /// call's task id is namespaced by its server.
     pub(crate) async fn call_tool(
         &self,
+        client: &Client,
         params: Option<&RawValue>,
         head: &Head,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let (name, params, name_at) = match self.named_call(params, head).await? {
+        let (name, params, name_at) = match self.named_call(client, params, head).await? {
             Named::Call {
                 name,
                 params,
@@ -95,7 +116,30 @@ impl Proxy {
 
     /// What a client's `tools/call` names: the tool's public name and the params to send it, or
     /// in search mode `search_tools`' answer (`call_tool` names the call). Both eras.
+    ///
+    /// A call its server's `authorize` rule denies the client, or past its rate limit, is
+    /// refused here, before anything goes upstream.
     pub(crate) async fn named_call<'a>(
+        &self,
+        client: &Client,
+        params: Option<&'a RawValue>,
+        head: &'a Head,
+    ) -> Result<Named<'a>, RpcError> {
+        let named = self.unjudged_call(params, head).await?;
+        if let Named::Call { name, .. } = &named
+            && let Some(route) = self.hub.registry().route(name)
+        {
+            self.admit(
+                client,
+                &route.server,
+                "tools/call",
+                Target::Tool(&route.upstream_name),
+            )?;
+        }
+        Ok(named)
+    }
+
+    async fn unjudged_call<'a>(
         &self,
         params: Option<&'a RawValue>,
         head: &'a Head,
@@ -167,7 +211,7 @@ impl Proxy {
         head: &Head,
         cancel: CancellationToken,
     ) -> Result<Box<RawValue>, RpcError> {
-        let (name, params, name_at) = match self.named_call(params, head).await? {
+        let (name, params, name_at) = match self.named_call(&scope.client, params, head).await? {
             Named::Call {
                 name,
                 params,

@@ -52,6 +52,8 @@ pub(crate) struct HttpFace {
     /// Places of all requests in flight ([`super::Options::max_in_flight`]).
     in_flight: Arc<Semaphore>,
     max_in_flight: usize,
+    /// The bearer checks, when the face is a resource server.
+    pub(crate) identity: Option<super::identity::Identity>,
 }
 
 impl HttpFace {
@@ -61,6 +63,7 @@ impl HttpFace {
         stopping: Stopping,
         limit: usize,
         max_in_flight: usize,
+        identity: Option<super::identity::Identity>,
     ) -> Self {
         Self {
             proxy,
@@ -71,6 +74,7 @@ impl HttpFace {
             sessionless: Arc::new(Semaphore::new(SESSIONLESS_IN_FLIGHT)),
             in_flight: Arc::new(Semaphore::new(max_in_flight)),
             max_in_flight,
+            identity,
         }
     }
 
@@ -92,9 +96,15 @@ impl HttpFace {
 
     /// `initialize` without a session: a new client; a session for it once its answer is not an
     /// error (a refused `initialize` opens none: 400 with the error).
-    pub(crate) async fn initialize(&self, message: &Message) -> Response {
+    /// With auth, the session belongs to `caller` (sealed into its id).
+    pub(crate) async fn initialize(
+        &self,
+        message: &Message,
+        caller: Option<Arc<crate::caller::Caller>>,
+    ) -> Response {
         let (out, messages) = mpsc::channel(OUTBOX);
         let client = self.proxy.connect(out);
+        client.set_caller(caller);
         let mut opening = Opening {
             proxy: &self.proxy,
             client: Some(client.clone()),
@@ -106,6 +116,9 @@ impl HttpFace {
                 "initialize was not answered",
             );
         };
+        if let Some(seconds) = super::identity::retry_after(&answer) {
+            return super::identity::too_many(answer, seconds);
+        }
         if is_error_answer(&answer) {
             return json(StatusCode::BAD_REQUEST, answer);
         }
@@ -181,7 +194,7 @@ impl HttpFace {
             None
         } else {
             match messages.next().await {
-                Some(Part::Answer(answer)) => return json(StatusCode::OK, answer),
+                Some(Part::Answer(answer)) => return answered(answer),
                 Some(related) => Some(related),
                 // Its client cancelled it before anything came: an event stream that ends
                 // without an answer (the client expects none).
@@ -200,6 +213,7 @@ impl HttpFace {
         message: Message,
         meta_malformed: bool,
         id: Option<Box<RawValue>>,
+        caller: Option<Arc<crate::caller::Caller>>,
     ) -> Response {
         let Some(face_place) = self.place() else {
             return self.face_full(id.as_deref());
@@ -215,6 +229,7 @@ impl HttpFace {
         let (out, _unrelated) = mpsc::channel(OUTBOX);
         let client = self.proxy.connect(out);
         client.set_stateless();
+        client.set_caller(caller);
         let (related_tx, related) = mpsc::channel(OUTBOX);
         let (answer_tx, answer_rx) = oneshot::channel();
         let task = tokio::spawn({
@@ -241,6 +256,9 @@ impl HttpFace {
         let mut messages = CallMessages::new(related, answer, call);
         let first = match messages.next().await {
             Some(Part::Answer(answer)) => {
+                if let Some(seconds) = super::identity::retry_after(&answer) {
+                    return super::identity::too_many(answer, seconds);
+                }
                 // An error of that era's own (a refusal) as JSON with its status; any other
                 // answer as an event stream, as a server of that era sends it.
                 let status = stateless_status(&answer, meta_malformed);
@@ -366,6 +384,14 @@ pub(crate) fn message_event(id: String, text: &str) -> Event {
 }
 
 /// `status` with a JSON body.
+/// A request's answer as JSON: `200`, or `429` with `Retry-After` for a rate limit's refusal.
+pub(crate) fn answered(answer: String) -> Response {
+    match super::identity::retry_after(&answer) {
+        Some(seconds) => super::identity::too_many(answer, seconds),
+        None => json(StatusCode::OK, answer),
+    }
+}
+
 pub(crate) fn json(status: StatusCode, body: String) -> Response {
     (status, [(header::CONTENT_TYPE, JSON)], body).into_response()
 }

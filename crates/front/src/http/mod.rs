@@ -51,6 +51,7 @@
 
 mod calls;
 mod checks;
+mod identity;
 mod options;
 mod ordering;
 mod routes;
@@ -60,6 +61,7 @@ mod store;
 use std::sync::Arc;
 
 use crate::Proxy;
+pub use identity::{metadata_url_of, refused};
 pub use options::{
     FACE_IN_FLIGHT, KEPT_EVENTS, MAX_BODY, Options, PATH, SESSION_IDLE, SESSION_IN_FLIGHT,
     SESSIONLESS_IN_FLIGHT, STOPPING_RETRY, Sealing, Stopping, stopping_error,

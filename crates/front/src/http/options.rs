@@ -105,6 +105,10 @@ pub struct Options {
     pub max_body: usize,
     /// The most requests in flight at once over the face ([`FACE_IN_FLIGHT`]); past it 429.
     pub max_in_flight: usize,
+    /// The face as an OAuth resource server (SPEC §14): every request needs a valid bearer
+    /// token, whose identity owns the sessions it opens; the metadata is served. `None`: no
+    /// token checks here (a host may guard the face in front).
+    pub auth: Option<Arc<crate::auth::Verifier>>,
 }
 
 impl Options {
@@ -117,6 +121,7 @@ impl Options {
             session_idle: SESSION_IDLE,
             max_body: MAX_BODY,
             max_in_flight: FACE_IN_FLIGHT,
+            auth: None,
         }
     }
 }

@@ -23,6 +23,7 @@ use super::checks::{
     self, EVENT_STREAM, JSON, LAST_EVENT_HEADER, SessionId, accepts, is_json_body, session_id,
     sessionless_version, stream_first, version_refused,
 };
+use super::identity::{Identity, not_the_owner};
 use super::options::{Options, PATH, Stopping};
 use super::store::Sessions;
 use crate::{Kind, Message, Proxy, error_text};
@@ -34,20 +35,52 @@ pub(crate) fn router(proxy: Arc<Proxy>, options: Options) -> Router {
     let stopping = options
         .stopping
         .unwrap_or_else(|| Stopping::new(options.shutdown));
+    let identity = options.auth.map(Identity::new);
+    let with_metadata = identity.is_some();
     let face = Arc::new(HttpFace::new(
         proxy,
         sessions,
         stopping,
         options.max_body,
         options.max_in_flight,
+        identity,
     ));
-    Router::new()
-        .route(PATH, get(open_stream).post(post).delete(delete))
-        .with_state(face)
+    let mut router = Router::new().route(PATH, get(open_stream).post(post).delete(delete));
+    if with_metadata {
+        // Answered without a token: it is how a client learns where to get one.
+        for path in crate::auth::metadata::METADATA_PATHS {
+            router = router.route(path, get(metadata));
+        }
+    }
+    router.with_state(face)
+}
+
+async fn metadata(State(face): State<Arc<HttpFace>>) -> Response {
+    match &face.identity {
+        Some(identity) => identity.metadata(),
+        None => StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+/// Who sends a request with `headers` when the face checks tokens (`Ok(None)` when it does
+/// not), or the answer that refuses it.
+async fn caller_of(
+    face: &HttpFace,
+    headers: &HeaderMap,
+) -> Result<Option<Arc<crate::caller::Caller>>, Response> {
+    match &face.identity {
+        Some(identity) => identity.caller(headers).await.map(Some),
+        None => Ok(None),
+    }
 }
 
 async fn post(State(face): State<Arc<HttpFace>>, request: Request) -> Response {
     let (parts, body) = request.into_parts();
+    // Who it is comes first: a request without a valid token reads nothing further.
+    let caller = match caller_of(&face, &parts.headers).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
     if !(accepts(&parts.headers, JSON) && accepts(&parts.headers, EVENT_STREAM)) {
         return refuse(
             StatusCode::NOT_ACCEPTABLE,
@@ -83,6 +116,12 @@ async fn post(State(face): State<Arc<HttpFace>>, request: Request) -> Response {
             };
             if let Some(refusal) = version_refused(&parts.headers) {
                 return refusal.into_response();
+            }
+            if let Some(refused) = not_the_owner(&session.client, caller.as_ref()) {
+                return refused;
+            }
+            if caller.is_some() {
+                session.client.set_caller(caller);
             }
             session.touch();
             match message.kind() {
@@ -128,9 +167,11 @@ async fn post(State(face): State<Arc<HttpFace>>, request: Request) -> Response {
                     ),
                 )
             }
-            Kind::Request { method } if method == "initialize" => face.initialize(&message).await,
+            Kind::Request { method } if method == "initialize" => {
+                face.initialize(&message, caller).await
+            }
             _ if message.is_sessionless() || sessionless_version(&parts.headers) => {
-                stateless(&face, &parts.headers, message).await
+                stateless(&face, &parts.headers, message, caller).await
             }
             _ => session_required(),
         },
@@ -140,7 +181,12 @@ async fn post(State(face): State<Arc<HttpFace>>, request: Request) -> Response {
 /// A POST of protocol 2026-07-28 (no session): checked against its headers, then handled as the
 /// one request of a client of its own. A notification or a response has nothing to go to (no
 /// request of that client is open): 202.
-async fn stateless(face: &HttpFace, headers: &HeaderMap, message: Message) -> Response {
+async fn stateless(
+    face: &HttpFace,
+    headers: &HeaderMap,
+    message: Message,
+    caller: Option<Arc<crate::caller::Caller>>,
+) -> Response {
     let Kind::Request { method } = message.kind() else {
         return StatusCode::ACCEPTED.into_response();
     };
@@ -150,11 +196,15 @@ async fn stateless(face: &HttpFace, headers: &HeaderMap, message: Message) -> Re
         return refused.into_response();
     }
     let malformed = meta.malformed();
-    face.stateless(message, malformed, id).await
+    face.stateless(message, malformed, id, caller).await
 }
 
 async fn open_stream(State(face): State<Arc<HttpFace>>, request: Request) -> Response {
     let (parts, _) = request.into_parts();
+    let caller = match caller_of(&face, &parts.headers).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
     if parts.method == Method::HEAD {
         // axum routes HEAD to GET: a stream whose body is never read would swallow events.
         return (
@@ -183,6 +233,9 @@ async fn open_stream(State(face): State<Arc<HttpFace>>, request: Request) -> Res
     };
     if let Some(refusal) = version_refused(&parts.headers) {
         return refusal.into_response();
+    }
+    if let Some(refused) = not_the_owner(&session.client, caller.as_ref()) {
+        return refused;
     }
     session.touch();
     let last = parts
@@ -214,12 +267,21 @@ async fn open_stream(State(face): State<Arc<HttpFace>>, request: Request) -> Res
 }
 
 async fn delete(State(face): State<Arc<HttpFace>>, headers: HeaderMap) -> Response {
+    let caller = match caller_of(&face, &headers).await {
+        Ok(caller) => caller,
+        Err(refused) => return refused,
+    };
     match session_id(&headers) {
         SessionId::Unreadable => unreadable_session(),
         SessionId::Missing => session_required(),
         SessionId::Given(id) => {
             if let Some(refusal) = version_refused(&headers) {
                 return refusal.into_response();
+            }
+            if let Some(session) = face.sessions.get_or_resume(id)
+                && let Some(refused) = not_the_owner(&session.client, caller.as_ref())
+            {
+                return refused;
             }
             if face.sessions.end(id) {
                 StatusCode::OK.into_response()

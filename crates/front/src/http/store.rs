@@ -321,6 +321,7 @@ mod tests {
             capabilities: RawValue::from_string(r#"{"roots":{}}"#.into()).ok(),
             client_info: None,
             upstream: Default::default(),
+            owner: None,
         }
     }
 
