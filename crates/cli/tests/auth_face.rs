@@ -560,3 +560,91 @@ async fn a_rotated_signing_key_works_at_once() {
     assert!(answer.get("result").is_some(), "{answer}");
     assert!(dir_of(&face).exists());
 }
+
+/// The pid of the process that answered `f__pid` in `session`.
+async fn pid_in(face: &Face, token: &str, session: &str) -> u64 {
+    let answer = face
+        .request(
+            token,
+            session,
+            "tools/call",
+            json!({"name": "f__pid", "arguments": {}}),
+        )
+        .await;
+    answer["result"]["structuredContent"]["pid"]
+        .as_u64()
+        .unwrap_or_else(|| panic!("a pid in {answer}"))
+}
+
+#[tokio::test]
+async fn isolation_user_gives_each_identity_one_instance_that_comes_back_as_its_own() {
+    let face = Face::start("auth-user", json!({ "isolation": "user" }), json!({})).await;
+    face.ready().await;
+    let (alice, bob) = (
+        face.token("alice", "mcp:tools").await,
+        face.token("bob", "mcp:tools").await,
+    );
+    let (alice_1, alice_2, bob_1) = (
+        face.session(&alice).await,
+        face.session(&alice).await,
+        face.session(&bob).await,
+    );
+    let alices = pid_in(&face, &alice, &alice_1).await;
+    assert_eq!(
+        pid_in(&face, &alice, &alice_2).await,
+        alices,
+        "her sessions share it"
+    );
+    let bobs = pid_in(&face, &bob, &bob_1).await;
+    assert_ne!(bobs, alices, "bob has his own");
+
+    // Alice's instance killed mid-session comes back as hers, and bob's is not touched.
+    kill9(alices as u32);
+    let mut again = 0;
+    for _ in 0..100 {
+        let (status, _, body) = face
+            .post(
+                Some(&alice),
+                Some(&alice_2),
+                json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call",
+                       "params": {"name": "f__pid", "arguments": {}}}),
+            )
+            .await;
+        assert_eq!(status, 200, "{body}");
+        if let Some(pid) = answer_of(&body)["result"]["structuredContent"]["pid"].as_u64() {
+            again = pid;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(
+        again != 0 && again != alices && again != bobs,
+        "a new instance: {again}"
+    );
+    assert_eq!(
+        pid_in(&face, &alice, &alice_1).await,
+        again,
+        "both her sessions on it"
+    );
+    assert_eq!(pid_in(&face, &bob, &bob_1).await, bobs, "bob's untouched");
+
+    // It ends with her last session.
+    for session in [&alice_1, &alice_2] {
+        let status = face
+            .http
+            .delete(&face.audience)
+            .bearer_auth(&alice)
+            .header("mcp-session-id", session.as_str())
+            .timeout(LIMIT)
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0);
+        assert_eq!(status, 200);
+    }
+    assert!(
+        gone_within(again as u32, LIMIT).await,
+        "her instance stopped after her last session ended"
+    );
+    assert!(alive(bobs as u32), "bob's goes on");
+}

@@ -459,6 +459,10 @@ impl Downstream for Scope {
     fn cancel_reason(&self) -> Option<String> {
         lock(&self.by_client).as_ref()?.reason.clone()
     }
+
+    fn identity(&self) -> Option<String> {
+        self.client.caller().map(|c| c.key().to_string())
+    }
 }
 
 /// The key of a client's session in the hub: the same for all its requests while it lives.

@@ -350,6 +350,8 @@ struct Inner {
     running: HashMap<String, Running>,
     /// The instances of isolated servers, by server and client session.
     instances: HashMap<(String, usize), Running>,
+    /// The sessions of each identity, for servers isolated per user (SPEC §14).
+    users: crate::users::Users,
     /// Upstream sessions a resumed client session carried that were not resumed then (this
     /// process did not know the server's `initialize` answer yet), by server and client
     /// session: its instance's first start takes them.
@@ -362,9 +364,8 @@ struct Inner {
     results_cut: HashMap<String, u64>,
 }
 
-/// Whether a server with this isolation gets one instance per client session. `user` (one
-/// instance per identity, SPEC §14) behaves like `session` for now: an identity's sessions each
-/// get their own instance, so no instance is ever shared across identities.
+/// Whether a server with this isolation gets instances of its own per client: per client
+/// session, or per identity (`user`, SPEC §14: see [`Hub::instance_client`]).
 fn per_session(isolation: Isolation) -> bool {
     match isolation {
         Isolation::Shared => false,
@@ -536,6 +537,7 @@ impl Hub {
                 order: config.servers.clone(),
                 running: HashMap::new(),
                 instances: HashMap::new(),
+                users: crate::users::Users::default(),
                 to_resume: HashMap::new(),
                 ending: Vec::new(),
                 stopped: false,
@@ -715,12 +717,38 @@ impl Hub {
         if !self.isolated(server) {
             return Ok(shared);
         }
-        let Some((session, client)) = origin.and_then(|o| o.session()) else {
+        let Some((session, client)) = origin.and_then(|o| self.instance_client(server, o)) else {
             return Ok(shared);
         };
         Ok(self
             .instance(server, session, client, None)?
             .unwrap_or(shared))
+    }
+
+    /// The key of `origin`'s own instances of isolated `server`, and the client they answer
+    /// to: its session's (`isolation: "session"`), or its identity's, shared by all of that
+    /// identity's sessions (`"user"`; a session no one vouched for is its own identity).
+    /// `None` for a request with no client session.
+    fn instance_client(
+        &self,
+        server: &str,
+        origin: &Arc<dyn Downstream>,
+    ) -> Option<(usize, Arc<dyn Downstream>)> {
+        let session = origin.session();
+        let per_user = self
+            .lock()
+            .order
+            .iter()
+            .any(|s| s.name == server && s.isolation == Isolation::User);
+        if per_user && let Some(identity) = origin.identity() {
+            let mut inner = self.lock();
+            return Some(match session {
+                Some((session, client)) => inner.users.join(&identity, session, client),
+                // A client of the sessionless era: its identity's instance all the same.
+                None => (inner.users.key(&identity), origin.clone()),
+            });
+        }
+        session
     }
 
     /// Client session `session`'s own instance of `server`, started now if it has none
@@ -835,9 +863,9 @@ impl Hub {
         wait: Duration,
     ) -> BTreeMap<String, String> {
         let mut opened = BTreeMap::new();
-        let Some((session, client)) = origin.session() else {
+        if origin.session().is_none() {
             return opened;
-        };
+        }
         let servers: Vec<String> = self
             .lock()
             .order
@@ -858,7 +886,10 @@ impl Hub {
             if !serving {
                 continue;
             }
-            match self.instance(&server, session, client.clone(), None) {
+            let Some((key, client)) = self.instance_client(&server, origin) else {
+                continue;
+            };
+            match self.instance(&server, key, client, None) {
                 Ok(Some(handle)) => waiting.push((server, handle.watch())),
                 Ok(None) => {}
                 Err(e) => tracing::warn!(%server, "no upstream session at initialize: {e}"),
@@ -896,10 +927,13 @@ impl Hub {
         origin: &Arc<dyn Downstream>,
         sessions: &BTreeMap<String, String>,
     ) {
-        let Some((session, client)) = origin.session() else {
+        if origin.session().is_none() {
             return;
-        };
+        }
         for (server, session_id) in sessions {
+            let Some((session, client)) = self.instance_client(server, origin) else {
+                continue;
+            };
             let Some(answer) = self.handle(server).and_then(|h| h.server_info()) else {
                 // Not serving here yet: the instance's first start resumes it.
                 let mut inner = self.lock();
@@ -914,7 +948,7 @@ impl Hub {
                 session_id: session_id.clone(),
                 answer,
             };
-            if let Err(e) = self.instance(server, session, client.clone(), Some(resume)) {
+            if let Err(e) = self.instance(server, session, client, Some(resume)) {
                 tracing::warn!(%server, "its upstream session is not resumed: {e}");
             }
         }
@@ -925,11 +959,14 @@ impl Hub {
     /// [`Hub::stop`] waits for them. `how` says whether their upstream sessions end too.
     pub fn end_session(&self, session: usize, how: SessionEnd) {
         let mut inner = self.lock();
-        inner.to_resume.retain(|(_, s), _| *s != session);
+        // The identities it was the last session of: their instances end with it.
+        let mut ended = inner.users.leave(session);
+        ended.push(session);
+        inner.to_resume.retain(|(_, s), _| !ended.contains(s));
         let keys: Vec<(String, usize)> = inner
             .instances
             .keys()
-            .filter(|(_, s)| *s == session)
+            .filter(|(_, s)| ended.contains(s))
             .cloned()
             .collect();
         if keys.is_empty() {

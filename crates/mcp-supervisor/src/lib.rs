@@ -64,6 +64,7 @@ pub mod routes;
 pub mod supervisor;
 pub mod trace;
 pub mod upstream;
+mod users;
 
 pub use error::{CallError, Error, HandshakeError, OpenError, Restored};
 pub use hub::{CallArgs, Health, Hub, HubEvent, HubOptions, ReloadSummary, ServerStatus};

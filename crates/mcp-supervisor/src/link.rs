@@ -185,6 +185,13 @@ pub trait Downstream: Send + Sync + 'static {
     fn session(&self) -> Option<(usize, Arc<dyn Downstream>)> {
         self.client()
     }
+    /// Who the client is, as its transport vouched (SPEC §14: an identity's key, issuer and
+    /// subject): a server isolated per user serves all of that identity's sessions with one
+    /// instance. `None` (the default): no one vouched, and such a server serves this session
+    /// alone.
+    fn identity(&self) -> Option<String> {
+        None
+    }
     /// Why the client cancelled the call this is the origin of, in its own words (the `reason`
     /// of its `notifications/cancelled`): the server is told the same. `None` (the default):
     /// the link says "cancelled by the caller".
