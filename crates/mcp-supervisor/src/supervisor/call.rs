@@ -158,18 +158,18 @@ impl Call<'_> {
     }
 
     /// Send it once more, on a generation newer than `generation`; `first` is the failure
-    /// that made the call reconnect, to report if reconnecting fails.
-    fn again_after(&mut self, generation: u64, first: Option<String>) -> Then {
+    /// that made the call send again, to report if no generation comes for the resend. Every
+    /// resend records it: a call that went out is never reported as one that was not sent.
+    fn again_after(&mut self, generation: u64, first: String) -> Then {
         self.resent = true;
         self.after_generation = generation;
-        if first.is_some() {
-            self.first_failure = first;
-        }
+        self.first_failure = Some(first);
         Then::SendAgain
     }
 
-    /// No ready generation came: cancelled by the caller, a failed reconnect (after a first
-    /// failure), or not ready at all (nothing was sent).
+    /// No ready generation came: cancelled by the caller, a failed reconnect after a first
+    /// send that failed (also one that was to be sent again in place, whose generation was
+    /// lost meanwhile), or not ready at all (nothing was sent).
     fn not_ready(&mut self, not_ready: NotReady) -> CallError {
         let (server, tool) = self.names();
         if self.cancel.is_cancelled() {
@@ -329,7 +329,7 @@ impl SupervisorHandle {
                 // Not delivered (the server did not run it), or outcome unknown for a tool
                 // that is safe to repeat: reconnect, then send once more on the fresh one.
                 self.suspect(generation, cause.clone(), is_stale_session(&failure));
-                call.again_after(generation, Some(cause))
+                call.again_after(generation, cause)
             }
             Recovery::ReconnectAndSend | Recovery::ReconnectAndFailUnknown => {
                 self.suspect(generation, cause.clone(), is_stale_session(&failure));
@@ -362,8 +362,8 @@ impl SupervisorHandle {
     ) -> Then {
         let alive = self.probe_alive(link, call.deadline).await;
         match classify::after_probe(alive, call.safety) {
-            // The same generation again.
-            AfterProbe::SendAgain if !call.resent => call.again_after(generation - 1, None),
+            // The same generation again (or, when it is lost before the resend, the next).
+            AfterProbe::SendAgain if !call.resent => call.again_after(generation - 1, cause),
             AfterProbe::SendAgain | AfterProbe::FailUnknown => {
                 Then::Fail(call.outcome_unknown(cause, Restored::Yes { generation }))
             }
@@ -374,7 +374,7 @@ impl SupervisorHandle {
                     false,
                 );
                 if call.safety.replay_safe() && !call.resent {
-                    return call.again_after(generation, Some(cause));
+                    return call.again_after(generation, cause);
                 }
                 let restored = self.restored(call.deadline, generation, &call.cancel).await;
                 Then::Fail(call.outcome_unknown(cause, restored))
