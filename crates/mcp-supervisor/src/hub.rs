@@ -25,7 +25,9 @@ use crate::error::{CallError, Error};
 use crate::link::{BoxFuture, Connector, Downstream, Refuse, RpcError};
 use crate::registry::{PublishedTool, Registry, Route};
 use crate::routes::Routes;
-use crate::supervisor::{CallRequest, ServerEvent, ServerState, SupervisorHandle, ToolList};
+use crate::supervisor::{
+    CallReport, CallRequest, ServerEvent, ServerState, SupervisorHandle, ToolList,
+};
 use crate::upstream::{InstanceUpstream, ResumeUpstream, ServerConnector};
 
 /// Builds the connector for a server; tests swap in a fake.
@@ -78,6 +80,11 @@ pub struct CallArgs {
     /// then written there, with no second read of the params. Checked before use: a range that
     /// does not hold the public name as a JSON string is ignored.
     pub name_at: Option<std::ops::Range<usize>>,
+    /// Where the call's [`CallReport`] goes when it ends, however it ends (its future dropped
+    /// too): how many times it was sent, on which generations, whether it may have run. Left
+    /// empty when the call ended before it was sent anywhere (an unknown tool, a server that is
+    /// not running): its error says that. `None`: no report is made.
+    pub report: Option<Arc<std::sync::OnceLock<CallReport>>>,
 }
 
 impl std::fmt::Debug for CallArgs {
@@ -88,6 +95,7 @@ impl std::fmt::Debug for CallArgs {
             .field("progress", &self.progress.is_some())
             .field("origin", &self.origin.is_some())
             .field("relays_input", &self.relays_input)
+            .field("report", &self.report.is_some())
             .finish()
     }
 }
@@ -1152,6 +1160,7 @@ impl Hub {
             safety: tool.safety,
             headers: tool.headers.clone(),
             relays_input: args.relays_input,
+            report: args.report,
         };
         let result = self
             .traced_send(&handle, &request, "tools/call", Some(params))
@@ -1318,6 +1327,7 @@ impl Hub {
             safety,
             headers: Arc::from([]),
             relays_input: args.relays_input,
+            report: args.report,
         };
         let result = self.traced_send(&handle, &request, method, params).await?;
         // A tool's result, also one a task gives later, is capped as a call's is.

@@ -5,8 +5,8 @@
 //! it never touches a generation's state itself, and never sends a call twice unless the
 //! verdict and the tool's safety allow it.
 
-use std::sync::Arc;
 use std::sync::atomic::Ordering;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::{self, AfterProbe, Failure, Recovery, ToolSafety, Verdict};
@@ -24,6 +24,32 @@ const OUTER_GRACE: Duration = Duration::from_millis(250);
 
 /// How long the "unclear" probe may take at most (SPEC §5).
 const UNCLEAR_PROBE: Duration = Duration::from_secs(5);
+
+/// How many times a call goes out at most: once, and once more where SPEC §5 allows it.
+const MAX_SENDS: usize = 2;
+
+/// What sending one call came to, as far as the server is concerned: how many times it went
+/// out, on which generations, and whether the server may have run it. A caller that asks for
+/// it ([`crate::CallArgs::report`]) gets it when the call ends, however it ends: with a
+/// result, with an error, or with its future dropped.
+///
+/// It is the one place that tells a call that went out from one that did not where the error
+/// cannot: [`CallError::Cancelled`] and [`CallError::TimedOut`] before any send,
+/// [`CallError::ReconnectFailed`] after a first send that was not delivered.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct CallReport {
+    /// How many times the request went out (0: never sent; at most 2).
+    pub attempts: u32,
+    /// Whether it went out a second time (SPEC §5 allows one resend).
+    pub replayed: bool,
+    /// The generation each send went to, in order: two different ones after a reconnect, the
+    /// same one twice after a resend in place.
+    pub generations: Vec<u64>,
+    /// Whether the server may have run it: some send was answered, or was lost after it went
+    /// out (or is still unanswered as the call ends). `false` when nothing was sent, or every
+    /// send was refused unrun (not delivered, or not authorized).
+    pub may_have_run: bool,
+}
 
 /// One request as the caller asks for it: a tool call, or any other request to the server.
 #[derive(Clone, Default)]
@@ -43,6 +69,8 @@ pub(crate) struct CallRequest {
     pub headers: Arc<[ParamHeader]>,
     /// Input-required results come back whole (the caller is a client of that era).
     pub relays_input: bool,
+    /// Where the call's [`CallReport`] goes when it ends; `None`: nowhere (nothing is made).
+    pub report: Option<Arc<OnceLock<CallReport>>>,
 }
 
 impl std::fmt::Debug for CallRequest {
@@ -55,17 +83,75 @@ impl std::fmt::Debug for CallRequest {
     }
 }
 
-/// What a call's trace span records when the call ends, however it ends.
-struct Tally {
+/// What a call's trace span records, and its [`CallReport`] says, when the call ends, however
+/// it ends. Fixed size: a call that reports nowhere allocates nothing for it.
+struct Tally<'a> {
     span: tracing::Span,
-    attempts: i64,
+    attempts: u32,
     replayed: bool,
+    /// The generation of each send, in order (the first `attempts` of them).
+    generations: [u64; MAX_SENDS],
+    /// Whether each send may have run: true from when it goes out until its failure says it
+    /// did not.
+    ran: [bool; MAX_SENDS],
+    report: Option<&'a OnceLock<CallReport>>,
 }
 
-impl Drop for Tally {
+impl Tally<'_> {
+    /// The call goes out (again) on `generation`.
+    fn sent(&mut self, generation: u64, replayed: bool) {
+        if let Some(at) = self.slot(self.attempts) {
+            self.generations[at] = generation;
+            self.ran[at] = true;
+        }
+        self.attempts += 1;
+        self.replayed = replayed;
+    }
+
+    /// The last send failed with `verdict` on `failure`: whether the server may have run it.
+    fn failed(&mut self, verdict: Verdict, failure: &Failure) {
+        if let Some(at) = self.attempts.checked_sub(1).and_then(|n| self.slot(n)) {
+            self.ran[at] = may_have_run(verdict, failure);
+        }
+    }
+
+    /// Where send number `n` (from 0) is kept.
+    fn slot(&self, n: u32) -> Option<usize> {
+        usize::try_from(n).ok().filter(|&n| n < MAX_SENDS)
+    }
+
+    fn kept(&self) -> usize {
+        usize::try_from(self.attempts).map_or(MAX_SENDS, |n| n.min(MAX_SENDS))
+    }
+}
+
+impl Drop for Tally<'_> {
     fn drop(&mut self) {
-        self.span.record("attempts", self.attempts);
+        self.span.record("attempts", i64::from(self.attempts));
         self.span.record("replayed", self.replayed);
+        if let Some(report) = self.report {
+            let kept = self.kept();
+            let _ = report.set(CallReport {
+                attempts: self.attempts,
+                replayed: self.replayed,
+                generations: self.generations[..kept].to_vec(),
+                may_have_run: self.ran[..kept].contains(&true),
+            });
+        }
+    }
+}
+
+/// Whether a send that failed so may have run: only a send refused before it ran (not
+/// delivered; not authorized, which the server answers unrun) did not.
+fn may_have_run(verdict: Verdict, failure: &Failure) -> bool {
+    match verdict {
+        Verdict::NotDelivered => false,
+        Verdict::ServerAnswered => !matches!(failure, Failure::Unauthorized { .. }),
+        Verdict::DeadlinePassed
+        | Verdict::OutcomeUnknown
+        | Verdict::Unclear
+        | Verdict::Aborted
+        | Verdict::Malformed => true,
     }
 }
 
@@ -139,8 +225,9 @@ struct Call<'a> {
     resent: bool,
     /// The failure that made us reconnect, to report with a failed reconnect.
     first_failure: Option<String>,
-    /// How many times it went out, for the call's trace span (recorded once, at the end).
-    tally: Tally,
+    /// How many times it went out, for the call's trace span and report (recorded once, at
+    /// the end).
+    tally: Tally<'a>,
 }
 
 /// What comes after a failed send.
@@ -182,7 +269,13 @@ impl Call<'_> {
                 first,
                 reconnect: not_ready_text(&not_ready),
             },
-            None => not_ready.into_error(server, tool),
+            None => {
+                debug_assert_eq!(
+                    self.tally.attempts, 0,
+                    "a call that went out was reported unsent"
+                );
+                not_ready.into_error(server, tool)
+            }
         }
     }
 
@@ -230,7 +323,10 @@ impl SupervisorHandle {
             if remaining.is_zero() {
                 return Err(call.timed_out());
             }
-            let failure = match self.send_once(&mut call, &*link, remaining).await {
+            let failure = match self
+                .send_once(&mut call, generation, &*link, remaining)
+                .await
+            {
                 Ok(result) => {
                     self.shared.misses.store(0, Ordering::SeqCst);
                     return Ok(result);
@@ -276,14 +372,18 @@ impl SupervisorHandle {
                 span: tracing::Span::current(),
                 attempts: 0,
                 replayed: false,
+                generations: [0; MAX_SENDS],
+                ran: [false; MAX_SENDS],
+                report: request.report.as_deref(),
             },
         }
     }
 
-    /// Send the call once on `link`, within `remaining`.
+    /// Send the call once on `link` (of `generation`), within `remaining`.
     async fn send_once(
         &self,
         call: &mut Call<'_>,
+        generation: u64,
         link: &dyn Link,
         remaining: Duration,
     ) -> Result<Box<RawValue>, Failure> {
@@ -294,8 +394,7 @@ impl SupervisorHandle {
             headers: call.request.headers.clone(),
             relays_input: call.request.relays_input,
         };
-        call.tally.attempts += 1;
-        call.tally.replayed = call.resent;
+        call.tally.sent(generation, call.resent);
         let _busy = InFlight::enter(&self.shared.in_flight);
         // The link ends the call at its deadline; this outer bound only guards against a link
         // that would not.
@@ -319,6 +418,7 @@ impl SupervisorHandle {
         link: &dyn Link,
     ) -> Then {
         let verdict = classify::classify(&failure);
+        call.tally.failed(verdict, &failure);
         let cause = describe(&failure);
         match classify::recovery(verdict, call.safety) {
             Recovery::Return => {

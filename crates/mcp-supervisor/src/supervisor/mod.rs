@@ -25,6 +25,7 @@ use crate::error::{AttemptError, Stuck};
 use crate::link::{CloseHow, Connector, EVENTS, EventQueue, Link, LinkEvent};
 use crate::registry::{Registry, UpstreamTool};
 
+pub use call::CallReport;
 pub(crate) use call::CallRequest;
 
 /// How long a generation may take to close before reconnecting stops (SPEC §3).
