@@ -63,6 +63,28 @@ pub struct FaceArgs {
     pub http_limits: HttpLimitArgs,
 }
 
+/// `wrap --http` as an OAuth resource server: the keys of a config's `"auth"` as flags
+/// (SPEC §14).
+#[derive(Clone, Debug, Default, clap::Args)]
+pub struct AuthArgs {
+    /// With --http: accept only JWT access tokens of this issuer (its `iss`); the keys are
+    /// found from its metadata.
+    #[arg(long, value_name = "URL", requires_all = ["http", "auth_audience"])]
+    pub auth_issuer: Option<String>,
+    /// This proxy's resource URL: a token's `aud` must hold it (e.g. https://host/mcp).
+    #[arg(long, value_name = "URL", requires = "auth_issuer")]
+    pub auth_audience: Option<String>,
+    /// A scope every token for /mcp must hold (repeatable).
+    #[arg(long, value_name = "SCOPE", requires = "auth_issuer")]
+    pub auth_scope: Vec<String>,
+    /// A scope every token for the admin endpoints must hold (repeatable).
+    #[arg(long, value_name = "SCOPE", requires = "auth_issuer")]
+    pub auth_admin_scope: Vec<String>,
+    /// The issuer's JWKS URL, when its metadata should not be asked for it.
+    #[arg(long, value_name = "URL", requires = "auth_issuer")]
+    pub auth_jwks_uri: Option<String>,
+}
+
 /// How every HTTP listener of the process (--http, --admin) treats slow and idle connections.
 #[derive(Clone, Copy, Debug, clap::Args)]
 pub struct HttpLimitArgs {
@@ -239,6 +261,8 @@ pub enum Command {
         policy: Box<PolicyArgs>,
         #[command(flatten)]
         faces: FaceArgs,
+        #[command(flatten)]
+        auth: Box<AuthArgs>,
         #[command(flatten)]
         catalog: CatalogArgs,
         /// The server's command and arguments, after `--`.

@@ -65,6 +65,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             oauth,
             policy,
             faces,
+            auth,
             catalog,
             command,
         } => {
@@ -83,6 +84,13 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(mut config) => {
                     if oauth && let Some(server) = config.servers.first_mut() {
                         server.oauth = Some(Default::default());
+                    }
+                    match crate::wrap::auth_of(&auth) {
+                        Ok(auth) => config.auth = auth,
+                        Err(message) => {
+                            eprintln!("mcp-supervisor wrap: {message}");
+                            return Ok(ExitCode::from(USAGE));
+                        }
                     }
                     config
                 }

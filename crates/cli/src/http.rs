@@ -156,7 +156,7 @@ async fn check(
         // `/mcp` and its metadata are the face's own to check; the rest is admin.
         let path = request.uri().path();
         let face_checks = path == mcp_supervisor_front::http::PATH
-            || mcp_supervisor_front::auth::metadata::METADATA_PATHS.contains(&path);
+            || path.starts_with(mcp_supervisor_front::auth::metadata::METADATA_PATH);
         if !face_checks {
             let authorization = text(&headers, header::AUTHORIZATION);
             if let Err(refusal) = auth.check(authorization.as_deref(), Access::Admin).await {

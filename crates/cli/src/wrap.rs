@@ -121,6 +121,49 @@ pub(crate) fn wrap_config(
     })
 }
 
+/// The `auth` of `wrap --http`'s flags (`None` without `--auth-issuer`), through the same
+/// checks and messages as a config file's `"auth"`, each problem naming its flag.
+pub(crate) fn auth_of(
+    args: &crate::cli::AuthArgs,
+) -> Result<Option<mcp_supervisor::core::config::AuthConfig>, String> {
+    let Some(issuer) = &args.auth_issuer else {
+        return Ok(None);
+    };
+    let mut auth = serde_json::json!({
+        "issuer": issuer,
+        "audience": args.auth_audience.clone().unwrap_or_default(),
+        "scopes": args.auth_scope,
+        "adminScopes": args.auth_admin_scope,
+    });
+    if let Some(jwks) = &args.auth_jwks_uri {
+        auth["jwksUri"] = serde_json::json!(jwks);
+    }
+    let text = serde_json::json!({ "mcpServers": { "flags": { "command": "-" } }, "auth": auth })
+        .to_string();
+    match mcp_supervisor::core::config::parse_config(&text, &|_| None) {
+        Ok(config) => Ok(config.auth),
+        Err(errors) => Err(errors
+            .problems
+            .iter()
+            .map(|problem| {
+                let path = problem.path.as_str();
+                let flag = [
+                    ("auth.issuer", "--auth-issuer"),
+                    ("auth.audience", "--auth-audience"),
+                    ("auth.scopes", "--auth-scope"),
+                    ("auth.adminScopes", "--auth-admin-scope"),
+                    ("auth.jwksUri", "--auth-jwks-uri"),
+                ]
+                .iter()
+                .find(|(key, _)| path.starts_with(key))
+                .map_or(path, |(_, flag)| flag);
+                format!("{flag}: {}", problem.message)
+            })
+            .collect::<Vec<_>>()
+            .join("\n")),
+    }
+}
+
 /// The config key under a server that each of `wrap`'s flags sets (an item of a list: `key[i]`).
 const FLAG_KEYS: &[(&str, &str)] = &[
     ("reconnect.initialDelayMs", "--initial-delay-ms"),

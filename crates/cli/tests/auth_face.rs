@@ -648,3 +648,59 @@ async fn isolation_user_gives_each_identity_one_instance_that_comes_back_as_its_
     );
     assert!(alive(bobs as u32), "bob's goes on");
 }
+
+#[tokio::test]
+async fn wrap_http_takes_the_same_auth_as_flags() {
+    let dir = temp_dir("auth-wrap");
+    let idp = Idp::start(
+        &dir,
+        &[IdpClient::new("alice-app", "alice-secret").with_sub("alice")],
+    )
+    .await
+    .expect("the identity provider starts");
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let addr = format!("127.0.0.1:{port}");
+    let fault = fault_bin();
+    let proxy = Running::start(
+        &[
+            "wrap",
+            "--http",
+            &addr,
+            "--auth-issuer",
+            idp.issuer(),
+            "--auth-audience",
+            &audience,
+            "--auth-scope",
+            "mcp:tools",
+            "--",
+            fault.to_str().unwrap_or_default(),
+        ],
+        port,
+        &[],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let (status, metadata) =
+        get_json(&proxy.url("/.well-known/oauth-protected-resource/mcp")).await;
+    assert_eq!(status, 200);
+    assert_eq!(metadata["resource"], json!(audience));
+    let refused = http
+        .post(&audience)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .body(r#"{"jsonrpc":"2.0","id":1,"method":"ping"}"#)
+        .timeout(LIMIT)
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0);
+    assert_eq!(refused, 401);
+    let token = idp
+        .token("alice-app", "alice-secret", &audience, "mcp:tools")
+        .await
+        .expect("a token");
+    let (response, _session) =
+        post_initialize(&http, &audience, Some(&token), json!({}), "wrap-auth").await;
+    drop(response);
+}

@@ -48,6 +48,16 @@ impl Identity {
         }
     }
 
+    /// The path the challenge's metadata URL names (the well-known path and the audience's
+    /// path), served beside [`crate::auth::metadata::METADATA_PATHS`].
+    pub(crate) fn metadata_path(&self) -> String {
+        let after_scheme = self.metadata_url.find("://").map_or(0, |i| i + 3);
+        self.metadata_url[after_scheme..].find('/').map_or_else(
+            || "/".to_string(),
+            |i| self.metadata_url[after_scheme + i..].to_string(),
+        )
+    }
+
     /// The protected resource metadata, as JSON.
     pub(crate) fn metadata(&self) -> Response {
         (

@@ -36,7 +36,21 @@ pub(crate) fn router(proxy: Arc<Proxy>, options: Options) -> Router {
         .stopping
         .unwrap_or_else(|| Stopping::new(options.shutdown));
     let identity = options.auth.map(Identity::new);
-    let with_metadata = identity.is_some();
+    let metadata_paths: Vec<String> = match &identity {
+        Some(identity) => {
+            let mut paths: Vec<String> = crate::auth::metadata::METADATA_PATHS
+                .iter()
+                .map(|p| p.to_string())
+                .collect();
+            // Where the challenge points, for an audience at another path than /mcp.
+            let own = identity.metadata_path();
+            if !paths.contains(&own) {
+                paths.push(own);
+            }
+            paths
+        }
+        None => Vec::new(),
+    };
     let face = Arc::new(HttpFace::new(
         proxy,
         sessions,
@@ -46,11 +60,9 @@ pub(crate) fn router(proxy: Arc<Proxy>, options: Options) -> Router {
         identity,
     ));
     let mut router = Router::new().route(PATH, get(open_stream).post(post).delete(delete));
-    if with_metadata {
-        // Answered without a token: it is how a client learns where to get one.
-        for path in crate::auth::metadata::METADATA_PATHS {
-            router = router.route(path, get(metadata));
-        }
+    // Answered without a token: it is how a client learns where to get one.
+    for path in &metadata_paths {
+        router = router.route(path, get(metadata));
     }
     router.with_state(face)
 }
