@@ -50,6 +50,13 @@ impl Proxy {
             },
             Mode::Aggregate => self.resource_owner(&uri, &args).await?,
         };
+        // Subscribing to a resource is reading it as it changes: the same rule judges it.
+        self.admit(
+            &scope.client,
+            &server,
+            method,
+            mcp_supervisor::core::authorize::Target::Resource(&uri),
+        )?;
         if self.hub.isolated(&server) {
             return self.send(&server, method, params, args).await;
         }
