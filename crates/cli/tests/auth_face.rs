@@ -704,3 +704,90 @@ async fn wrap_http_takes_the_same_auth_as_flags() {
         post_initialize(&http, &audience, Some(&token), json!({}), "wrap-auth").await;
     drop(response);
 }
+
+#[tokio::test]
+async fn a_session_opened_on_one_replica_refuses_another_identity_on_the_other() {
+    let dir = temp_dir("auth-replicas");
+    let idp = Idp::start(
+        &dir,
+        &[
+            IdpClient::new("alice-app", "alice-secret").with_sub("alice"),
+            IdpClient::new("bob-app", "bob-secret").with_sub("bob"),
+        ],
+    )
+    .await
+    .expect("the identity provider starts");
+    // One service: both replicas have the same audience (the balancer's URL) and session key.
+    let audience = "http://127.0.0.1:1/mcp".to_string();
+    let key = base64::engine::general_purpose::STANDARD.encode([7u8; 32]);
+    let config = json!({
+        "mcpServers": { "f": { "command": fault_bin() } },
+        "auth": { "issuer": idp.issuer(), "audience": audience, "scopes": ["mcp:tools"] },
+    });
+    let path = dir.join("servers.json");
+    std::fs::write(&path, config.to_string()).expect("write config");
+    let mut replicas = Vec::new();
+    for _ in 0..2 {
+        let port = free_port();
+        let addr = format!("127.0.0.1:{port}");
+        replicas.push(
+            Running::start(
+                &[
+                    "serve",
+                    "--config",
+                    path.to_str().unwrap_or_default(),
+                    "--http",
+                    &addr,
+                ],
+                port,
+                &[("MCP_SUPERVISOR_SESSION_KEY", key.as_str())],
+            )
+            .await,
+        );
+    }
+    let token = |who: &'static str| {
+        let (idp, audience) = (&idp, audience.clone());
+        async move {
+            idp.token(
+                &format!("{who}-app"),
+                &format!("{who}-secret"),
+                &audience,
+                "mcp:tools",
+            )
+            .await
+            .expect("a token")
+        }
+    };
+    let (alice, bob) = (token("alice").await, token("bob").await);
+    let http = reqwest::Client::new();
+    let (response, session) = post_initialize(
+        &http,
+        &replicas[0].url("/mcp"),
+        Some(&alice),
+        json!({}),
+        "replica",
+    )
+    .await;
+    drop(response);
+    let ping = |replica: &Running, token: &str| {
+        http.post(replica.url("/mcp"))
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", "2025-06-18")
+            .header("mcp-session-id", session.as_str())
+            .bearer_auth(token)
+            .body(r#"{"jsonrpc":"2.0","id":5,"method":"ping"}"#)
+            .timeout(LIMIT)
+            .send()
+    };
+    let on_other = ping(&replicas[1], &bob).await.map(|r| r.status().as_u16());
+    assert_eq!(
+        on_other.unwrap_or(0),
+        403,
+        "bob on alice's session, on the other replica"
+    );
+    let resumed = ping(&replicas[1], &alice)
+        .await
+        .map(|r| r.status().as_u16());
+    assert_eq!(resumed.unwrap_or(0), 200, "alice resumes it there");
+}
