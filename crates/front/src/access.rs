@@ -2,7 +2,8 @@
 //! client's request once the dispatcher knows which server (and which upstream tool, prompt or
 //! resource) it goes to, and for each item of a list the client is shown.
 //!
-//! It judges and refuses; it never sends anything upstream, and a refused request has not run.
+//! It judges and refuses (noting the route and a refusal on the request's audit trail); it
+//! never sends anything upstream, and a refused request has not run.
 //! Who the caller is comes from the client ([`crate::caller`]); a client with no caller is
 //! judged with no claims (and, for the limits, as one anonymous identity).
 
@@ -14,6 +15,7 @@ use mcp_supervisor::core::config::Config;
 use mcp_supervisor::link::RpcError;
 use serde_json::json;
 
+use crate::audit::Outcome;
 use crate::client::Client;
 use crate::proxy::Proxy;
 use crate::rate::{self, Limits, Rate, RetryAfter};
@@ -91,6 +93,7 @@ impl Proxy {
         method: &str,
         target: Target<'_>,
     ) -> Result<(), RpcError> {
+        crate::trail::routed(server, target);
         let rules = self.rules();
         let caller = client.caller();
         if let Some(rule) = rules.authorize.get(server) {
@@ -109,6 +112,7 @@ impl Proxy {
                     subject = caller.as_ref().map(|c| c.subject.as_str()),
                     "denied: {why}"
                 );
+                crate::trail::refused(Outcome::Denied);
                 return Err(denied(server, method, target));
             }
         }
@@ -116,7 +120,10 @@ impl Proxy {
             let key = caller.as_ref().map_or(rate::ANONYMOUS, |c| c.key());
             limits
                 .check(key, rate::Scope::Server(server))
-                .map_err(|retry| rate_limited(&retry))?;
+                .map_err(|retry| {
+                    crate::trail::refused(Outcome::RateLimited);
+                    rate_limited(&retry)
+                })?;
         }
         Ok(())
     }
@@ -127,7 +134,10 @@ impl Proxy {
         let caller = scope.client.caller();
         self.rules()
             .check_top(caller.as_ref().map_or(rate::ANONYMOUS, |c| c.key()))
-            .map_err(|retry| rate_limited(&retry))
+            .map_err(|retry| {
+                crate::trail::refused(Outcome::RateLimited);
+                rate_limited(&retry)
+            })
     }
 
     /// Whether a client may use `target` of `server` by `method` (for the lists it is shown):

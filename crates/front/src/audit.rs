@@ -175,11 +175,11 @@ impl Recovery {
         }
     }
 
-    /// What the library says of a request it ran. It reports no attempts or generations for
-    /// a call, so only the errors that imply them fill them in: those sent nothing,
-    /// `NotDelivered` (it fails only after the one resend), `ReconnectFailed` (the first send
-    /// failed and no fresh connection came for the second). A result or any other error
-    /// leaves them unknown.
+    /// What the library's answer alone says of a request it ran (where no
+    /// [`mcp_supervisor::CallReport`] came, see [`Recovery::of_report`]): only the errors that
+    /// imply attempts fill them in: those sent nothing, `NotDelivered` (it fails only after
+    /// the one resend), `ReconnectFailed` (the first send failed and no fresh connection came
+    /// for the second). A result or any other error leaves them unknown.
     pub fn of_call(result: Result<&RawValue, &CallError>) -> Self {
         let Err(error) = result else {
             return Self::default();
@@ -207,6 +207,17 @@ impl Recovery {
             | CallError::TimedOut { .. }
             | CallError::OutcomeUnknown { .. }
             | CallError::Cancelled { .. } => Self::default(),
+        }
+    }
+}
+
+impl Recovery {
+    /// What the library reported of a call it sent: every member known.
+    pub fn of_report(report: &mcp_supervisor::CallReport) -> Self {
+        Self {
+            attempts: Some(report.attempts),
+            replayed: Some(report.replayed),
+            generations: Some(report.generations.clone()),
         }
     }
 }
@@ -276,6 +287,12 @@ impl Pending {
     /// The server it goes to, and the upstream name it is about, once routed.
     pub fn routed(&mut self, server: &str, target: Option<Target>) {
         self.server = Some(name(server));
+        self.named(target);
+    }
+
+    /// The name it is about, with no one server to name (refused before it was routed: the
+    /// name as the client wrote it).
+    pub fn named(&mut self, target: Option<Target>) {
         self.target = target.map(|target| match target {
             Target::Tool(n) => Target::Tool(cut(n)),
             Target::Prompt(n) => Target::Prompt(cut(n)),

@@ -1,7 +1,8 @@
 //! One JSON-RPC message from a client in, its answer out ([`Proxy::handle`]): a request is
 //! kept in its client's list while it runs (so the client can cancel it), handed to the
 //! 2026-07-28 era's layer or to the dispatcher, and answered unless its client cancelled it; a
-//! notification or a response from the client is taken here.
+//! notification or a response from the client is taken here. With an audit, each request is
+//! followed by its trail ([`crate::trail`]) while it runs.
 //!
 //! It never decides where a request goes: [`crate::dispatch`] does.
 
@@ -18,6 +19,7 @@ use crate::client::{ByClient, InCall, Scope};
 use crate::json::lock;
 use crate::message::{Kind, Message, error_text};
 use crate::proxy::{Mode, Proxy};
+use crate::trail::Trail;
 
 impl Proxy {
     /// Handle one JSON-RPC message from `client`. A request resolves with its answer's text;
@@ -44,6 +46,18 @@ impl Proxy {
         message: &Message,
         related: Option<mpsc::Sender<String>>,
     ) -> Option<String> {
+        self.handle_message_in(client, message, related, None).await
+    }
+
+    /// [`Proxy::handle_message`] for a message that came on the session whose id is
+    /// `session_id` (an HTTP session's): the audit names the session its requests came on.
+    pub async fn handle_message_in(
+        self: &Arc<Self>,
+        client: &Arc<Client>,
+        message: &Message,
+        related: Option<mpsc::Sender<String>>,
+        session_id: Option<&str>,
+    ) -> Option<String> {
         let params = message.params();
         match (&message.kind, message.id()) {
             (Kind::Request { method }, Some(id)) => {
@@ -63,11 +77,17 @@ impl Proxy {
                 // client that went away).
                 let mut in_flight = InFlight { client, key };
                 let head = message.head();
-                let answer = if crate::stateless::is_stateless(client, method, head) {
-                    self.stateless(&scope, id, method, params, head, cancel)
-                        .await
-                } else {
-                    self.request(&scope, method, params, head, cancel).await
+                let answering = async {
+                    if crate::stateless::is_stateless(client, method, head) {
+                        self.stateless(&scope, id, method, params, head, cancel)
+                            .await
+                    } else {
+                        self.request(&scope, method, params, head, cancel).await
+                    }
+                };
+                let answer = match Trail::start(self, client, method, head, session_id) {
+                    Some(trail) => trail.follow(answering).await,
+                    None => answering.await,
                 };
                 // Its client cancelled it: no answer, as MCP asks of the receiver of a
                 // cancellation and as the server itself would do.

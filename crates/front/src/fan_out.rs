@@ -2,7 +2,8 @@
 //! request to `wrap`'s server as it came ([`Proxy::forward`]), every server's held part of a
 //! list ([`Proxy::held_parts`]), and one request to every server at once within a bound
 //! ([`Proxy::fan_out`]); the one call of a tool through the hub ([`call_through`]); and a
-//! call's failure as the client sees it ([`call_error`]).
+//! call's failure as the client sees it ([`call_error`]). Each of them notes on the request's
+//! audit trail what it sent and what came back ([`crate::trail::Sending`]).
 //!
 //! It never waits on a late server past [`FAN_OUT_WAIT`], and never lists anything live.
 
@@ -18,6 +19,7 @@ use serde_json::value::RawValue;
 use crate::Mode;
 use crate::json::{member_str, to_raw};
 use crate::proxy::Proxy;
+use crate::trail::{self, Sending};
 
 /// How long a fan-out that cannot be held (`tasks/list`, `logging/setLevel`) waits for each
 /// server, all at once: a late server's part is left out (and logged), never waited for.
@@ -62,11 +64,27 @@ pub(crate) async fn call_through(
     mode: Mode,
     name: &str,
     params: &RawValue,
+    mut args: CallArgs,
+) -> Result<Box<RawValue>, CallError> {
+    let sending = Sending::start(None, &mut args);
+    let outcome = call_noted(hub, mode, name, params, args, &sending).await;
+    sending.answered(outcome.as_deref());
+    outcome
+}
+
+/// [`call_through`], noting on `sending` the server a name the registry does not hold goes to.
+async fn call_noted(
+    hub: &Hub,
+    mode: Mode,
+    name: &str,
+    params: &RawValue,
     args: CallArgs,
+    sending: &Sending,
 ) -> Result<Box<RawValue>, CallError> {
     match hub.call_json(name, params, args.clone()).await {
         Err(CallError::UnknownTool { name }) => match (mode, hub.servers().as_slice()) {
             (Mode::Transparent, [server]) => {
+                sending.to_server(server);
                 hub.send(server, "tools/call", Some(params), args).await
             }
             _ => Err(CallError::UnknownTool { name }),
@@ -76,15 +94,21 @@ pub(crate) async fn call_through(
 }
 
 /// [`call_through`] as a future that owns what it needs: a call that outlives the request that
-/// made it (one that waits for its client's input between rounds, [`crate::rounds`]).
+/// made it (one that waits for its client's input between rounds, [`crate::rounds`]). It holds
+/// the audit trail of the request that made it, which is written when the call ends.
 pub(crate) fn owned_call(
     hub: Arc<Hub>,
     mode: Mode,
     name: String,
     params: Box<RawValue>,
-    args: CallArgs,
+    mut args: CallArgs,
 ) -> BoxFuture<'static, Result<Box<RawValue>, CallError>> {
-    Box::pin(async move { call_through(&hub, mode, &name, &params, args).await })
+    let sending = Sending::start(None, &mut args);
+    Box::pin(async move {
+        let outcome = call_noted(&hub, mode, &name, &params, args, &sending).await;
+        sending.answered(outcome.as_deref());
+        outcome
+    })
 }
 
 impl Proxy {
@@ -114,9 +138,12 @@ impl Proxy {
         server: &str,
         method: &str,
         params: Option<&RawValue>,
-        args: CallArgs,
+        mut args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        match self.hub.send(server, method, params, args).await {
+        let sending = Sending::start(Some(server), &mut args);
+        let outcome = self.hub.send(server, method, params, args).await;
+        sending.answered(outcome.as_deref());
+        match outcome {
             Ok(result) => Ok(result),
             Err(error) => call_error(error),
         }
@@ -161,6 +188,9 @@ impl Proxy {
             })
             .collect();
         let wait = args.timeout.map_or(FAN_OUT_WAIT, |t| t.min(FAN_OUT_WAIT));
+        if !servers.is_empty() {
+            trail::fanned_out();
+        }
         let params: Vec<Option<Cow<'p, RawValue>>> =
             servers.iter().map(|server| params_for(server)).collect();
         let answers =

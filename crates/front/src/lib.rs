@@ -58,6 +58,7 @@ pub mod stateless;
 pub mod stdio;
 mod tasks;
 mod tools;
+mod trail;
 
 pub use client::{Client, OUTBOX, Scope, Undelivered};
 pub use handshake::{SESSION_VERSIONS, STATELESS_VERSION, routed_capabilities};

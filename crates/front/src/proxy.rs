@@ -1,6 +1,6 @@
 //! The proxy: what every client of every face shares ([`Proxy`]: the hub, the mode, the
-//! clients, the call counters, the tool exposure, the input rounds), and the list of clients
-//! that server events reach.
+//! clients, the call counters, the tool exposure, the input rounds, the audit), and the list of
+//! clients that server events reach.
 //!
 //! The work is in the files beside it, one concern each, as `impl Proxy` blocks over this one
 //! value: a message comes in through `face`, a 2026-07-28 request passes `stateless` (the
@@ -11,7 +11,7 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, Weak};
+use std::sync::{Arc, Mutex, OnceLock, Weak};
 
 use mcp_supervisor::Hub;
 use mcp_supervisor::core::config::{Config, ToolExposure};
@@ -50,6 +50,9 @@ pub struct Proxy {
     pub(crate) reloads: Reloads,
     /// Each server's `authorize` rule and the rate limits ([`crate::access`]).
     pub(crate) access: Mutex<Arc<crate::access::Rules>>,
+    /// Where each request that reaches a server or is refused is written down (SPEC §14);
+    /// unset: nothing is noted ([`crate::trail`]).
+    audit: OnceLock<Arc<crate::audit::Audit>>,
 }
 
 impl Proxy {
@@ -66,6 +69,7 @@ impl Proxy {
             restored: Mutex::new(HashMap::new()),
             reloads: Reloads::default(),
             access: Mutex::default(),
+            audit: OnceLock::new(),
         });
         proxy.pass_events_down();
         proxy
@@ -107,6 +111,20 @@ impl Proxy {
             }
             Err(error) => Reloaded::Kept(error),
         }
+    }
+
+    /// Write each client request that reaches a server or is refused to `audit` from now on
+    /// (SPEC §14). Set once: a second audit is refused and handed back.
+    pub fn set_audit(
+        &self,
+        audit: Arc<crate::audit::Audit>,
+    ) -> Result<(), Arc<crate::audit::Audit>> {
+        self.audit.set(audit)
+    }
+
+    /// The audit requests are written to, if one was set.
+    pub fn audit(&self) -> Option<&Arc<crate::audit::Audit>> {
+        self.audit.get()
     }
 
     pub fn hub(&self) -> &Arc<Hub> {

@@ -160,8 +160,15 @@ impl HttpFace {
         let task = tokio::spawn({
             let (proxy, client) = (self.proxy.clone(), session.client.clone());
             let (stopping, id) = (self.stopping.clone(), id.clone());
+            // The audit names the session its requests came on (none made without an audit).
+            let session_id = self.proxy.audit().map(|_| session.id.clone());
             async move {
-                let handled = proxy.handle_message(&client, &message, Some(related_tx));
+                let handled = proxy.handle_message_in(
+                    &client,
+                    &message,
+                    Some(related_tx),
+                    session_id.as_deref(),
+                );
                 let answer = until_stopping(handled, &stopping, id.as_deref()).await;
                 let _ = answer_tx.send(answer);
             }
