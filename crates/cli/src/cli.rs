@@ -230,6 +230,12 @@ pub enum Command {
         faces: FaceArgs,
         #[command(flatten)]
         catalog: CatalogArgs,
+        /// Append one JSON line per client request that reaches a server or is refused to FILE
+        /// (who, which server and tool, the outcome, what recovery did; never a token, an
+        /// argument or a result), reopened on SIGHUP for log rotation. Overrides the config's
+        /// "audit".
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
     },
     /// Front one server, transparently: its tools keep their names.
     #[command(
@@ -263,6 +269,11 @@ pub enum Command {
         faces: FaceArgs,
         #[command(flatten)]
         auth: Box<AuthArgs>,
+        /// Append one JSON line per client request that reaches the server or is refused to
+        /// FILE (who, the tool, the outcome, what recovery did; never a token, an argument or a
+        /// result), reopened on SIGHUP for log rotation.
+        #[arg(long, value_name = "FILE")]
+        audit: Option<PathBuf>,
         #[command(flatten)]
         catalog: CatalogArgs,
         /// The server's command and arguments, after `--`.

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mcp_supervisor::core::config::{Config, parse_config};
+use mcp_supervisor::core::config::{AuditConfig, Config, parse_config};
 use mcp_supervisor::{CallArgs, Hub};
 
 use crate::cli::Command;
@@ -42,11 +42,15 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             config,
             faces,
             catalog,
+            audit,
         } => {
-            let loaded = match load(&config) {
+            let mut loaded = match load(&config) {
                 Ok(loaded) => loaded,
                 Err(code) => return Ok(code),
             };
+            if let Some(path) = audit {
+                loaded.audit = Some(AuditConfig { path });
+            }
             crate::serve::run(
                 loaded,
                 Some(config),
@@ -66,6 +70,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             policy,
             faces,
             auth,
+            audit,
             catalog,
             command,
         } => {
@@ -92,6 +97,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                             return Ok(ExitCode::from(USAGE));
                         }
                     }
+                    config.audit = audit.map(|path| AuditConfig { path });
                     config
                 }
                 Err(message) => {

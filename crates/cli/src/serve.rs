@@ -11,8 +11,12 @@
 //! one, the proxy's coalescing), and once that reload has ended the file is read again as it
 //! then is.
 //!
-//! Shutdown is bounded (about 5 s) and leaves no child process: the hub's stop closes every
-//! generation's process group before this returns.
+//! The audit log (the config's `audit`, or `--audit`) is opened before anything starts (a path
+//! that cannot be opened is refused like a bad config), opened again at its path on SIGHUP (log
+//! rotation), and written out at the end within [`AUDIT_LIMIT`].
+//!
+//! Shutdown is bounded (about 5 s, and the audit's 2 s) and leaves no child process: the hub's
+//! stop closes every generation's process group before this returns.
 
 use std::net::SocketAddr;
 use std::path::{Path, PathBuf};
@@ -28,6 +32,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::drain::Drain;
 use crate::http::{self, Guard};
+use mcp_supervisor_front::audit::Audit;
 use mcp_supervisor_front::{Mode, Proxy, Reloaded};
 
 /// How long a stop may take before we exit anyway.
@@ -43,6 +48,10 @@ const POLL_EVERY: Duration = Duration::from_secs(5);
 /// How long the HTTP faces may take, once the proxy stops, to send what they still owe (the
 /// stopping answers, the streams' last events) before the servers are stopped.
 const ANSWER_LIMIT: Duration = Duration::from_secs(1);
+/// How long the audit's writer may take, at the end, to write what is still queued.
+const AUDIT_LIMIT: Duration = mcp_supervisor_front::audit::DROP_WAIT;
+/// The exit code of a config (or flag) the proxy cannot start with, as for a bad config.
+const USAGE: u8 = 2;
 
 pub struct Faces {
     /// Seal the HTTP face's session ids.
@@ -76,6 +85,15 @@ pub async fn run(
     if let Some(dir) = &state_dir {
         tracing::debug!("saved catalogs in {}", dir.display());
     }
+    // Opened before anything starts: a path that cannot be written starts nothing.
+    let audit = match config.audit.as_ref().map(|a| Audit::open(&a.path)) {
+        None => None,
+        Some(Ok(audit)) => Some(Arc::new(audit)),
+        Some(Err(error)) => {
+            eprintln!("mcp-supervisor: {error}");
+            return Ok(ExitCode::from(USAGE));
+        }
+    };
     let mut faces = faces;
     faces.guard.auth = verifier_of(&config, &faces)?;
     let sealing = Arc::new(crate::mcp_http::Sealing {
@@ -88,6 +106,10 @@ pub async fn run(
         ..HubOptions::default()
     };
     let proxy = mcp_supervisor_front::start(config, mode, options);
+    if let Some(audit) = &audit {
+        // A new proxy has none yet.
+        let _ = proxy.set_audit(audit.clone());
+    }
     let hub = proxy.hub().clone();
     let shutdown = CancellationToken::new();
     let drain = Drain::new();
@@ -154,10 +176,17 @@ pub async fn run(
         tokio::select! {
             _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); break Stop::Now; }
             _ = terminate.recv() => break Stop::Drain,
-            _ = hangup.recv() => match &config_path {
-                Some(_) => reloads.notify_one(),
-                None => tracing::warn!("SIGHUP ignored: there is no config file to reload"),
-            },
+            _ = hangup.recv() => {
+                if let Some(audit) = &audit {
+                    audit.reopen();
+                    tracing::info!("SIGHUP: the audit log is opened again at its path before its next line");
+                }
+                match &config_path {
+                    Some(_) => reloads.notify_one(),
+                    None if audit.is_some() => {}
+                    None => tracing::warn!("SIGHUP ignored: there is no config file to reload"),
+                }
+            }
             () = shutdown.cancelled() => break Stop::Now,
         }
     };
@@ -187,6 +216,13 @@ pub async fn run(
     }
     for task in tasks.into_iter().chain(http_tasks) {
         task.abort();
+    }
+    if let Some(audit) = audit {
+        // The last requests' lines, the stopping ones too, are written before the exit.
+        let written = tokio::task::spawn_blocking(move || audit.shutdown(AUDIT_LIMIT)).await;
+        if let Ok(Err(error)) = written {
+            tracing::warn!("{error}");
+        }
     }
     Ok(ExitCode::SUCCESS)
 }
