@@ -11,7 +11,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use mcp_supervisor::core::authorize::{Claims, Request, Rule, Target};
-use mcp_supervisor::core::config::Config;
+use mcp_supervisor::core::config::{AuthConfig, Config, RateLimit};
 use mcp_supervisor::link::RpcError;
 use serde_json::json;
 
@@ -30,8 +30,14 @@ pub const RATE_LIMITED: i64 = -32029;
 #[derive(Default)]
 pub struct Rules {
     authorize: HashMap<String, Rule>,
-    limits: Option<Limits>,
+    limits: Option<Arc<Limits>>,
+    /// The rates the limits were made from: a reload that keeps them keeps the budgets.
+    rates: Rates,
+    /// The config's `auth`, as read: a transport reads it once, at start.
+    auth: Option<AuthConfig>,
 }
+
+type Rates = (Option<RateLimit>, Vec<(String, RateLimit)>);
 
 impl Rules {
     /// The rules `config` sets. A rate that the limiter cannot hold (the config checks the same
@@ -42,22 +48,48 @@ impl Rules {
             .iter()
             .filter_map(|s| Some((s.name.clone(), s.authorize.clone()?)))
             .collect();
-        let rate = |limit: &mcp_supervisor::core::config::RateLimit, whose: &str| {
+        let rate = |limit: &RateLimit, whose: &str| {
             Rate::new(limit.requests_per_second, limit.burst)
                 .map_err(|error| tracing::warn!("rateLimit of {whose} left out: {error}"))
                 .ok()
         };
-        let top = config
-            .rate_limit
-            .as_ref()
-            .and_then(|l| rate(l, "the proxy"));
-        let servers: Vec<(String, Rate)> = config
-            .servers
+        let rates: Rates = (
+            config.rate_limit,
+            config
+                .servers
+                .iter()
+                .filter_map(|s| Some((s.name.clone(), s.rate_limit?)))
+                .collect(),
+        );
+        let top = rates.0.as_ref().and_then(|l| rate(l, "the proxy"));
+        let servers: Vec<(String, Rate)> = rates
+            .1
             .iter()
-            .filter_map(|s| Some((s.name.clone(), rate(s.rate_limit.as_ref()?, &s.name)?)))
+            .filter_map(|(name, limit)| Some((name.clone(), rate(limit, name)?)))
             .collect();
-        let limits = (top.is_some() || !servers.is_empty()).then(|| Limits::new(top, servers));
-        Self { authorize, limits }
+        let limits =
+            (top.is_some() || !servers.is_empty()).then(|| Arc::new(Limits::new(top, servers)));
+        Self {
+            authorize,
+            limits,
+            rates,
+            auth: config.auth.clone(),
+        }
+    }
+
+    /// These rules, keeping `old`'s budgets when the rates are the same (a reload that did not
+    /// change them does not give every caller a fresh budget).
+    fn keeping(mut self, old: &Rules) -> Self {
+        if self.rates == old.rates {
+            self.limits = old.limits.clone();
+        }
+        if self.auth != old.auth {
+            tracing::warn!(
+                "the config's \"auth\" changed: it is read at start, and the running one stays; restart the proxy to apply it"
+            );
+            self.auth = old.auth.clone();
+        }
+        self
     }
 
     /// Whether any server has a rule (lists are then filtered per caller).
@@ -171,7 +203,8 @@ impl Proxy {
 
     /// Put the rules of `config` in force (at start and on reload).
     pub fn set_rules(&self, config: &Config) {
-        *crate::json::lock(&self.access) = Arc::new(Rules::of(config));
+        let mut rules = crate::json::lock(&self.access);
+        *rules = Arc::new(Rules::of(config).keeping(&rules));
     }
 }
 
