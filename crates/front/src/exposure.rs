@@ -7,6 +7,9 @@
 //!
 //! It owns the two tools' definitions and the rewriting of a `call_tool` request; the ranking is
 //! the core's ([`mcp_supervisor::core::tool_search`]), and it never talks to a server itself.
+//! Who may see or call what is not its to judge: `search_tools` shows only the tools its
+//! caller's filter lets through (the `authorize` rules, as for `tools/list`), and the call
+//! `call_tool` names is judged by the proxy like any `tools/call`.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -109,20 +112,22 @@ impl ToolSearch {
     }
 
     /// A `tools/call` for `name` in search mode: `search_tools` is answered from `hub`'s
-    /// catalog, `call_tool` becomes the call it names (every other member of the params,
-    /// `_meta` and `task` among them, whole), and any other name is called as it is.
+    /// catalog (only the tools `shown` lets through), `call_tool` becomes the call it names
+    /// (every other member of the params, `_meta` and `task` among them, whole), and any other
+    /// name is called as it is.
     pub(crate) async fn exposed(
         &self,
         hub: &Hub,
         mode: Mode,
         name: &str,
         params: &RawValue,
+        shown: &(dyn Fn(&PublishedTool) -> bool + Sync),
     ) -> Exposed {
         let arguments = serde_json::from_str::<Outer<'_>>(params.get())
             .ok()
             .and_then(|o| o.arguments);
         match name {
-            SEARCH_TOOLS => Exposed::Answer(self.search_tools(hub, arguments)),
+            SEARCH_TOOLS => Exposed::Answer(self.search_tools(hub, arguments, shown)),
             CALL_TOOL => unwrap_call(hub, mode, params, arguments).await,
             _ => Exposed::Call {
                 name: name.to_string(),
@@ -135,6 +140,7 @@ impl ToolSearch {
         &self,
         hub: &Hub,
         arguments: Option<&RawValue>,
+        shown: &(dyn Fn(&PublishedTool) -> bool + Sync),
     ) -> Result<Box<RawValue>, RpcError> {
         #[derive(Deserialize)]
         struct Search {
@@ -175,14 +181,20 @@ impl ToolSearch {
                 }
             }
         };
+        // Every match ranked, then the first `limit` the caller may see: a tool it may not
+        // use neither shows nor takes the place of one it may.
+        let found = index
+            .search(&query, tools.len())
+            .into_iter()
+            .filter_map(|(position, _)| tools.get(position))
+            .filter(|tool| shown(tool))
+            .take(limit);
         let mut text = String::from(r#"{"tools":["#);
-        for (i, (position, _)) in index.search(&query, limit).into_iter().enumerate() {
-            if let Some(tool) = tools.get(position) {
-                if i > 0 {
-                    text.push(',');
-                }
-                text.push_str(tool.definition.get());
+        for (i, tool) in found.enumerate() {
+            if i > 0 {
+                text.push(',');
             }
+            text.push_str(tool.definition.get());
         }
         text.push_str("]}");
         to_raw(&json!({ "content": [{ "type": "text", "text": text }] }))

@@ -118,29 +118,40 @@ impl Proxy {
     /// in search mode `search_tools`' answer (`call_tool` names the call). Both eras.
     ///
     /// A call its server's `authorize` rule denies the client, or past its rate limit, is
-    /// refused here, before anything goes upstream.
+    /// refused here, before anything goes upstream: a direct call and one that search mode's
+    /// `call_tool` names alike, and in `wrap` one the registry does not hold (it goes to the
+    /// server as it came, so it is judged by its name there). `search_tools` shows only what
+    /// the client may call.
     pub(crate) async fn named_call<'a>(
         &self,
         client: &Client,
         params: Option<&'a RawValue>,
         head: &'a Head,
     ) -> Result<Named<'a>, RpcError> {
-        let named = self.unjudged_call(params, head).await?;
-        if let Named::Call { name, .. } = &named
-            && let Some(route) = self.hub.registry().route(name)
-        {
-            self.admit(
-                client,
-                &route.server,
-                "tools/call",
-                Target::Tool(&route.upstream_name),
-            )?;
+        let named = self.unjudged_call(client, params, head).await?;
+        if let Named::Call { name, .. } = &named {
+            match (self.hub.registry().route(name), self.mode) {
+                (Some(route), _) => self.admit(
+                    client,
+                    &route.server,
+                    "tools/call",
+                    Target::Tool(&route.upstream_name),
+                )?,
+                (None, Mode::Transparent) => {
+                    if let [server] = self.hub.servers().as_slice() {
+                        self.admit(client, server, "tools/call", Target::Tool(name))?;
+                    }
+                }
+                // `serve` answers a name it does not hold itself: nothing goes upstream.
+                (None, Mode::Aggregate) => {}
+            }
         }
         Ok(named)
     }
 
     async fn unjudged_call<'a>(
         &self,
+        client: &Client,
         params: Option<&'a RawValue>,
         head: &'a Head,
     ) -> Result<Named<'a>, RpcError> {
@@ -156,10 +167,20 @@ impl Proxy {
                 name_at: head.name_at.clone(),
             });
         }
+        let rules = self.rules();
+        let shown = |tool: &mcp_supervisor::PublishedTool| {
+            self.may(
+                &rules,
+                client,
+                &tool.server,
+                "tools/call",
+                Target::Tool(&tool.upstream_name),
+            )
+        };
         Ok(
             match self
                 .search
-                .exposed(&self.hub, self.mode, name, params)
+                .exposed(&self.hub, self.mode, name, params, &shown)
                 .await
             {
                 crate::exposure::Exposed::Answer(answer) => Named::Answer(answer),
