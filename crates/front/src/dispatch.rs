@@ -94,6 +94,12 @@ impl Proxy {
                 self.subscription(scope, method, uri, params, args).await
             }
             "logging/setLevel" => self.set_level(scope, params, args).await,
+            // A task is its creator's, in both modes.
+            "tasks/list" => self.list_tasks(&scope.client, params, args).await,
+            "tasks/get" | "tasks/result" | "tasks/cancel" => {
+                self.task_request(&scope.client, method, params, head, args)
+                    .await
+            }
             _ if self.mode == Mode::Transparent => {
                 if let [server] = self.hub.servers().as_slice() {
                     let target = match method {
@@ -123,10 +129,6 @@ impl Proxy {
                 let server = self.resource_owner(uri, &args).await?;
                 self.admit(&scope.client, &server, method, Target::Resource(uri))?;
                 self.send(&server, method, params, args).await
-            }
-            "tasks/list" => self.list_tasks(params, args).await,
-            "tasks/get" | "tasks/result" | "tasks/cancel" => {
-                self.task_request(method, params, head, args).await
             }
             _ => match self.hub.servers().as_slice() {
                 // One server: it answers what we do not know.

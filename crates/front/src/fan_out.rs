@@ -11,12 +11,14 @@ use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Duration;
 
+use mcp_supervisor::core::authorize::Target;
 use mcp_supervisor::link::{BoxFuture, RpcError};
 use mcp_supervisor::{CallArgs, CallError, Hub, ServerState};
 use serde_json::json;
 use serde_json::value::RawValue;
 
 use crate::Mode;
+use crate::client::Client;
 use crate::json::{member_str, to_raw};
 use crate::proxy::Proxy;
 use crate::trail::{self, Sending};
@@ -167,15 +169,18 @@ impl Proxy {
         servers.into_iter().zip(parts).collect()
     }
 
-    /// `method` to every server at once, with the params `params_for` gives it, each within
-    /// [`FAN_OUT_WAIT`] (or the caller's shorter deadline); the answers in config order, a late
-    /// or failing server's left out.
+    /// `method` of `client` to every server whose `authorize` rule lets it (the others are
+    /// left out: nothing goes to them) at once, with the params `params_for` gives it, each
+    /// within [`FAN_OUT_WAIT`] (or the caller's shorter deadline); the answers in config order,
+    /// a late or failing server's left out.
     pub(crate) async fn fan_out<'p>(
         &self,
+        client: &Client,
         method: &str,
         params_for: impl Fn(&str) -> Option<Cow<'p, RawValue>>,
         args: &CallArgs,
     ) -> Vec<(String, Box<RawValue>)> {
+        let rules = self.rules();
         // An idle server (SPEC §13) runs nothing to list or set: it is not started for this.
         let servers: Vec<String> = self
             .hub
@@ -185,6 +190,7 @@ impl Proxy {
                 self.hub
                     .watch(server)
                     .is_ok_and(|w| w.borrow().state() != ServerState::Idle)
+                    && self.may(&rules, client, server, method, Target::None)
             })
             .collect();
         let wait = args.timeout.map_or(FAN_OUT_WAIT, |t| t.min(FAN_OUT_WAIT));

@@ -50,6 +50,8 @@ pub struct Proxy {
     pub(crate) reloads: Reloads,
     /// Each server's `authorize` rule and the rate limits ([`crate::access`]).
     pub(crate) access: Mutex<Arc<crate::access::Rules>>,
+    /// Who created each task ([`crate::tasks`]).
+    pub(crate) tasks: crate::tasks::TaskOwners,
     /// Where each request that reaches a server or is refused is written down (SPEC §14);
     /// unset: nothing is noted ([`crate::trail`]).
     audit: OnceLock<Arc<crate::audit::Audit>>,
@@ -69,6 +71,7 @@ impl Proxy {
             restored: Mutex::new(HashMap::new()),
             reloads: Reloads::default(),
             access: Mutex::default(),
+            tasks: crate::tasks::TaskOwners::default(),
             audit: OnceLock::new(),
         });
         proxy.pass_events_down();

@@ -83,13 +83,19 @@ impl Proxy {
     /// `logging/setLevel` of a client: kept as its own level; a shared server is asked for the
     /// most verbose level any client set (an isolated instance for its client's), and each
     /// client gets only the messages of its own level ([`crate::asked::wants_log`]). In `wrap`
-    /// the server's own answer comes back; in `serve` the proxy answers.
+    /// the server's own answer comes back (or the denial of its `authorize` rule); in `serve`
+    /// the proxy answers, and a server whose rule denies the client is not asked.
     pub(crate) async fn set_level(
         &self,
         scope: &Arc<Scope>,
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
+        // In `wrap` the one server's rule judges it before anything is kept.
+        if let (Mode::Transparent, [server]) = (self.mode, self.hub.servers().as_slice()) {
+            let none = mcp_supervisor::core::authorize::Target::None;
+            self.admit(&scope.client, server, "logging/setLevel", none)?;
+        }
         let rank = params
             .and_then(|p| member_str(p, "level"))
             .as_deref()
@@ -136,8 +142,10 @@ impl Proxy {
                 _ => Err(RpcError::new(-32603, "wrap fronts exactly one server")),
             },
             Mode::Aggregate => {
-                // A server without logging answers "method not found"; the others take it.
-                self.fan_out("logging/setLevel", params_for, &args).await;
+                // A server without logging answers "method not found"; the others take it. A
+                // server whose rule denies it the client is not asked.
+                self.fan_out(&scope.client, "logging/setLevel", params_for, &args)
+                    .await;
                 Ok(raw_json("{}"))
             }
         }

@@ -1,21 +1,82 @@
-//! Tasks in `serve`: `tasks/list` of every server, `tasks/get`, `tasks/result` and
-//! `tasks/cancel` routed by the namespaced task id, and the namespacing itself
-//! ([`namespace_task`]).
+//! Tasks: `tasks/list` of every server, `tasks/get`, `tasks/result` and `tasks/cancel` routed
+//! by the namespaced task id in `serve` (as they came in `wrap`), and the namespacing itself
+//! ([`namespace_task`]). Each is judged by its server's `authorize` rule (`mcp.method`,
+//! `mcp.server`), and a task is its creator's (SPEC §14, [`TaskOwners`]): a caller with an
+//! identity sees only the tasks it created, and asking for another's gets the same answer as
+//! for a task that does not exist.
 //!
-//! Only a task id is rewritten; every other member passes whole.
+//! Only a task id is rewritten, and a list only loses the tasks its caller may not see; every
+//! other member passes whole.
 
 use std::borrow::Cow;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
 
 use mcp_supervisor::CallArgs;
+use mcp_supervisor::core::authorize::Target;
 use mcp_supervisor::core::members;
 use mcp_supervisor::link::RpcError;
 use serde::Deserialize;
 use serde_json::Value;
 use serde_json::value::RawValue;
 
-use crate::json::{list_answer, object_params, to_raw};
+use crate::client::Client;
+use crate::json::{list_answer, lock, member_str, object_params, to_raw};
 use crate::message::Head;
-use crate::proxy::Proxy;
+use crate::proxy::{Mode, Proxy};
+
+/// The most tasks whose creator is kept; past it the oldest is forgotten, and becomes unknown
+/// to its creator too (about 100 bytes each: some 6 MiB at the most).
+pub const OWNED_TASKS: usize = 65_536;
+
+/// Who created each task that a caller with an identity created, by the id its client sees.
+/// Bounded: [`OWNED_TASKS`], the oldest forgotten first.
+#[derive(Default)]
+pub(crate) struct TaskOwners(Mutex<Owners>);
+
+#[derive(Default)]
+struct Owners {
+    by_task: HashMap<String, String>,
+    /// The tasks in the order they were created, to forget the oldest.
+    order: VecDeque<String>,
+}
+
+impl TaskOwners {
+    /// The task `id` was created by the identity whose key is `owner`.
+    fn created(&self, id: String, owner: &str) {
+        let mut owners = lock(&self.0);
+        if owners
+            .by_task
+            .insert(id.clone(), owner.to_string())
+            .is_none()
+        {
+            owners.order.push_back(id);
+        }
+        while owners.order.len() > OWNED_TASKS {
+            if let Some(oldest) = owners.order.pop_front() {
+                owners.by_task.remove(&oldest);
+            }
+        }
+    }
+
+    /// Whether a client whose identity's key is `caller` (none: no identity) may see the task
+    /// `id`: one that an identity created is that identity's alone; one that none did (created
+    /// by a client without one, or not through this proxy) only a client without one sees.
+    fn sees(&self, id: &str, caller: Option<&str>) -> bool {
+        lock(&self.0).by_task.get(id).map(String::as_str) == caller
+    }
+}
+
+/// The answer for a task the caller does not know: one that does not exist and another
+/// identity's get the same.
+fn unknown_task(public: &str) -> RpcError {
+    RpcError::new(
+        -32602,
+        format!(
+            "Invalid params: unknown task \"{public}\" (task ids here are as tools/call and tasks/list give them)"
+        ),
+    )
+}
 
 /// `task.taskId` (a tool call's task) or `taskId` (a task's state) of a result, namespaced by
 /// `server`.
@@ -42,48 +103,104 @@ pub(crate) fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValu
 }
 
 impl Proxy {
-    /// `tasks/list` in `serve`: every server's tasks, their ids namespaced.
+    /// A tool call's `result` as `client` gets it: when it made a task, the task is the caller's
+    /// (when it has an identity). `result` is the task's as the client sees it (namespaced).
+    pub(crate) fn note_task(&self, client: &Client, result: &RawValue) {
+        if !result.get().contains("taskId") {
+            return;
+        }
+        let Some(caller) = client.caller() else {
+            return;
+        };
+        if let Some(id) = members::member_at(result, &["task", "taskId"])
+            .and_then(|id| serde_json::from_str::<String>(id.get()).ok())
+        {
+            self.tasks.created(id, caller.key());
+        }
+    }
+
+    /// Whether `client` may see the task whose id it sees as `public`.
+    fn sees_task(&self, client: &Client, public: &str) -> bool {
+        let caller = client.caller();
+        self.tasks.sees(public, caller.as_ref().map(|c| c.key()))
+    }
+
+    /// The tasks of a list that `client` may see, each whole.
+    fn own_tasks(&self, client: &Client, tasks: Vec<Box<RawValue>>) -> Vec<Box<RawValue>> {
+        tasks
+            .into_iter()
+            .filter(|task| member_str(task, "taskId").is_some_and(|id| self.sees_task(client, &id)))
+            .collect()
+    }
+
+    /// `tasks/list`: in `serve` every server's tasks (of the servers whose rule lets the client
+    /// list them), their ids namespaced; in `wrap` the server's page. Either way only the tasks
+    /// the client may see.
     pub(crate) async fn list_tasks(
         &self,
+        client: &Client,
         params: Option<&RawValue>,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
+        #[derive(Deserialize)]
+        struct Page {
+            tasks: Vec<Box<RawValue>>,
+        }
+        if self.mode == Mode::Transparent {
+            if let [server] = self.hub.servers().as_slice() {
+                self.admit(client, server, "tasks/list", Target::None)?;
+            }
+            let page = self.forward("tasks/list", params, args).await?;
+            let Ok(listed) = serde_json::from_str::<Page>(page.get()) else {
+                return Ok(page);
+            };
+            let tasks = self.own_tasks(client, listed.tasks);
+            let tasks = list_answer("tasks", tasks.iter().map(AsRef::as_ref));
+            let tasks = members::member(&tasks, "tasks").map(ToOwned::to_owned);
+            // Only `tasks` changes: `nextCursor` and the rest stay.
+            return Ok(tasks
+                .and_then(|tasks| members::with_member(&page, "tasks", &tasks))
+                .unwrap_or(page));
+        }
         let mut tasks = Vec::new();
         // A server without tasks, or late, has no part.
         for (server, result) in self
-            .fan_out("tasks/list", |_| params.map(Cow::Borrowed), &args)
+            .fan_out(client, "tasks/list", |_| params.map(Cow::Borrowed), &args)
             .await
         {
-            #[derive(Deserialize)]
-            struct Page {
-                tasks: Vec<Box<RawValue>>,
-            }
             if let Ok(page) = serde_json::from_str::<Page>(result.get()) {
                 // Each task whole, its id namespaced in its place.
                 tasks.extend(page.tasks.into_iter().map(|t| namespace_task(&server, t)));
             }
         }
+        let tasks = self.own_tasks(client, tasks);
         Ok(list_answer("tasks", tasks.iter().map(AsRef::as_ref)))
     }
 
-    /// `tasks/get`, `tasks/result`, `tasks/cancel` in `serve`: to the task's server, with its
-    /// own id; the id in the answer is namespaced again.
+    /// `tasks/get`, `tasks/result`, `tasks/cancel`: a task the client may not see is unknown;
+    /// then its server's rule judges it. In `serve` it goes to the task's server, with its own
+    /// id, and the id in the answer is namespaced again; in `wrap`, as it came.
     pub(crate) async fn task_request(
         &self,
+        client: &Client,
         method: &str,
         params: Option<&RawValue>,
         head: &Head,
         args: CallArgs,
     ) -> Result<Box<RawValue>, RpcError> {
-        let params = object_params(method, params)?;
         let public = head.task_id.as_deref().unwrap_or_default();
+        if !self.sees_task(client, public) {
+            return Err(unknown_task(public));
+        }
+        if self.mode == Mode::Transparent {
+            if let [server] = self.hub.servers().as_slice() {
+                self.admit(client, server, method, Target::None)?;
+            }
+            return self.forward(method, params, args).await;
+        }
+        let params = object_params(method, params)?;
         let Some((server, task)) = mcp_supervisor::routes::task_route(public) else {
-            return Err(RpcError::new(
-                -32602,
-                format!(
-                    "Invalid params: unknown task \"{public}\" (task ids here are SERVER:ID, as tools/call and tasks/list give them)"
-                ),
-            ));
+            return Err(unknown_task(public));
         };
         if !self.hub.servers().iter().any(|s| s == server) {
             return Err(RpcError::new(
@@ -91,6 +208,7 @@ impl Proxy {
                 format!("Invalid params: unknown task \"{public}\": no server \"{server}\""),
             ));
         }
+        self.admit(client, server, method, Target::None)?;
         // Only the id changes: every other member stays as the client wrote it, in its place.
         let task = to_raw(&Value::String(task.to_string()))?;
         let params = members::with_member(params, "taskId", &task)
@@ -104,6 +222,29 @@ impl Proxy {
 mod tests {
     use super::*;
     use crate::json::raw_json;
+
+    #[test]
+    fn a_task_is_seen_by_its_creator_alone_and_the_oldest_is_forgotten_past_the_bound() {
+        let owners = TaskOwners::default();
+        owners.created("s:t-0".into(), "alice");
+        assert!(owners.sees("s:t-0", Some("alice")));
+        assert!(!owners.sees("s:t-0", Some("bob")));
+        assert!(
+            !owners.sees("s:t-0", None),
+            "not to a client without an identity"
+        );
+        assert!(
+            owners.sees("s:other", None),
+            "one no identity made: as before"
+        );
+        assert!(!owners.sees("s:other", Some("alice")));
+        for n in 1..=OWNED_TASKS {
+            owners.created(format!("s:t-{n}"), "alice");
+        }
+        assert!(!owners.sees("s:t-0", Some("alice")), "forgotten");
+        assert!(owners.sees("s:t-1", Some("alice")));
+        assert_eq!(lock(&owners.0).by_task.len(), OWNED_TASKS);
+    }
 
     #[test]
     fn task_ids_are_namespaced_by_server() {

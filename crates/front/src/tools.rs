@@ -111,7 +111,7 @@ impl Proxy {
         let record = self.metrics.start();
         let args = CallArgs { name_at, ..args };
         let outcome = call_through(&self.hub, self.mode, &name, &params, args).await;
-        self.call_answer(&name, outcome, record)
+        self.call_answer(client, &name, outcome, record)
     }
 
     /// What a client's `tools/call` names: the tool's public name and the params to send it, or
@@ -193,10 +193,12 @@ impl Proxy {
         )
     }
 
-    /// A call's outcome as the client's answer (both eras): counted in the metrics, a failure
-    /// as the error or result the client is owed, a task id namespaced in `serve`.
+    /// A call's outcome as `client`'s answer (both eras): counted in the metrics, a failure
+    /// as the error or result the client is owed, a task id namespaced in `serve`, and a task
+    /// it made the client's caller's.
     pub(crate) fn call_answer(
         &self,
+        client: &Client,
         name: &str,
         outcome: Result<Box<RawValue>, CallError>,
         record: crate::metrics::CallRecord<'_>,
@@ -204,12 +206,13 @@ impl Proxy {
         record.finish(crate::metrics::outcome(
             outcome.as_ref().map(|r| is_error(r)),
         ));
-        let result = outcome.or_else(call_error)?;
+        let mut result = outcome.or_else(call_error)?;
         if self.mode == Mode::Aggregate
             && let Some(route) = self.hub.registry().route(name)
         {
-            return Ok(namespace_task(&route.server, result));
+            result = namespace_task(&route.server, result);
         }
+        self.note_task(client, &result);
         Ok(result)
     }
 }
@@ -258,7 +261,7 @@ impl Proxy {
         if let Some(retry) = retry {
             let state = retry.state.clone();
             if let Some(step) = self.rounds.resume(&state, retry.responses).await {
-                return self.answer_step(step, &name, record);
+                return self.answer_step(&scope.client, step, &name, record);
             }
             if crate::rounds::Rounds::is_ours(&state) {
                 // Never started again in its place: the call may be under way elsewhere.
@@ -306,13 +309,14 @@ impl Proxy {
         let call = owned_call(self.hub.clone(), self.mode, name.to_string(), params, args);
         let step = self.rounds.run(pending, call).await;
         abandoned.disarm();
-        self.answer_step(step, &name, record)
+        self.answer_step(&scope.client, step, &name, record)
     }
 
     /// A round's outcome as the client's answer: the result (a server's own input round
     /// whole), or the server's requests as an input round of ours.
     fn answer_step(
         &self,
+        client: &Client,
         step: crate::rounds::Step,
         tool: &str,
         record: crate::metrics::CallRecord<'_>,
@@ -343,6 +347,6 @@ impl Proxy {
                 return Err(error);
             }
         };
-        self.call_answer(tool, outcome, record)
+        self.call_answer(client, tool, outcome, record)
     }
 }
