@@ -100,9 +100,15 @@ pub async fn run(
         keys: faces.keys,
         max_age: config.session_max_age,
     });
+    // The tokens of servers with `credentials` (token exchange), from the face's verifier.
+    let delegation = faces.guard.auth.clone().and_then(|verifier| {
+        mcp_supervisor_front::auth::Delegate::new(verifier)
+            .map(|d| Arc::new(d) as Arc<dyn mcp_supervisor::auth::Delegation>)
+    });
     let options = HubOptions {
         state_dir,
         trace: crate::telemetry::context(),
+        delegation,
         ..HubOptions::default()
     };
     let proxy = mcp_supervisor_front::start(config, mode, options);

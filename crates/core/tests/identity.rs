@@ -623,17 +623,42 @@ fn token_exchange_credentials_are_read_on_a_url_server() {
             scope: Some("repo read:org".into()),
         }))
     );
-    let sse = server(
-        &format!("{AUTH_CLIENT},"),
-        r#"{ "type": "sse", "url": "https://api.example.com/sse",
-             "credentials": { "tokenExchange": { "audience": "https://api.example.com" } } }"#,
-    );
     assert_eq!(
-        sse.credentials,
-        Some(Credentials::TokenExchange(TokenExchange {
-            audience: "https://api.example.com".into(),
-            scope: None,
-        }))
+        problems(&with(
+            &format!("{AUTH_CLIENT},"),
+            r#"{ "type": "sse", "url": "https://api.example.com/sse",
+                 "credentials": { "tokenExchange": { "audience": "https://api.example.com" } } }"#,
+        )),
+        [
+            "mcpServers.s.credentials applies only to streamable HTTP servers; this one is \"type\": \"sse\" (the old SSE transport), whose requests carry no token"
+        ]
+    );
+}
+
+#[test]
+fn a_server_with_credentials_runs_an_instance_per_identity_unless_it_says_session() {
+    const EXCHANGE: &str =
+        r#""credentials": { "tokenExchange": { "audience": "https://api.example.com" } }"#;
+    let top = format!("{AUTH_CLIENT},");
+    let url = |more: &str| format!(r#"{{ "url": "https://h/mcp", {EXCHANGE}{more} }}"#);
+    assert_eq!(server(&top, &url("")).isolation, Isolation::User);
+    assert_eq!(
+        server(&top, &url(r#", "isolation": "session""#)).isolation,
+        Isolation::Session
+    );
+    // A shared default gives way; the server's own "shared" is refused.
+    let defaults = format!(r#"{top} "defaults": {{ "isolation": "shared" }},"#);
+    assert_eq!(server(&defaults, &url("")).isolation, Isolation::User);
+    assert_eq!(
+        problems(&with(&top, &url(r#", "isolation": "shared""#))),
+        [
+            "mcpServers.s.isolation cannot be \"shared\" on a server with \"credentials\": its connection carries one caller's token; use \"user\" (the default with credentials) or \"session\""
+        ]
+    );
+    // Without credentials, shared stays the default.
+    assert_eq!(
+        server(&top, r#"{ "url": "https://h/mcp" }"#).isolation,
+        Isolation::Shared
     );
 }
 

@@ -38,6 +38,7 @@
 //! |---|---|
 //! | `--http ADDR` | serve streamable HTTP at `http://ADDR/mcp` instead of stdio |
 //! | `--ledger PATH` | ledger file of `count` / `count_idempotent` |
+//! | `--headers-ledger PATH` | `--http` only: appends a JSON line per HTTP request: `{"http": METHOD, "authorization": its Authorization header or null, "rpc": the JSON-RPC method of a POST's body or null, "name": its params.name or null}` (what an upstream saw of the caller) |
 //! | `--fail-first N --state-file F` | each start reads a counter from F (missing = 0), increments and writes it back; while it is ≤ N, prints `fault-server: failing start k of N` to stderr and exits with code 3 before serving |
 //! | `--exit-after-ms N` | exits with code 5, N ms after it started serving |
 //! | `--tools N` | adds N extra echo tools `tool_0001` … |
@@ -101,6 +102,10 @@ struct Cli {
     /// Ledger file that `count` and `count_idempotent` append to.
     #[arg(long, value_name = "PATH")]
     ledger: Option<PathBuf>,
+    /// With --http: append a JSON line per HTTP request (its method, Authorization header,
+    /// JSON-RPC method and params.name) to this file.
+    #[arg(long, value_name = "PATH", requires = "http")]
+    headers_ledger: Option<PathBuf>,
     /// Fail the first N starts (exit code 3), counted in --state-file.
     #[arg(long, value_name = "N", requires = "state_file")]
     fail_first: Option<u64>,
@@ -235,7 +240,7 @@ async fn run(cli: Cli) -> ExitCode {
         greeting: cli.greeting,
     };
     match cli.http {
-        Some(addr) => serve_http(addr, options, cli.exit_after_ms).await,
+        Some(addr) => serve_http(addr, options, cli.exit_after_ms, cli.headers_ledger).await,
         None => {
             let code = serve_stdio(options, cli.exit_after_ms).await;
             if cli.ignore_stdin_eof {
@@ -377,7 +382,55 @@ async fn write_line(stdout: &mut tokio::io::Stdout, bytes: &[u8]) -> std::io::Re
     result
 }
 
-async fn serve_http(addr: SocketAddr, options: Options, exit_after_ms: Option<u64>) -> ExitCode {
+/// The largest body `--headers-ledger` reads for its JSON-RPC method.
+const LEDGER_BODY_LIMIT: usize = 16 * 1024 * 1024;
+
+/// `--headers-ledger`: one JSON line for `request` (see the flag), then the request as it came.
+async fn record_headers(
+    path: Arc<PathBuf>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use std::io::Write;
+    let (parts, body) = request.into_parts();
+    let bytes = match axum::body::to_bytes(body, LEDGER_BODY_LIMIT).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            tracing::warn!(%error, "cannot read a request body for the headers ledger");
+            axum::body::Bytes::new()
+        }
+    };
+    let message: Option<serde_json::Value> = serde_json::from_slice(&bytes).ok();
+    let field = |f: &dyn Fn(&serde_json::Value) -> Option<&serde_json::Value>| {
+        message.as_ref().and_then(f).cloned().unwrap_or_default()
+    };
+    let line = serde_json::json!({
+        "http": parts.method.as_str(),
+        "authorization": parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+        "rpc": field(&|m| m.get("method")),
+        "name": field(&|m| m.get("params")?.get("name")),
+    });
+    let written = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path.as_path())
+        .and_then(|mut file| file.write_all(format!("{line}\n").as_bytes()));
+    if let Err(error) = written {
+        tracing::warn!(%error, path = %path.display(), "cannot append to the headers ledger");
+    }
+    let request = axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes));
+    next.run(request).await
+}
+
+async fn serve_http(
+    addr: SocketAddr,
+    options: Options,
+    exit_after_ms: Option<u64>,
+    headers_ledger: Option<PathBuf>,
+) -> ExitCode {
     let sessions = Arc::new(LocalSessionManager::default());
     let shared = Shared::new(
         Mode::Http {
@@ -396,7 +449,13 @@ async fn serve_http(addr: SocketAddr, options: Options, exit_after_ms: Option<u6
         sessions,
         config,
     );
-    let router = axum::Router::new().nest_service("/mcp", service);
+    let mut router = axum::Router::new().nest_service("/mcp", service);
+    if let Some(path) = headers_ledger {
+        let path = Arc::new(path);
+        router = router.layer(axum::middleware::from_fn(move |request, next| {
+            record_headers(path.clone(), request, next)
+        }));
+    }
     let listener = match tokio::net::TcpListener::bind(addr).await {
         Ok(listener) => listener,
         Err(error) => {

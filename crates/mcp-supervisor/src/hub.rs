@@ -115,6 +115,9 @@ pub struct HubOptions {
     /// Links each request's span (`mcp.call`, see [`crate::trace`]) to a trace and gives the
     /// `traceparent` carried upstream in the request's `_meta`. `None`: none is sent.
     pub trace: Option<Arc<dyn crate::trace::TraceContext>>,
+    /// The credentials of the connections to servers with `credentials` (SPEC §14: a token of
+    /// the caller's identity, by token exchange). `None`: such servers' requests carry no token.
+    pub delegation: Option<Arc<dyn crate::auth::Delegation>>,
 }
 
 impl HubOptions {
@@ -169,6 +172,7 @@ impl HubOptions {
             handshake: Some(default_handshake(capabilities)),
             state_dir: None,
             trace: None,
+            delegation: None,
         }
     }
 }
@@ -180,6 +184,7 @@ impl Default for HubOptions {
             handshake: Some(default_handshake(&serde_json::json!({}))),
             state_dir: None,
             trace: None,
+            delegation: None,
         }
     }
 }
@@ -449,20 +454,25 @@ impl Hub {
     /// Start with the caller's client handler and handshake.
     pub fn start_with_options(config: Config, options: HubOptions) -> Self {
         let client = options.client.clone();
+        let delegation = options.delegation.clone();
         let factory: ConnectorFactory = Arc::new(move |server: &ServerConfig| {
-            Arc::new(ServerConnector::new(server.clone(), client.clone())) as Arc<dyn Connector>
+            let connector = ServerConnector::new(server.clone(), client.clone());
+            Arc::new(connector.delegated(delegation.as_deref(), None)) as Arc<dyn Connector>
         });
         let catalog = options
             .state_dir
             .map(|dir| Arc::new(CatalogStore::new(dir)));
         let mut hub = Self::build(config, factory, options.handshake, options.trace, catalog);
-        hub.instance_factory = Some(Arc::new(|server: &ServerConfig, client, upstream| {
-            Arc::new(ServerConnector::for_instance(
-                server.clone(),
-                client,
-                upstream,
-            )) as Arc<dyn Connector>
-        }));
+        let delegation = options.delegation;
+        hub.instance_factory = Some(Arc::new(
+            move |server: &ServerConfig, client: Arc<dyn Downstream>, upstream| {
+                // An identity's own instance carries that identity's token.
+                let identity = client.identity();
+                let connector = ServerConnector::for_instance(server.clone(), client, upstream);
+                Arc::new(connector.delegated(delegation.as_deref(), identity.as_deref()))
+                    as Arc<dyn Connector>
+            },
+        ));
         hub
     }
 

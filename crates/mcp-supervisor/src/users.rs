@@ -33,7 +33,11 @@ impl Users {
         client: Arc<dyn Downstream>,
     ) -> (usize, Arc<dyn Downstream>) {
         let key = self.key(identity);
-        let members = self.members.entry(key).or_default().clone();
+        let members = self
+            .members
+            .entry(key)
+            .or_insert_with(|| Arc::new(Members::of(identity)))
+            .clone();
         members.add(session, client);
         (key, members)
     }
@@ -78,12 +82,20 @@ impl Users {
 
 /// Every open session of one identity, as one downstream: a notification goes to each, a
 /// server's request (one no call caused) to the session that joined last.
-#[derive(Default)]
 pub(crate) struct Members {
+    /// The identity's key (as [`Downstream::identity`] gives it).
+    identity: String,
     sessions: Mutex<Vec<(usize, Arc<dyn Downstream>)>>,
 }
 
 impl Members {
+    fn of(identity: &str) -> Self {
+        Self {
+            identity: identity.to_string(),
+            sessions: Mutex::new(Vec::new()),
+        }
+    }
+
     fn add(&self, session: usize, client: Arc<dyn Downstream>) {
         let mut sessions = lock(&self.sessions);
         sessions.retain(|(s, _)| *s != session);
@@ -128,6 +140,10 @@ impl Downstream for Members {
         for client in sessions {
             client.notify(method, params.clone());
         }
+    }
+
+    fn identity(&self) -> Option<String> {
+        Some(self.identity.clone())
     }
 }
 

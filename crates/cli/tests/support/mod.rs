@@ -379,3 +379,15 @@ pub async fn post_initialize(
         .to_string();
     (response, id)
 }
+
+/// The JSON-RPC message of a JSON body or of an SSE body's last event.
+pub fn answer_of(body: &str) -> Value {
+    if let Ok(value) = serde_json::from_str(body) {
+        return value;
+    }
+    body.lines()
+        .rev()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .find_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .unwrap_or_else(|| panic!("no JSON-RPC message in: {body}"))
+}

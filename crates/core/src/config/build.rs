@@ -99,6 +99,12 @@ fn build_server(
     identity::check_needs_auth(&raw.tuning, auth, problems);
     let transport = transport(raw, problems)?;
     let credentials = identity::build_credentials(raw, &transport, auth, env, problems);
+    let isolation = identity::isolation_with_credentials(
+        raw,
+        tuning.isolation,
+        credentials.is_some(),
+        problems,
+    );
     Some(ServerConfig {
         name: raw.name.clone(),
         transport,
@@ -111,7 +117,7 @@ fn build_server(
         protocol_version: raw.protocol_version.value().cloned(),
         tools: tool_filter(raw),
         oauth: raw.oauth.value().cloned(),
-        isolation: tuning.isolation,
+        isolation,
         max_instances: tuning.max_instances,
         pin: tuning.pin,
         max_result_bytes: tuning.max_result_bytes,

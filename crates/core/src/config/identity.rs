@@ -510,6 +510,12 @@ pub(super) fn build_credentials(
             "applies only to \"url\" servers (the token they obtain goes in the server's HTTP requests); this server has \"command\"",
         ));
     }
+    if matches!(transport, TransportConfig::Sse { .. }) {
+        problems.push(Problem::new(
+            &path,
+            "applies only to streamable HTTP servers; this one is \"type\": \"sse\" (the old SSE transport), whose requests carry no token",
+        ));
+    }
     match auth {
         AuthState::Absent => problems.push(Problem::new(
             &path,
@@ -538,6 +544,28 @@ pub(super) fn build_credentials(
         audience: audience?,
         scope,
     }))
+}
+
+/// The isolation of a server that has `credentials` or not: such a server's connection
+/// carries one identity's token, so it runs an instance per identity (`"user"`) unless it says
+/// `"session"` (one per session, which is one identity's too); `"shared"` written on the server
+/// itself is a problem. A `"shared"` of `defaults` gives way.
+pub(super) fn isolation_with_credentials(
+    raw: &RawServer,
+    isolation: Isolation,
+    has_credentials: bool,
+    problems: &mut Vec<Problem>,
+) -> Isolation {
+    if !has_credentials || isolation != Isolation::Shared {
+        return isolation;
+    }
+    if raw.tuning.isolation.value() == Some(&Isolation::Shared) {
+        problems.push(Problem::new(
+            child(&raw.path, "isolation"),
+            "cannot be \"shared\" on a server with \"credentials\": its connection carries one caller's token; use \"user\" (the default with credentials) or \"session\"",
+        ));
+    }
+    Isolation::User
 }
 
 // === Checks of expanded values ===

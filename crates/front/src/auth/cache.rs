@@ -124,7 +124,7 @@ fn retain(entries: &mut Entries, mut keep: impl FnMut(&Arc<Identity>) -> bool) {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
     use crate::auth::token::{Expect, parse};
     use base64::Engine;
@@ -132,13 +132,13 @@ mod tests {
     use serde_json::json;
     use std::time::UNIX_EPOCH;
 
-    fn at(seconds: u64) -> SystemTime {
+    pub(crate) fn at(seconds: u64) -> SystemTime {
         UNIX_EPOCH + Duration::from_secs(seconds)
     }
 
     /// An identity whose token is signed (made up) `signature` for `subject`, expiring at
     /// `exp` (made through the claims checks).
-    fn identity(signature: &str, subject: &str, exp: u64) -> Arc<Identity> {
+    pub(crate) fn identity(signature: &str, subject: &str, exp: u64) -> Arc<Identity> {
         let part = |v: serde_json::Value| URL_SAFE_NO_PAD.encode(v.to_string());
         let token = format!(
             "{}.{}.{signature}",

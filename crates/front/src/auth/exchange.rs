@@ -1,5 +1,7 @@
 //! Token exchange (RFC 8693): the caller's token traded at the issuer's token endpoint, with the
-//! proxy's own client credentials (`client_secret_basic`), for a token meant for one upstream.
+//! proxy's own client credentials (`client_secret_basic`), for a token meant for one upstream;
+//! and the proxy's own token for an upstream (the client credentials grant), for the connection
+//! it holds in its own name.
 //! The token got is cached per subject (`iss` + `sub`), audience and scope until shortly before
 //! it expires; fetching it is single flight per key (callers of the same key wait for one
 //! exchange, and share its failure).
@@ -26,6 +28,7 @@ use super::{ClientCredentials, FetchError, Identity};
 
 const GRANT_TYPE: &str = "urn:ietf:params:oauth:grant-type:token-exchange";
 const ACCESS_TOKEN_TYPE: &str = "urn:ietf:params:oauth:token-type:access_token";
+const CLIENT_CREDENTIALS: &str = "client_credentials";
 /// How long before its expiry a cached token is exchanged again, at most (and at most half its
 /// lifetime, for short-lived ones).
 const REFRESH_MARGIN: Duration = Duration::from_secs(30);
@@ -136,7 +139,16 @@ pub enum ExchangeError {
     },
 }
 
-/// The cache key: whose token, for what.
+/// How a token is got.
+#[derive(Clone, Copy)]
+enum Grant<'a> {
+    /// By exchange of this caller's token (RFC 8693).
+    Exchange(&'a str),
+    /// The proxy's own, by the client credentials grant.
+    Own,
+}
+
+/// The cache key: whose token (empty issuer and subject: the proxy's own), for what.
 #[derive(Clone, PartialEq, Eq, Hash)]
 struct Subject {
     issuer: String,
@@ -204,11 +216,63 @@ impl Exchanger {
         caller: &Identity,
         target: &ExchangeTarget,
     ) -> Result<UpstreamToken, ExchangeError> {
-        let slot = self.slot(Subject {
+        let subject = Subject {
             issuer: caller.issuer.clone(),
             subject: caller.subject.clone(),
             target: target.clone(),
-        });
+        };
+        self.cached(subject, Grant::Exchange(caller.subject_token()))
+            .await
+    }
+
+    /// The proxy's own token for `target` (the client credentials grant, with `target` as the
+    /// resource): for the connection the proxy holds in its own name, which lists an
+    /// upstream's tools and carries no caller's call. Cached and single flight as
+    /// [`Exchanger::token_for`].
+    pub async fn own_token(&self, target: &ExchangeTarget) -> Result<UpstreamToken, ExchangeError> {
+        let subject = Subject {
+            issuer: String::new(),
+            subject: String::new(),
+            target: target.clone(),
+        };
+        self.cached(subject, Grant::Own).await
+    }
+
+    /// An upstream refused `used`, the token of `caller` (`None`: the proxy's own) for
+    /// `target`: it is dropped, so the next request gets a new one. Whether it was the one held
+    /// (else a newer one is held already, or none).
+    pub async fn forget(
+        &self,
+        caller: Option<&Identity>,
+        target: &ExchangeTarget,
+        used: &str,
+    ) -> bool {
+        let subject = Subject {
+            issuer: caller.map(|c| c.issuer.clone()).unwrap_or_default(),
+            subject: caller.map(|c| c.subject.clone()).unwrap_or_default(),
+            target: target.clone(),
+        };
+        let slot = self.slot(subject);
+        let mut state = slot.state.lock().await;
+        let held = state
+            .held
+            .as_ref()
+            .is_some_and(|held| held.token.access_token() == used);
+        if held {
+            state.held = None;
+        }
+        held
+    }
+
+    /// `subject`'s token: the one held while it has more than the refresh margin left, else
+    /// one got by `grant` (one at a time per subject).
+    async fn cached(
+        &self,
+        subject: Subject,
+        grant: Grant<'_>,
+    ) -> Result<UpstreamToken, ExchangeError> {
+        let target = subject.target.clone();
+        let slot = self.slot(subject);
         let seen = slot.completed.load(Ordering::Acquire);
         let mut state = slot.state.lock().await;
         let now = Instant::now();
@@ -233,7 +297,7 @@ impl Exchanger {
                 return Err(error.clone());
             }
         }
-        let outcome = self.exchange(caller.subject_token(), target).await;
+        let outcome = self.exchange(grant, &target).await;
         let answer = match outcome {
             Ok(held) => {
                 let token = held.token.clone();
@@ -277,10 +341,11 @@ impl Exchanger {
         slots.entry(subject).or_default().clone()
     }
 
-    /// One exchange at the token endpoint.
+    /// One request at the token endpoint: an exchange of a caller's token, or the proxy's
+    /// own client credentials grant.
     async fn exchange(
         &self,
-        subject_token: &str,
+        grant: Grant<'_>,
         target: &ExchangeTarget,
     ) -> Result<Held, ExchangeError> {
         let issuer = &self.inner.issuer;
@@ -291,13 +356,16 @@ impl Exchanger {
                 issuer: issuer.name.clone(),
                 error,
             })?;
-        let mut fields = vec![
-            ("grant_type", GRANT_TYPE),
-            ("subject_token", subject_token),
-            ("subject_token_type", ACCESS_TOKEN_TYPE),
-            ("audience", target.audience.as_str()),
-            ("resource", target.audience.as_str()),
-        ];
+        let mut fields = match grant {
+            Grant::Exchange(subject_token) => vec![
+                ("grant_type", GRANT_TYPE),
+                ("subject_token", subject_token),
+                ("subject_token_type", ACCESS_TOKEN_TYPE),
+                ("audience", target.audience.as_str()),
+            ],
+            Grant::Own => vec![("grant_type", CLIENT_CREDENTIALS)],
+        };
+        fields.push(("resource", target.audience.as_str()));
         if let Some(scope) = &target.scope {
             fields.push(("scope", scope));
         }

@@ -12,6 +12,7 @@
 //! - `cache`: tokens already verified, until they expire;
 //! - `verifier`: the above in order, as [`Verifier::check`];
 //! - `exchange`: token exchange at the issuer's token endpoint, cached per subject;
+//! - `delegate`: the tokens of `url` servers with `credentials`, for the library's hub;
 //! - [`metadata`]: the pieces of the face's answers (pure functions).
 //!
 //! It never routes, never answers a request and never logs a token: the host's routes call
@@ -36,6 +37,7 @@
 
 mod cache;
 mod clock;
+mod delegate;
 mod error;
 mod exchange;
 mod issuer;
@@ -50,6 +52,7 @@ use std::time::Duration;
 use mcp_supervisor::core::config::AuthConfig;
 
 pub use clock::WallClock;
+pub use delegate::Delegate;
 pub use error::{AuthError, FetchError, Invalid, Refusal};
 pub use exchange::{ExchangeError, ExchangeTarget, Exchanger, UpstreamToken};
 pub use token::Identity;

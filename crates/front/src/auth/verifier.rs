@@ -14,6 +14,7 @@ use reqwest::Url;
 use serde_json::Value;
 
 use super::cache::Verified;
+use super::delegate::Latest;
 use super::exchange::Exchanger;
 use super::issuer::{Issuer, usable_url};
 use super::jwks::Keys;
@@ -33,6 +34,8 @@ pub struct Verifier {
     issuer: Arc<Issuer>,
     keys: Arc<Keys>,
     verified: Verified,
+    /// Each identity's newest token, for token exchange.
+    latest: Latest,
     clock: WallClock,
     scopes: Arc<[String]>,
     admin_scopes: Arc<[String]>,
@@ -61,6 +64,7 @@ impl Verifier {
             keys: Arc::new(Keys::new(issuer.clone(), settings.jwks_uri.clone())),
             issuer,
             verified: Verified::new(VERIFIED_CAPACITY, settings.clock_skew),
+            latest: Latest::new(VERIFIED_CAPACITY),
             clock,
             scopes: Arc::from(settings.scopes.clone()),
             admin_scopes: Arc::from(settings.admin_scopes.clone()),
@@ -93,6 +97,13 @@ impl Verifier {
             None => Ok(()),
             Some(error) => Err(error),
         }
+    }
+
+    /// The newest unexpired token that verified of the identity `key` (as
+    /// [`crate::caller::key`] makes it, from `iss` and `sub`), with the scopes `/mcp` needs:
+    /// the `subject_token` of its token exchanges.
+    pub fn latest(&self, key: &str) -> Option<Arc<Identity>> {
+        self.latest.get(key, self.clock.now())
     }
 
     /// How many signatures it has checked (a token found verified costs none).
@@ -140,6 +151,9 @@ impl Verifier {
                             scopes: needed.clone(),
                         })?;
                 self.verified.insert(identity.clone(), self.clock.now());
+                if identity.missing_scopes(&self.scopes).is_empty() {
+                    self.latest.saw(&identity, self.clock.now());
+                }
                 identity
             }
         };

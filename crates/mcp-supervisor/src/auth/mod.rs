@@ -6,11 +6,13 @@
 //! than rmcp's `auth` feature, which is tied to rmcp's own transport, not our wire. Nothing here
 //! logs or shows a token or a client secret.
 
+pub mod delegation;
 pub mod discovery;
 pub mod flow;
 pub mod login;
 pub mod source;
 pub mod store;
 
+pub use delegation::Delegation;
 pub use source::{Credentials, TokenSource};
 pub use store::{Entry, TokenStore};

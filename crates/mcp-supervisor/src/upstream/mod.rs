@@ -74,6 +74,9 @@ pub(crate) struct ServerConnector {
     fallback: Arc<dyn Downstream>,
     /// The server's tokens, when it has an `oauth` block; shared by all its generations.
     auth: Option<Arc<crate::auth::TokenSource>>,
+    /// The tokens of a server with `credentials`, from the host ([`Self::delegated`]); they
+    /// take the place of `auth`'s.
+    delegated: Option<Arc<dyn crate::auth::Credentials>>,
 }
 
 impl ServerConnector {
@@ -102,7 +105,29 @@ impl ServerConnector {
             instance: None,
             fallback,
             auth,
+            delegated: None,
         }
+    }
+
+    /// This connector, its requests carrying the tokens `delegation` gives for `identity`'s
+    /// connection (`None`: the hub's own), when the server has `credentials`; unchanged
+    /// otherwise.
+    pub fn delegated(
+        mut self,
+        delegation: Option<&dyn crate::auth::Delegation>,
+        identity: Option<&str>,
+    ) -> Self {
+        if self.server.credentials.is_none() {
+            return self;
+        }
+        match delegation {
+            Some(delegation) => self.delegated = delegation.credentials(&self.server, identity),
+            None => tracing::warn!(
+                server = %self.server.name,
+                "it has \"credentials\", but this host exchanges no tokens: its requests carry none"
+            ),
+        }
+        self
     }
 
     /// The connector of a client session's own instance (SPEC §11).
@@ -196,10 +221,11 @@ impl Connector for ServerConnector {
             }
             TransportConfig::Http { url, headers } => {
                 let (incoming_tx, incoming_rx) = wire::incoming();
-                let auth = self
-                    .auth
-                    .clone()
-                    .map(|a| Arc::new(a) as Arc<dyn crate::auth::Credentials>);
+                let auth = self.delegated.clone().or_else(|| {
+                    self.auth
+                        .clone()
+                        .map(|a| Arc::new(a) as Arc<dyn crate::auth::Credentials>)
+                });
                 let mut wire =
                     http_wire::HttpWire::with_auth(url, &exposed(headers), incoming_tx, auth)?;
                 let mut resumed = None;
