@@ -3,8 +3,10 @@
 //! reaches a server or is refused, each with exactly the documented keys; a call that succeeds,
 //! a tool's own error, a call an `authorize` rule denies, a call replayed across a crash (two
 //! sends on two generations); no argument value and no token in the file; SIGHUP after a
-//! rename makes a new file at the path (log rotation). Also `wrap --audit` over stdio, written
-//! out at the exit, and a path that cannot be opened refused at start. Every wait is bounded.
+//! rename makes a new file at the path (log rotation). The HTTP face's own refusals (401 with no
+//! or a bad token, 403 for a missing scope or another identity's session, 429 past the top rate
+//! limit) are lines too, with no token in them. Also `wrap --audit` over stdio, written out at
+//! the exit, and a path that cannot be opened refused at start. Every wait is bounded.
 
 mod support;
 
@@ -308,6 +310,156 @@ async fn each_request_that_reaches_a_server_or_is_refused_is_one_line_and_sighup
             .unwrap_or(0)
     };
     assert_eq!(mode, 0o600, "the new file is its owner's only");
+    drop(proxy);
+    drop(idp);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// POST `body` to `url` with `token` (if any) on `session` (if any); its status.
+async fn post_status(
+    http: &reqwest::Client,
+    url: &str,
+    token: Option<&str>,
+    session: Option<&str>,
+    body: &Value,
+) -> u16 {
+    let mut request = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2025-06-18")
+        .timeout(LIMIT)
+        .json(body);
+    if let Some(token) = token {
+        request = request.bearer_auth(token);
+    }
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    request
+        .send()
+        .await
+        .map(|r| r.status().as_u16())
+        .unwrap_or(0)
+}
+
+#[tokio::test]
+async fn each_refusal_of_the_http_face_is_one_line_and_none_holds_a_token() {
+    let dir = temp_dir("audit-edge");
+    let idp = Idp::start(
+        &dir,
+        &[
+            IdpClient::new("alice-app", "alice-secret").with_sub("alice"),
+            IdpClient::new("bob-app", "bob-secret").with_sub("bob"),
+        ],
+    )
+    .await
+    .expect("the identity provider starts");
+    let port = free_port();
+    let audience = format!("http://127.0.0.1:{port}/mcp");
+    let audit = dir.join("audit.jsonl");
+    let config = json!({
+        "mcpServers": { "f": { "command": fault_bin() } },
+        "auth": { "issuer": idp.issuer(), "audience": audience, "scopes": ["mcp:tools"] },
+        // initialize and one ping spend alice's budget.
+        "rateLimit": { "requestsPerSecond": 0.001, "burst": 2 },
+        "audit": { "path": audit },
+    });
+    let path = dir.join("servers.json");
+    std::fs::write(&path, config.to_string()).expect("write config");
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "serve",
+        "--config",
+        path.to_str().unwrap_or_default(),
+        "--http",
+        &addr,
+    ];
+    let proxy = Running::start(&args, port, &[]).await;
+    let http = reqwest::Client::new();
+    let token = |who: &'static str, scope: &'static str| {
+        let (idp, audience) = (&idp, audience.clone());
+        async move {
+            let (client, secret) = (format!("{who}-app"), format!("{who}-secret"));
+            idp.token(&client, &secret, &audience, scope)
+                .await
+                .expect("a token")
+        }
+    };
+    let (alice, bob) = (
+        token("alice", "mcp:tools").await,
+        token("bob", "mcp:tools").await,
+    );
+    let unscoped = token("alice", "admin").await;
+    let (response, session) =
+        post_initialize(&http, &audience, Some(&alice), json!({}), "audit-edge").await;
+    drop(response);
+    let echo = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "f__echo", "arguments": {"message": SECRET}}});
+    let ping = json!({"jsonrpc": "2.0", "id": 4, "method": "ping"});
+    let url = audience.as_str();
+    let refusals = [
+        (None, None, 401),
+        (Some("opaque-token-text"), Some(session.as_str()), 401),
+        (Some(unscoped.as_str()), Some(session.as_str()), 403),
+        (Some(bob.as_str()), Some(session.as_str()), 403),
+    ];
+    for (token, on, status) in refusals {
+        assert_eq!(post_status(&http, url, token, on, &echo).await, status);
+    }
+    let sent = post_status(&http, url, Some(&alice), Some(&session), &ping).await;
+    assert_eq!(sent, 200, "alice's second request");
+    let limited = post_status(&http, url, Some(&alice), Some(&session), &echo).await;
+    assert_eq!(limited, 429, "past alice's budget");
+
+    let written = until_lines(&audit, 5).await;
+    let summary: Vec<(&str, &str, &str, &str, bool)> = written
+        .iter()
+        .map(|l| {
+            (
+                l["outcome"].as_str().unwrap_or_default(),
+                l["sub"].as_str().unwrap_or("-"),
+                l["method"].as_str().unwrap_or("-"),
+                l["tool"].as_str().unwrap_or("-"),
+                l["session"].is_string(),
+            )
+        })
+        .collect();
+    assert_eq!(
+        summary,
+        [
+            ("unauthenticated", "-", "-", "-", false),
+            ("unauthenticated", "-", "-", "-", true),
+            // A valid token short of scope: refused before who it is is read out.
+            ("forbidden", "-", "-", "-", true),
+            // Another identity's session: who it is, and what it asked.
+            ("forbidden", "bob", "tools/call", "f__echo", true),
+            ("rate_limited", "alice", "tools/call", "f__echo", true),
+        ],
+        "{written:?}"
+    );
+    for line in &written {
+        assert_eq!(
+            line["recovery"],
+            json!({"attempts": 0, "replayed": false, "generations": []}),
+            "nothing ran: {line}"
+        );
+    }
+    assert_eq!(
+        written[1]["session"], written[4]["session"],
+        "the same session"
+    );
+    let text = std::fs::read_to_string(&audit).expect("the audit file");
+    for secret in [
+        SECRET,
+        &alice,
+        &bob,
+        &unscoped,
+        "opaque-token-text",
+        &session,
+    ] {
+        assert!(!text.contains(secret), "{text}");
+    }
     drop(proxy);
     drop(idp);
     let _ = std::fs::remove_dir_all(&dir);

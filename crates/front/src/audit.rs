@@ -123,6 +123,11 @@ pub enum Outcome {
     Denied,
     /// Refused by a `rateLimit`; nothing went upstream.
     RateLimited,
+    /// Refused at the HTTP face for want of a valid token (`401`); nothing ran.
+    Unauthenticated,
+    /// Refused at the HTTP face with a valid token (`403`): a scope it lacks, or a session
+    /// another identity opened; nothing ran.
+    Forbidden,
     /// It did not run: never sent, not delivered, or refused by the server unrun.
     DidNotRun,
     /// It may have run: sent, and its answer lost (a timeout, a broken connection, a cancel).
@@ -234,7 +239,8 @@ pub struct Record {
     /// [`session_tag`] of the session's id.
     session: Option<String>,
     server: Option<String>,
-    method: String,
+    /// `None` for a request refused before its body was read.
+    method: Option<String>,
     #[serde(flatten)]
     target: Option<Target>,
     outcome: Outcome,
@@ -266,7 +272,7 @@ pub struct Pending {
     time: SystemTime,
     started: Instant,
     who: Who,
-    method: String,
+    method: Option<String>,
     server: Option<String>,
     target: Option<Target>,
 }
@@ -275,10 +281,19 @@ impl Pending {
     /// A request of `who` with `method` arrives now.
     pub fn new(who: Who, method: &str) -> Self {
         Self {
+            method: Some(name(method)),
+            ..Self::unread(who)
+        }
+    }
+
+    /// A request of `who` arrives now, refused before its body is read (so its method is not
+    /// known): the HTTP face's `401` and `403`.
+    pub fn unread(who: Who) -> Self {
+        Self {
             time: SystemTime::now(),
             started: Instant::now(),
             who,
-            method: name(method),
+            method: None,
             server: None,
             target: None,
         }

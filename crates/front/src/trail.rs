@@ -4,7 +4,8 @@
 //! ([`routed`]), a refusal ([`refused`]), the hub's outcome and its [`CallReport`]
 //! ([`Sending`]). When the request and its call have both ended, however they end (answered,
 //! dropped, or a call that outlived its request between input rounds), the trail becomes one
-//! [`Record`] of the audit, if the request reached a server or was refused.
+//! [`Record`] of the audit, if the request reached a server or was refused. A request the HTTP
+//! face refuses before the message face sees it is one record at once ([`refused_at_edge`]).
 //!
 //! It only notes and writes down: it never changes a request or its answer and never waits. It
 //! holds names and numbers only, never an argument, a result or a token. With no audit, no trail
@@ -157,6 +158,35 @@ pub(crate) fn routed(server: &str, target: authorize::Target<'_>) {
 /// The request was refused (`Denied`, `RateLimited`); nothing went upstream.
 pub(crate) fn refused(outcome: Outcome) {
     let _ = TRAIL.try_with(|trail| trail.note(|note| note.refused = Some(outcome)));
+}
+
+/// A request refused before the message face saw it (the HTTP face's `401` and `403`): one
+/// record at once, nothing sent. `caller` when its token was valid, `session_id` when it named
+/// one, and `asked` (its method and head) when its body was read.
+pub(crate) fn refused_at_edge(
+    proxy: &Proxy,
+    caller: Option<&crate::caller::Caller>,
+    session_id: Option<&str>,
+    asked: Option<(&str, &Head)>,
+    outcome: Outcome,
+) {
+    let Some(audit) = proxy.audit() else {
+        return;
+    };
+    let who = Who::new(
+        caller.map(|c| c.subject.as_str()),
+        caller.and_then(|c| c.client_id.as_deref()),
+        session_id,
+    );
+    let pending = match asked {
+        Some((method, head)) => {
+            let mut pending = Pending::new(who, method);
+            pending.named(Target::requested(method, head));
+            pending
+        }
+        None => Pending::unread(who),
+    };
+    audit.record(pending.finish(outcome, Recovery::not_sent()));
 }
 
 /// The request went to every server at once (a fan-out): it reached them, and its answer is

@@ -1,10 +1,12 @@
 //! The face as an OAuth 2.1 resource server (SPEC §14): who a request is, from its bearer
 //! token, before anything runs; the protected resource metadata (RFC 9728) that tells a client
 //! where to get a token; a session kept to the identity that opened it; and the HTTP form of a
-//! refusal for too many requests (`429` with `Retry-After`).
+//! refusal for too many requests (`429` with `Retry-After`). Each `401` and `403` it gives is
+//! one line of the audit ([`audited`]).
 //!
 //! It checks and refuses; it never forwards the token anywhere (the caller's token never goes
-//! upstream) and never logs it. The token checks themselves are [`crate::auth`]'s.
+//! upstream) and never logs it, nor writes it to the audit. The token checks themselves are
+//! [`crate::auth`]'s.
 
 use std::sync::Arc;
 
@@ -12,9 +14,12 @@ use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use mcp_supervisor::core::authorize::Claims;
 
+use super::checks::{SessionId, session_id};
+use crate::audit::Outcome;
 use crate::auth::{Access, Refusal, Verifier, metadata};
 use crate::caller::Caller;
 use crate::client::Client;
+use crate::{Kind, Message, Proxy};
 
 /// The bearer checks of one face, and where its metadata lives.
 pub(crate) struct Identity {
@@ -108,6 +113,32 @@ pub(crate) fn not_the_owner(client: &Client, caller: Option<&Arc<Caller>>) -> Op
                 .into_response(),
         ),
     }
+}
+
+/// `refused` (a `401` or `403` of the face: nothing ran), first written to `proxy`'s audit: who
+/// (`caller`, when its token was valid), the session its headers name, and what `message`
+/// asked (when its body was read). Never the token.
+pub(crate) fn audited(
+    proxy: &Proxy,
+    refused: Response,
+    headers: &HeaderMap,
+    caller: Option<&Caller>,
+    message: Option<&Message>,
+) -> Response {
+    let outcome = match refused.status() {
+        StatusCode::UNAUTHORIZED => Outcome::Unauthenticated,
+        _ => Outcome::Forbidden,
+    };
+    let session = match session_id(headers) {
+        SessionId::Given(id) => Some(id),
+        SessionId::Missing | SessionId::Unreadable => None,
+    };
+    let asked = message.and_then(|m| match m.kind() {
+        Kind::Request { method } | Kind::Notification { method } => Some((&**method, m.head())),
+        Kind::Response => None,
+    });
+    crate::trail::refused_at_edge(proxy, caller, session, asked, outcome);
+    refused
 }
 
 /// The seconds of `Retry-After` when `answer` is a rate limit's refusal (error code

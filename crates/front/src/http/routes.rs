@@ -23,7 +23,7 @@ use super::checks::{
     self, EVENT_STREAM, JSON, LAST_EVENT_HEADER, SessionId, accepts, is_json_body, session_id,
     sessionless_version, stream_first, version_refused,
 };
-use super::identity::{Identity, not_the_owner};
+use super::identity::{Identity, audited, not_the_owner};
 use super::options::{Options, PATH, Stopping};
 use super::store::Sessions;
 use crate::{Kind, Message, Proxy, error_text};
@@ -75,15 +75,38 @@ async fn metadata(State(face): State<Arc<HttpFace>>) -> Response {
 }
 
 /// Who sends a request with `headers` when the face checks tokens (`Ok(None)` when it does
-/// not), or the answer that refuses it.
+/// not), or the answer that refuses it (audited).
 async fn caller_of(
     face: &HttpFace,
     headers: &HeaderMap,
 ) -> Result<Option<Arc<crate::caller::Caller>>, Response> {
     match &face.identity {
-        Some(identity) => identity.caller(headers).await.map(Some),
+        Some(identity) => identity
+            .caller(headers)
+            .await
+            .map(Some)
+            .map_err(|refused| audited(&face.proxy, refused, headers, None, None)),
         None => Ok(None),
     }
+}
+
+/// The `403` of a request on a session another identity opened (audited); `None` when the
+/// caller may go on with it.
+fn not_the_owners(
+    face: &HttpFace,
+    session: &super::session::HttpSession,
+    headers: &HeaderMap,
+    caller: Option<&Arc<crate::caller::Caller>>,
+    message: Option<&Message>,
+) -> Option<Response> {
+    let refused = not_the_owner(&session.client, caller)?;
+    Some(audited(
+        &face.proxy,
+        refused,
+        headers,
+        caller.map(|c| &**c),
+        message,
+    ))
 }
 
 async fn post(State(face): State<Arc<HttpFace>>, request: Request) -> Response {
@@ -129,7 +152,13 @@ async fn post(State(face): State<Arc<HttpFace>>, request: Request) -> Response {
             if let Some(refusal) = version_refused(&parts.headers) {
                 return refusal.into_response();
             }
-            if let Some(refused) = not_the_owner(&session.client, caller.as_ref()) {
+            if let Some(refused) = not_the_owners(
+                &face,
+                &session,
+                &parts.headers,
+                caller.as_ref(),
+                Some(&message),
+            ) {
                 return refused;
             }
             if caller.is_some() {
@@ -246,7 +275,7 @@ async fn open_stream(State(face): State<Arc<HttpFace>>, request: Request) -> Res
     if let Some(refusal) = version_refused(&parts.headers) {
         return refusal.into_response();
     }
-    if let Some(refused) = not_the_owner(&session.client, caller.as_ref()) {
+    if let Some(refused) = not_the_owners(&face, &session, &parts.headers, caller.as_ref(), None) {
         return refused;
     }
     session.touch();
@@ -291,7 +320,8 @@ async fn delete(State(face): State<Arc<HttpFace>>, headers: HeaderMap) -> Respon
                 return refusal.into_response();
             }
             if let Some(session) = face.sessions.get_or_resume(id)
-                && let Some(refused) = not_the_owner(&session.client, caller.as_ref())
+                && let Some(refused) =
+                    not_the_owners(&face, &session, &headers, caller.as_ref(), None)
             {
                 return refused;
             }
