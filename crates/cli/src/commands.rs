@@ -48,12 +48,13 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
                 Ok(loaded) => loaded,
                 Err(code) => return Ok(code),
             };
-            if let Some(path) = audit {
-                loaded.audit = Some(AuditConfig { path });
+            if let Some(path) = &audit {
+                loaded.audit = Some(AuditConfig { path: path.clone() });
             }
             crate::serve::run(
                 loaded,
                 Some(config),
+                audit,
                 mcp_supervisor_front::Mode::Aggregate,
                 faces_of(faces)?,
                 state_dir(catalog),
@@ -107,6 +108,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             };
             crate::serve::run(
                 config,
+                None,
                 None,
                 mcp_supervisor_front::Mode::Transparent,
                 faces_of(faces)?,

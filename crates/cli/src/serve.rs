@@ -13,7 +13,8 @@
 //!
 //! The audit log (the config's `audit`, or `--audit`) is opened before anything starts (a path
 //! that cannot be opened is refused like a bad config), opened again at its path on SIGHUP (log
-//! rotation), and written out at the end within [`AUDIT_LIMIT`].
+//! rotation), moved by a reload that changes `audit` (unless `--audit` set it), and written out
+//! at the end within [`AUDIT_LIMIT`].
 //!
 //! Shutdown is bounded (about 5 s, and the audit's 2 s) and leaves no child process: the hub's
 //! stop closes every generation's process group before this returns.
@@ -74,10 +75,12 @@ enum Stop {
     Now,
 }
 
-/// Serve `config` until told to stop. `config_path` enables reload.
+/// Serve `config` until told to stop. `config_path` enables reload; `audit_flag` (`--audit`)
+/// overrides the audit of every config read.
 pub async fn run(
     config: Config,
     config_path: Option<PathBuf>,
+    audit_flag: Option<PathBuf>,
     mode: Mode,
     faces: Faces,
     state_dir: Option<PathBuf>,
@@ -112,9 +115,9 @@ pub async fn run(
         ..HubOptions::default()
     };
     let proxy = mcp_supervisor_front::start(config, mode, options);
-    if let Some(audit) = &audit {
-        // A new proxy has none yet.
-        let _ = proxy.set_audit(audit.clone());
+    if let Some(audit) = audit {
+        // A new proxy has none yet. From now on the proxy holds it (a reload may move it).
+        let _ = proxy.set_audit(audit);
     }
     let hub = proxy.hub().clone();
     let shutdown = CancellationToken::new();
@@ -165,6 +168,7 @@ pub async fn run(
     if let Some(path) = config_path.clone() {
         tasks.push(tokio::spawn(reloader(
             path.clone(),
+            audit_flag,
             proxy.clone(),
             reloads.clone(),
             shutdown.clone(),
@@ -183,13 +187,13 @@ pub async fn run(
             _ = tokio::signal::ctrl_c() => { tracing::info!("SIGINT: shutting down"); break Stop::Now; }
             _ = terminate.recv() => break Stop::Drain,
             _ = hangup.recv() => {
-                if let Some(audit) = &audit {
+                if let Some(audit) = proxy.audit() {
                     audit.reopen();
                     tracing::info!("SIGHUP: the audit log is opened again at its path before its next line");
                 }
                 match &config_path {
                     Some(_) => reloads.notify_one(),
-                    None if audit.is_some() => {}
+                    None if proxy.audit().is_some() => {}
                     None => tracing::warn!("SIGHUP ignored: there is no config file to reload"),
                 }
             }
@@ -223,7 +227,7 @@ pub async fn run(
     for task in tasks.into_iter().chain(http_tasks) {
         task.abort();
     }
-    if let Some(audit) = audit {
+    if let Some(audit) = proxy.take_audit() {
         // The last requests' lines, the stopping ones too, are written before the exit.
         let written = tokio::task::spawn_blocking(move || audit.shutdown(AUDIT_LIMIT)).await;
         if let Ok(Err(error)) = written {
@@ -260,6 +264,7 @@ async fn drain_window(
 /// Those still running at shutdown are dropped with this task.
 async fn reloader(
     path: PathBuf,
+    audit_flag: Option<PathBuf>,
     proxy: Arc<Proxy>,
     requests: Arc<Notify>,
     shutdown: CancellationToken,
@@ -268,8 +273,8 @@ async fn reloader(
     loop {
         tokio::select! {
             () = requests.notified() => {
-                let (path, proxy) = (path.clone(), proxy.clone());
-                running.spawn(async move { reload(&path, &proxy).await });
+                let (path, flag, proxy) = (path.clone(), audit_flag.clone(), proxy.clone());
+                running.spawn(async move { reload(&path, flag, &proxy).await });
             }
             Some(_) = running.join_next(), if !running.is_empty() => {}
             () = shutdown.cancelled() => return,
@@ -277,9 +282,9 @@ async fn reloader(
     }
 }
 
-/// Read and validate the config file and apply it as a diff; an invalid one is rejected and the
-/// running config stays.
-async fn reload(path: &Path, proxy: &Proxy) {
+/// Read and validate the config file and apply it as a diff (its audit `audit_flag`, when
+/// `--audit` gave one); an invalid one is rejected and the running config stays.
+async fn reload(path: &Path, audit_flag: Option<PathBuf>, proxy: &Proxy) {
     let read = || async {
         let text = std::fs::read_to_string(path).map_err(|error| {
             format!(
@@ -287,12 +292,17 @@ async fn reload(path: &Path, proxy: &Proxy) {
                 path.display()
             )
         })?;
-        parse_config(&text, &|name| std::env::var(name).ok()).map_err(|errors| {
-            format!(
-                "{} is invalid, keeping the running config:\n{errors}",
-                path.display()
-            )
-        })
+        let mut config =
+            parse_config(&text, &|name| std::env::var(name).ok()).map_err(|errors| {
+                format!(
+                    "{} is invalid, keeping the running config:\n{errors}",
+                    path.display()
+                )
+            })?;
+        if let Some(path) = audit_flag {
+            config.audit = Some(mcp_supervisor::core::config::AuditConfig { path });
+        }
+        Ok::<_, String>(config)
     };
     match proxy.reload(read).await {
         Reloaded::Applied(summary) => tracing::info!(

@@ -5,8 +5,10 @@
 //! sends on two generations); no argument value and no token in the file; SIGHUP after a
 //! rename makes a new file at the path (log rotation). The HTTP face's own refusals (401 with no
 //! or a bad token, 403 for a missing scope or another identity's session, 429 past the top rate
-//! limit) are lines too, with no token in them. Also `wrap --audit` over stdio, written out at
-//! the exit, and a path that cannot be opened refused at start. Every wait is bounded.
+//! limit) are lines too, with no token in them. A reload that changes `audit.path` moves the
+//! lines to the new file, and one without `audit` ends them. Also `wrap --audit` over stdio,
+//! written out at the exit, and a path that cannot be opened refused at start. Every wait is
+//! bounded.
 
 mod support;
 
@@ -315,6 +317,21 @@ async fn each_request_that_reaches_a_server_or_is_refused_is_one_line_and_sighup
     let _ = std::fs::remove_dir_all(&dir);
 }
 
+/// `serve --http` on `port` of the config `text`, written to `dir`/servers.json.
+async fn serve(dir: &Path, text: &str, port: u16) -> Running {
+    let path = dir.join("servers.json");
+    std::fs::write(&path, text).expect("write config");
+    let addr = format!("127.0.0.1:{port}");
+    let args = [
+        "serve",
+        "--config",
+        path.to_str().unwrap_or_default(),
+        "--http",
+        &addr,
+    ];
+    Running::start(&args, port, &[]).await
+}
+
 /// POST `body` to `url` with `token` (if any) on `session` (if any); its status.
 async fn post_status(
     http: &reqwest::Client,
@@ -365,17 +382,7 @@ async fn each_refusal_of_the_http_face_is_one_line_and_none_holds_a_token() {
         "rateLimit": { "requestsPerSecond": 0.001, "burst": 2 },
         "audit": { "path": audit },
     });
-    let path = dir.join("servers.json");
-    std::fs::write(&path, config.to_string()).expect("write config");
-    let addr = format!("127.0.0.1:{port}");
-    let args = [
-        "serve",
-        "--config",
-        path.to_str().unwrap_or_default(),
-        "--http",
-        &addr,
-    ];
-    let proxy = Running::start(&args, port, &[]).await;
+    let proxy = serve(&dir, &config.to_string(), port).await;
     let http = reqwest::Client::new();
     let token = |who: &'static str, scope: &'static str| {
         let (idp, audience) = (&idp, audience.clone());
@@ -462,6 +469,93 @@ async fn each_refusal_of_the_http_face_is_one_line_and_none_holds_a_token() {
     }
     drop(proxy);
     drop(idp);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// The answer to `body` POSTed on `session` of a face without auth.
+async fn answer_on(http: &reqwest::Client, url: &str, session: &str, body: &Value) -> Value {
+    let response = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-session-id", session)
+        .timeout(LIMIT)
+        .json(body)
+        .send()
+        .await
+        .expect("POST /mcp");
+    answer_of(&response.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_reload_that_moves_the_audit_writes_to_the_new_file_and_one_without_it_ends_it() {
+    let dir = temp_dir("audit-reload");
+    let (first, second) = (dir.join("first.jsonl"), dir.join("second.jsonl"));
+    let config = |audit: Option<&Path>, servers: &[&str]| {
+        let servers: serde_json::Map<String, Value> = servers
+            .iter()
+            .map(|name| (name.to_string(), json!({ "command": fault_bin() })))
+            .collect();
+        let mut config = json!({ "mcpServers": servers });
+        if let Some(audit) = audit {
+            config["audit"] = json!({ "path": audit });
+        }
+        config.to_string()
+    };
+    let path = dir.join("servers.json");
+    let proxy = serve(&dir, &config(Some(&first), &["f"]), free_port()).await;
+    let http = reqwest::Client::new();
+    let url = proxy.url("/mcp");
+    let (response, session) = post_initialize(&http, &url, None, json!({}), "reload").await;
+    drop(response);
+    let echo = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+                      "params": {"name": "f__echo", "arguments": {"message": "hi"}}});
+    let answer = answer_on(&http, &url, &session, &echo).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+    assert_eq!(until_lines(&first, 1).await.len(), 1);
+
+    // A new path: the lines of requests after the reload go there.
+    std::fs::write(&path, config(Some(&second), &["f"])).expect("write config");
+    proxy.signal("HUP");
+    let moved = async {
+        while lines(&second).is_empty() {
+            answer_on(&http, &url, &session, &echo).await;
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    assert!(
+        tokio::time::timeout(LIMIT, moved).await.is_ok(),
+        "no line in {} after the reload",
+        second.display()
+    );
+    let in_first = lines(&first).len();
+    answer_on(&http, &url, &session, &echo).await;
+    let in_second = until_lines(&second, 2).await.len();
+    assert_eq!(lines(&first).len(), in_first, "the old file gets no more");
+
+    // No audit (and a second server, to see that the reload was applied): no more lines.
+    std::fs::write(&path, config(None, &["f", "g"])).expect("write config");
+    proxy.signal("HUP");
+    let list = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"});
+    let applied = async {
+        loop {
+            let tools = answer_on(&http, &url, &session, &list).await.to_string();
+            if tools.contains("g__echo") {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    };
+    assert!(
+        tokio::time::timeout(LIMIT, applied).await.is_ok(),
+        "the reload was not applied"
+    );
+    let answer = answer_on(&http, &url, &session, &echo).await;
+    assert_eq!(answer["result"]["content"][0]["text"], "hi", "{answer}");
+    drop(proxy);
+    assert_eq!(lines(&second).len(), in_second, "the audit ended");
+    assert_eq!(lines(&first).len(), in_first);
     let _ = std::fs::remove_dir_all(&dir);
 }
 

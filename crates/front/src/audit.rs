@@ -598,6 +598,11 @@ impl Audit {
         self.shared.reopen.store(true, Ordering::SeqCst);
     }
 
+    /// The file it appends to.
+    pub fn path(&self) -> &Path {
+        &self.shared.path
+    }
+
     /// Records dropped because the queue was full or the writer had ended.
     pub fn dropped(&self) -> u64 {
         self.shared.dropped.load(Ordering::Relaxed)

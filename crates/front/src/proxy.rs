@@ -11,14 +11,15 @@
 
 use std::collections::HashMap;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, OnceLock, Weak};
+use std::sync::{Arc, Mutex, Weak};
 
 use mcp_supervisor::Hub;
-use mcp_supervisor::core::config::{Config, ToolExposure};
+use mcp_supervisor::core::config::{AuditConfig, Config, ToolExposure};
 use mcp_supervisor::upstream::notification_text;
 use tokio::sync::mpsc;
 
 pub use crate::Mode;
+use crate::audit::Audit;
 use crate::exposure::ToolSearch;
 use crate::json::lock;
 use crate::reload::{Reloaded, Reloads};
@@ -53,8 +54,8 @@ pub struct Proxy {
     /// Who created each task ([`crate::tasks`]).
     pub(crate) tasks: crate::tasks::TaskOwners,
     /// Where each request that reaches a server or is refused is written down (SPEC §14);
-    /// unset: nothing is noted ([`crate::trail`]).
-    audit: OnceLock<Arc<crate::audit::Audit>>,
+    /// unset: nothing is noted ([`crate::trail`]). A reload may move it ([`Proxy::reload`]).
+    audit: Mutex<Option<Arc<Audit>>>,
 }
 
 impl Proxy {
@@ -72,7 +73,7 @@ impl Proxy {
             reloads: Reloads::default(),
             access: Mutex::default(),
             tasks: crate::tasks::TaskOwners::default(),
-            audit: OnceLock::new(),
+            audit: Mutex::new(None),
         });
         proxy.pass_events_down();
         proxy
@@ -92,8 +93,10 @@ impl Proxy {
     }
 
     /// Reload: have the config (`read`) and apply it, its tool exposure first (a change is told
-    /// to every client), then its servers as a diff (added ones start, removed ones stop,
-    /// changed ones restart, the rest are not touched).
+    /// to every client), its rules and its audit (a new `audit.path` is opened, and the lines
+    /// of requests from then on go there; one that cannot be opened keeps the running audit,
+    /// with a warning; none ends it), then its servers as a diff (added ones start, removed
+    /// ones stop, changed ones restart, the rest are not touched).
     ///
     /// One runs at a time. A reload asked for while another runs waits for it; then the first
     /// of those waiting reads the config once for all of them (what changed meanwhile is in
@@ -110,6 +113,7 @@ impl Proxy {
             Ok(config) => {
                 self.set_exposure(config.tool_exposure);
                 self.set_rules(&config);
+                self.move_audit(config.audit.as_ref());
                 Reloaded::Applied(self.hub.reload(config).await)
             }
             Err(error) => Reloaded::Kept(error),
@@ -117,17 +121,55 @@ impl Proxy {
     }
 
     /// Write each client request that reaches a server or is refused to `audit` from now on
-    /// (SPEC §14). Set once: a second audit is refused and handed back.
-    pub fn set_audit(
-        &self,
-        audit: Arc<crate::audit::Audit>,
-    ) -> Result<(), Arc<crate::audit::Audit>> {
-        self.audit.set(audit)
+    /// (SPEC §14). Set once (a reload moves it): a second audit is refused and handed back.
+    pub fn set_audit(&self, audit: Arc<Audit>) -> Result<(), Arc<Audit>> {
+        let mut set = lock(&self.audit);
+        match &*set {
+            Some(_) => Err(audit),
+            None => {
+                *set = Some(audit);
+                Ok(())
+            }
+        }
     }
 
-    /// The audit requests are written to, if one was set.
-    pub fn audit(&self) -> Option<&Arc<crate::audit::Audit>> {
-        self.audit.get()
+    /// The audit requests are written to now, if any.
+    pub fn audit(&self) -> Option<Arc<Audit>> {
+        lock(&self.audit).clone()
+    }
+
+    /// The audit, taken: nothing is written to it from now on (shut it down at the end).
+    pub fn take_audit(&self) -> Option<Arc<Audit>> {
+        lock(&self.audit).take()
+    }
+
+    /// The audit of a reloaded config: kept when its path is the same; else the new path is
+    /// opened (one that cannot be opened keeps the running audit, with a warning), or, with
+    /// none, the audit ends. The one let go writes what is queued for it once its last
+    /// request's line is in (its drop, off the runtime's threads).
+    fn move_audit(&self, wanted: Option<&AuditConfig>) {
+        let running = self.audit();
+        let path = wanted.map(|a| a.path.as_path());
+        if running.as_ref().map(|a| a.path()) == path {
+            return;
+        }
+        let opened = match path.map(Audit::open).transpose() {
+            Ok(opened) => opened.map(Arc::new),
+            Err(error) => {
+                tracing::warn!("reload: {error}; the audit log stays where it was");
+                return;
+            }
+        };
+        match path {
+            Some(path) => tracing::info!("reload: the audit log is now {}", path.display()),
+            None => tracing::info!("reload: the config has no \"audit\" now: the audit log ends"),
+        }
+        let old = std::mem::replace(&mut *lock(&self.audit), opened);
+        if let Some(old) = old
+            && let Ok(runtime) = tokio::runtime::Handle::try_current()
+        {
+            runtime.spawn_blocking(move || drop(old));
+        }
     }
 
     pub fn hub(&self) -> &Arc<Hub> {

@@ -67,7 +67,7 @@ impl Trail {
         head: &Head,
         session_id: Option<&str>,
     ) -> Option<Arc<Self>> {
-        let audit = proxy.audit()?.clone();
+        let audit = proxy.audit()?;
         let caller = client.caller();
         let who = Who::new(
             caller.as_ref().map(|c| c.subject.as_str()),
