@@ -152,78 +152,93 @@ fn last_call_claims(upstream: &Upstream, from: usize) -> Value {
     bearer_claims(&line).unwrap_or_else(|| panic!("a tools/call without a token: {line}"))
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn the_upstream_sees_only_tokens_exchanged_for_each_caller_and_never_a_callers_own() {
-    let dir = temp_dir("auth-exchange");
-    let idp = Idp::start(
-        &dir,
-        &[
-            IdpClient::new("proxy", "proxy-secret"),
-            IdpClient::new("alice-app", "alice-secret").with_sub("alice"),
-            IdpClient::new("bob-app", "bob-secret").with_sub("bob"),
-        ],
-    )
-    .await
-    .expect("the identity provider starts");
-    let upstream = Upstream::start(&dir).await;
-    let port = free_port();
-    let audience = format!("http://127.0.0.1:{port}/mcp");
-    // Two names for the one upstream: with credentials, and without (its requests carry
-    // nothing of the caller's either).
-    let config = json!({
-        "mcpServers": {
-            "x": { "url": upstream.url,
-                   "credentials": { "tokenExchange": { "audience": upstream.url } } },
-            "plain": { "url": upstream.url },
-        },
-        "auth": {
-            "issuer": idp.issuer(),
-            "audience": audience,
-            "scopes": ["mcp:tools"],
-            "clientId": "proxy",
-            "clientSecret": "proxy-secret",
-        },
-    });
-    let path = dir.join("servers.json");
-    std::fs::write(&path, config.to_string()).expect("write config");
-    let addr = format!("127.0.0.1:{port}");
-    let args = [
-        "serve",
-        "--config",
-        path.to_str().unwrap_or_default(),
-        "--http",
-        &addr,
-        "--no-catalog",
-    ];
-    let _proxy = Running::start(&args, port, &[]).await;
-    let http = reqwest::Client::new();
-    let token = |who: &'static str| {
-        let (idp, audience) = (&idp, audience.clone());
-        async move {
-            idp.token(
+/// The IdP (clients: the proxy, alice, bob), the upstream, and `serve --http` with `auth` and
+/// the proxy's client, over `x` (credentials) and `plain` (none), both the one upstream.
+struct Setup {
+    idp: Idp,
+    upstream: Upstream,
+    audience: String,
+    http: reqwest::Client,
+    _proxy: Running,
+}
+
+impl Setup {
+    /// `x_extra`: more keys of server `x`.
+    async fn start(tag: &str, x_extra: Value) -> Self {
+        let dir = temp_dir(tag);
+        let idp = Idp::start(
+            &dir,
+            &[
+                IdpClient::new("proxy", "proxy-secret"),
+                IdpClient::new("alice-app", "alice-secret").with_sub("alice"),
+                IdpClient::new("bob-app", "bob-secret").with_sub("bob"),
+            ],
+        )
+        .await
+        .expect("the identity provider starts");
+        let upstream = Upstream::start(&dir).await;
+        let port = free_port();
+        let audience = format!("http://127.0.0.1:{port}/mcp");
+        // Two names for the one upstream: with credentials, and without (its requests carry
+        // nothing of the caller's either).
+        let mut x = json!({ "url": upstream.url,
+                            "credentials": { "tokenExchange": { "audience": upstream.url } } });
+        if let (Some(x), Value::Object(extra)) = (x.as_object_mut(), x_extra) {
+            x.extend(extra);
+        }
+        let config = json!({
+            "mcpServers": { "x": x, "plain": { "url": upstream.url } },
+            "auth": {
+                "issuer": idp.issuer(),
+                "audience": audience,
+                "scopes": ["mcp:tools"],
+                "clientId": "proxy",
+                "clientSecret": "proxy-secret",
+            },
+        });
+        let path = dir.join("servers.json");
+        std::fs::write(&path, config.to_string()).expect("write config");
+        let proxy = serve_http_on(&path, port).await;
+        // The proxy's own connection to x lists its tools with the proxy's own token.
+        poll_until("the proxy lists x's tools", LIMIT, || {
+            upstream.seen().iter().any(|l| {
+                l["rpc"] == "tools/list" && bearer_claims(l).is_some_and(|c| c["sub"] == "proxy")
+            })
+        })
+        .await;
+        Self {
+            idp,
+            upstream,
+            audience,
+            http: reqwest::Client::new(),
+            _proxy: proxy,
+        }
+    }
+
+    async fn token(&self, who: &str) -> String {
+        self.idp
+            .token(
                 &format!("{who}-app"),
                 &format!("{who}-secret"),
-                &audience,
+                &self.audience,
                 "mcp:tools",
             )
             .await
             .expect("a token from the identity provider")
-        }
-    };
-    let (alice, bob) = (token("alice").await, token("bob").await);
+    }
+}
 
-    // The proxy's own connection to x lists its tools with the proxy's own token.
-    poll_until("the proxy lists x's tools", LIMIT, || {
-        upstream.seen().iter().any(|l| {
-            l["rpc"] == "tools/list" && bearer_claims(l).is_some_and(|c| c["sub"] == "proxy")
-        })
-    })
-    .await;
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_sees_only_tokens_exchanged_for_each_caller_and_never_a_callers_own() {
+    let setup = Setup::start("auth-exchange", json!({})).await;
+    let (idp, upstream, http) = (&setup.idp, &setup.upstream, &setup.http);
+    let audience = setup.audience.clone();
+    let (alice, bob) = (setup.token("alice").await, setup.token("bob").await);
 
-    let alice_session = session(&http, &audience, &alice).await;
+    let alice_session = session(http, &audience, &alice).await;
     let before = upstream.seen().len();
     let result = call(
-        &http,
+        http,
         &audience,
         &alice,
         &alice_session,
@@ -232,7 +247,7 @@ async fn the_upstream_sees_only_tokens_exchanged_for_each_caller_and_never_a_cal
     )
     .await;
     assert_eq!(result["content"][0]["text"], "alice-1");
-    let first = last_call_claims(&upstream, before);
+    let first = last_call_claims(upstream, before);
     assert_eq!(first["sub"], "alice", "exchanged for alice: {first}");
     assert_eq!(
         first["aud"],
@@ -248,7 +263,7 @@ async fn the_upstream_sees_only_tokens_exchanged_for_each_caller_and_never_a_cal
     // Again: the same exchanged token while it lives (cached), not a new exchange.
     let before = upstream.seen().len();
     call(
-        &http,
+        http,
         &audience,
         &alice,
         &alice_session,
@@ -256,13 +271,13 @@ async fn the_upstream_sees_only_tokens_exchanged_for_each_caller_and_never_a_cal
         json!({"id": "alice-2"}),
     )
     .await;
-    assert_eq!(last_call_claims(&upstream, before)["jti"], first["jti"]);
+    assert_eq!(last_call_claims(upstream, before)["jti"], first["jti"]);
 
     // Bob's call goes with a token of his own, on a connection of his own.
-    let bob_session = session(&http, &audience, &bob).await;
+    let bob_session = session(http, &audience, &bob).await;
     let before = upstream.seen().len();
     call(
-        &http,
+        http,
         &audience,
         &bob,
         &bob_session,
@@ -270,14 +285,14 @@ async fn the_upstream_sees_only_tokens_exchanged_for_each_caller_and_never_a_cal
         json!({"id": "bob-1"}),
     )
     .await;
-    let bobs = last_call_claims(&upstream, before);
+    let bobs = last_call_claims(upstream, before);
     assert_eq!(bobs["sub"], "bob", "exchanged for bob: {bobs}");
     assert_ne!(bobs["jti"], first["jti"]);
 
     // The server without credentials: nothing of the caller's.
     let before = upstream.seen().len();
     call(
-        &http,
+        http,
         &audience,
         &alice,
         &alice_session,
@@ -315,5 +330,49 @@ async fn the_upstream_sees_only_tokens_exchanged_for_each_caller_and_never_a_cal
                 "{claims}"
             );
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_an_exchanged_token_nothing_goes_upstream_and_the_caller_is_told_why() {
+    // A call waits for the server within its deadline (SPEC §5): a short one.
+    let mut setup = Setup::start("auth-exchange-down", json!({"toolCallTimeoutMs": 3000})).await;
+    let alice = setup.token("alice").await;
+    // The issuer goes away: alice's token still verifies (its key is cached), but no token
+    // can be exchanged for her.
+    setup.idp.stop().await;
+    let (upstream, http, audience) = (&setup.upstream, &setup.http, setup.audience.as_str());
+    let calls_before = |seen: &[Value]| seen.iter().filter(|l| l["rpc"] == "tools/call").count();
+    let before = calls_before(&upstream.seen());
+    let session = session(http, audience, &alice).await;
+    let body = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "x__count", "arguments": {"id": "never"}}});
+    let (status, text) = post(http, audience, &alice, &session, body).await;
+    assert_eq!(status, 200, "{text}");
+    let answer = answer_of(&text);
+    let said = if answer["error"].is_null() {
+        assert_eq!(answer["result"]["isError"], true, "{answer}");
+        answer["result"]["content"][0]["text"].to_string()
+    } else {
+        answer["error"].to_string()
+    };
+    assert!(
+        said.contains("token endpoint") && said.contains("did not answer a token exchange"),
+        "the error says the exchange failed: {said}"
+    );
+    assert_eq!(
+        calls_before(&upstream.seen()),
+        before,
+        "no call went upstream"
+    );
+    assert!(upstream.counted().is_empty(), "nothing ran");
+    for line in upstream.seen() {
+        assert!(
+            !line["authorization"]
+                .as_str()
+                .unwrap_or_default()
+                .contains(&alice),
+            "{line}"
+        );
     }
 }

@@ -21,6 +21,8 @@
 //         the resource servers (RFC 8707 resource indicators) and the scopes each allows; "*"
 //         accepts any other absolute URI with those scopes. Default: { "*": "mcp:tools admin" }.
 //     "accessTokenTTL": seconds (default 600), the lifetime of every access token issued.
+//     "notBeforeOffset": seconds (default: none): every JWT access token gets `nbf` = its signing
+//         time plus this (a token not yet valid, for the tests of `nbf`).
 // --modules DIR     the node_modules folder that holds oidc-provider (default: the repository's
 //                   tools/node_modules, found from this script's place).
 // --die-with-stdin  exit when stdin reaches its end: a test that dies without stopping this
@@ -95,6 +97,10 @@ if (!Array.isArray(config.clients) || config.clients.length === 0) {
 }
 const resources = config.resources ?? { "*": "mcp:tools admin" };
 const accessTokenTTL = config.accessTokenTTL ?? 600;
+const notBeforeOffset = config.notBeforeOffset;
+if (notBeforeOffset !== undefined && !Number.isInteger(notBeforeOffset)) {
+  fail("config.notBeforeOffset must be a whole number of seconds");
+}
 
 if (argv.includes("--die-with-stdin")) {
   process.stdin.on("data", () => {});
@@ -254,6 +260,9 @@ const provider = new Provider(issuer, {
           jwt.payload.sub = exchange.sub;
           jwt.payload.act = { sub: exchange.actor };
           if (exchange.subjectClient) jwt.payload.subject_client_id = exchange.subjectClient;
+        }
+        if (notBeforeOffset !== undefined) {
+          jwt.payload.nbf = Math.floor(Date.now() / 1000) + notBeforeOffset;
         }
       },
     },

@@ -104,6 +104,9 @@ pub struct IdpConfig {
     pub resources: Vec<(String, String)>,
     /// The lifetime of every access token, in seconds (default 600).
     pub access_token_ttl_secs: u64,
+    /// Every JWT access token's `nbf` is its signing time plus this many seconds (None: no
+    /// `nbf`).
+    pub not_before_offset_secs: Option<i64>,
 }
 
 impl IdpConfig {
@@ -112,6 +115,7 @@ impl IdpConfig {
             clients: clients.to_vec(),
             resources: vec![("*".to_string(), DEFAULT_SCOPES.to_string())],
             access_token_ttl_secs: 600,
+            not_before_offset_secs: None,
         }
     }
 
@@ -121,11 +125,15 @@ impl IdpConfig {
             .iter()
             .map(|(resource, scopes)| (resource.clone(), json!(scopes)))
             .collect();
-        json!({
+        let mut config = json!({
             "clients": self.clients.iter().map(IdpClient::to_json).collect::<Vec<_>>(),
             "resources": resources,
             "accessTokenTTL": self.access_token_ttl_secs,
-        })
+        });
+        if let Some(offset) = self.not_before_offset_secs {
+            config["notBeforeOffset"] = json!(offset);
+        }
+        config
     }
 }
 
@@ -344,6 +352,22 @@ impl Idp {
             let _ = running.child.start_kill();
             let _ = tokio::time::timeout(Duration::from_secs(10), running.child.wait()).await;
         }
+    }
+
+    /// The file of its signing keys (private): another IdP started with a copy of it in its
+    /// folder signs with the same key under another issuer.
+    pub fn keys_file(&self) -> &Path {
+        &self.keys_file
+    }
+
+    /// Stops it and starts it again on the same port and key with `config` instead.
+    pub async fn restart_with(&mut self, config: IdpConfig) -> Result<()> {
+        std::fs::write(
+            &self.config_file,
+            serde_json::to_vec_pretty(&config.to_json())?,
+        )
+        .with_context(|| format!("cannot write {}", self.config_file.display()))?;
+        self.restart().await
     }
 
     /// Stops it if it runs and starts it again on the same port with the same key.

@@ -38,7 +38,12 @@ pub async fn serve_config(path: &Path, face: &str) -> Running {
 /// `mcp-supervisor serve --config PATH --http 127.0.0.1:PORT --no-catalog` on a free port, once
 /// it listens: no saved catalog from another test can stand in for a server's own lists.
 pub async fn serve_http_without_catalog(path: &Path) -> Running {
-    let port = free_port();
+    serve_http_on(path, free_port()).await
+}
+
+/// As [`serve_http_without_catalog`], on `port` (a config that names its own URL, as `auth`'s
+/// `audience` does, needs the port first).
+pub async fn serve_http_on(path: &Path, port: u16) -> Running {
     let addr = format!("127.0.0.1:{port}");
     let config = path.to_str().unwrap_or_default();
     Running::start(
