@@ -134,10 +134,14 @@ impl Budget {
     /// least the stability window starts the count afresh first), `None` when a connect attempt
     /// failed. The failure is then counted; past `max_attempts` failures the budget gives up,
     /// otherwise attempt `failures` is due after `policy.delay(failures, u)`.
+    ///
+    /// A stable server restarts at once: after the loss of a generation that stayed up at least
+    /// the stability window, attempt 1 is due now, with no delay; the attempts after it back off
+    /// as the schedule says. A crash loop's generations are never stable, so it never gets two
+    /// immediate restarts in a row.
     pub fn on_failure(&mut self, established_for: Option<Duration>, u: f64) -> Decision {
-        if let Some(uptime) = established_for
-            && uptime >= self.policy.stability_window()
-        {
+        let stable = established_for.is_some_and(|uptime| uptime >= self.policy.stability_window());
+        if stable {
             self.failures = 0;
         }
         self.failures = self.failures.saturating_add(1);
@@ -149,7 +153,11 @@ impl Budget {
             Decision::Retry {
                 attempt: self.failures,
                 max_attempts: self.policy.max_attempts,
-                delay: self.policy.delay(self.failures, u),
+                delay: if stable {
+                    Duration::ZERO
+                } else {
+                    self.policy.delay(self.failures, u)
+                },
             }
         }
     }

@@ -140,16 +140,39 @@ fn the_count_resets_when_a_generation_stayed_up_the_stability_window() {
         budget.on_failure(None, 0.0);
     }
     assert_eq!(budget.failures(), 5);
-    // Exactly the window: a fresh count, so the next retry is attempt 1 again.
+    // Exactly the window: a fresh count, so the next retry is attempt 1 again, and at once
+    // (a stable server restarts without a delay).
     assert_eq!(
         budget.on_failure(Some(ms(30_000)), 0.0),
         Decision::Retry {
             attempt: 1,
             max_attempts: 10,
-            delay: ms(500)
+            delay: ms(0)
         }
     );
     assert_eq!(retries_until_give_up(&mut budget, None).len(), 9);
+}
+
+#[test]
+fn a_stable_server_restarts_at_once_then_backs_off_and_a_crash_loop_never_twice() {
+    let mut budget = Budget::new(ReconnectPolicy::default());
+    let retry = |attempt, delay| Decision::Retry {
+        attempt,
+        max_attempts: 10,
+        delay: ms(delay),
+    };
+    // Up an hour, then killed: attempt 1 at once.
+    assert_eq!(budget.on_failure(Some(ms(3_600_000)), 1.0), retry(1, 0));
+    // It fails: the schedule from attempt 2 on.
+    assert_eq!(budget.on_failure(None, 1.0), retry(2, 1_000));
+    assert_eq!(budget.on_failure(None, 1.0), retry(3, 2_000));
+    // Its next generation connects but dies within the window: no second immediate restart.
+    assert_eq!(budget.on_failure(Some(ms(2_000)), 1.0), retry(4, 4_000));
+    // Stable again: at once again, with a fresh count.
+    assert_eq!(budget.on_failure(Some(ms(30_000)), 1.0), retry(1, 0));
+    // A failed first attempt (never established) is not a stable loss.
+    let mut fresh = Budget::new(ReconnectPolicy::default());
+    assert_eq!(fresh.on_failure(None, 1.0), retry(1, 500));
 }
 
 #[test]

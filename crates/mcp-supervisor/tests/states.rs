@@ -136,14 +136,15 @@ async fn the_failure_cap_withdraws_the_tools_and_stops() {
     fake.die(1);
 
     let snapshot = state(&hub, ServerState::GaveUp).await;
-    // A loss, then exactly maxAttempts reconnect attempts (100, 200, 400 ms apart).
+    // A loss of a generation up for the window, then exactly maxAttempts reconnect attempts:
+    // the first at once (a stable server restarts at once), then 200 and 400 ms apart.
     assert_eq!(
         fake.opens(),
-        [(1, ms(0)), (2, ms(1100)), (3, ms(1300)), (4, ms(1700))]
+        [(1, ms(0)), (2, ms(1000)), (3, ms(1200)), (4, ms(1600))]
     );
     assert_eq!(
         tokio::time::Instant::now() - fake.start(),
-        ms(1700),
+        ms(1600),
         "gave up as the last attempt failed"
     );
     assert!(
@@ -190,7 +191,8 @@ async fn giving_up_behind_an_in_flight_re_sync_removes_what_that_sync_publishes(
     );
     fake.die(1);
     state(&hub, ServerState::GaveUp).await;
-    assert_eq!(tokio::time::Instant::now() - fake.start(), ms(1600));
+    // Up 1.5 s (past the window): its one attempt at once, which fails.
+    assert_eq!(tokio::time::Instant::now() - fake.start(), ms(1500));
     assert!(hub.tools().is_empty());
 
     // The re-sync answers at 3 s: what it brings is not published.
@@ -455,7 +457,8 @@ async fn the_stability_window_resets_the_budget() {
     ready(&hub, 4).await;
     assert_eq!(
         fake.opens(),
-        [(1, ms(0)), (2, ms(2100)), (3, ms(2300)), (4, ms(3400))]
+        // Each loss of a generation up for the window is retried at once.
+        [(1, ms(0)), (2, ms(2000)), (3, ms(2200)), (4, ms(3200))]
     );
     assert_eq!(hub.status()[0].restarts, 2);
     stop(&hub).await;
@@ -756,8 +759,9 @@ async fn an_explicit_reconnect_brings_a_gave_up_server_back_with_a_fresh_budget(
         fake.opens(),
         [
             (1, ms(0)),
-            (2, ms(1100)),
-            (3, ms(1300)),
+            // Up for the window: at once, then 200 ms later.
+            (2, ms(1000)),
+            (3, ms(1200)),
             (4, ms(2000)),
             (5, ms(2100)),
             (6, ms(2300))
