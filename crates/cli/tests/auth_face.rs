@@ -727,9 +727,11 @@ async fn a_session_opened_on_one_replica_refuses_another_identity_on_the_other()
     let path = dir.join("servers.json");
     std::fs::write(&path, config.to_string()).expect("write config");
     let mut replicas = Vec::new();
+    let mut ports = Vec::new();
     for _ in 0..2 {
         let port = free_port();
         let addr = format!("127.0.0.1:{port}");
+        ports.push(port);
         replicas.push(
             Running::start(
                 &[
@@ -745,6 +747,9 @@ async fn a_session_opened_on_one_replica_refuses_another_identity_on_the_other()
             .await,
         );
     }
+    // HAProxy in front, round robin per request (its checks read the open /readyz).
+    let mut balancer = start_haproxy(&dir, &ports).await;
+    let front = format!("http://127.0.0.1:{}/mcp", balancer.port);
     let token = |who: &'static str| {
         let (idp, audience) = (&idp, audience.clone());
         async move {
@@ -760,17 +765,12 @@ async fn a_session_opened_on_one_replica_refuses_another_identity_on_the_other()
     };
     let (alice, bob) = (token("alice").await, token("bob").await);
     let http = reqwest::Client::new();
-    let (response, session) = post_initialize(
-        &http,
-        &replicas[0].url("/mcp"),
-        Some(&alice),
-        json!({}),
-        "replica",
-    )
-    .await;
+    // Alice opens her session through the balancer, on whichever replica it picks.
+    let (response, session) =
+        post_initialize(&http, &front, Some(&alice), json!({}), "replica").await;
     drop(response);
-    let ping = |replica: &Running, token: &str| {
-        http.post(replica.url("/mcp"))
+    let ping = |url: String, token: &str| {
+        http.post(url)
             .header("content-type", "application/json")
             .header("accept", ACCEPT)
             .header("mcp-protocol-version", "2025-06-18")
@@ -780,14 +780,37 @@ async fn a_session_opened_on_one_replica_refuses_another_identity_on_the_other()
             .timeout(LIMIT)
             .send()
     };
-    let on_other = ping(&replicas[1], &bob).await.map(|r| r.status().as_u16());
-    assert_eq!(
-        on_other.unwrap_or(0),
-        403,
-        "bob on alice's session, on the other replica"
-    );
-    let resumed = ping(&replicas[1], &alice)
-        .await
-        .map(|r| r.status().as_u16());
-    assert_eq!(resumed.unwrap_or(0), 200, "alice resumes it there");
+    let status = async |url: String, token: &str| {
+        ping(url, token)
+            .await
+            .map(|r| r.status().as_u16())
+            .unwrap_or(0)
+    };
+    // Through the balancer (round robin: both replicas in turn) and on each replica directly:
+    // bob is refused on alice's session everywhere, and alice goes on everywhere.
+    for _ in 0..4 {
+        assert_eq!(
+            status(front.clone(), &bob).await,
+            403,
+            "bob through HAProxy"
+        );
+        assert_eq!(
+            status(front.clone(), &alice).await,
+            200,
+            "alice through HAProxy"
+        );
+    }
+    for (n, replica) in replicas.iter().enumerate() {
+        assert_eq!(
+            status(replica.url("/mcp"), &bob).await,
+            403,
+            "bob on replica {n}"
+        );
+        assert_eq!(
+            status(replica.url("/mcp"), &alice).await,
+            200,
+            "alice on replica {n}"
+        );
+    }
+    let _ = balancer.child.kill().await;
 }

@@ -4,8 +4,11 @@
 #[allow(unused_imports)] // each test binary uses a different part
 pub use mcp_supervisor_testkit::{alive, fault_bin, free_port, gone_within, kill9, temp_dir};
 
+mod balancer;
 mod pins;
 mod stdio_proxy;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use balancer::*;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use pins::*;
 #[allow(unused_imports)] // each test binary uses a different part
