@@ -84,6 +84,10 @@ enum Bench {
         /// `reconnect.initialDelayMs` of the supervised server.
         #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u64).range(1..=10_000))]
         initial_delay_ms: u64,
+        /// Make each kill a stable server's loss: `maxDelayMs` (the stability window) this many
+        /// ms, and each generation up past it before its kill (SPEC §2: restarted at once).
+        #[arg(long, value_parser = clap::value_parser!(u64).range(1..=60_000))]
+        stable_ms: Option<u64>,
         /// How many bare cold starts (spawn + initialize + tools/list) to take the median of.
         #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=500))]
         cold_starts: u32,
@@ -495,9 +499,20 @@ async fn main() -> ExitCode {
         Bench::Recovery {
             kills,
             initial_delay_ms,
+            stable_ms,
             cold_starts,
             svg,
-        } => recovery::run(&fault, kills, initial_delay_ms, cold_starts, svg.as_deref()).await,
+        } => {
+            recovery::run(
+                &fault,
+                kills,
+                initial_delay_ms,
+                stable_ms,
+                cold_starts,
+                svg.as_deref(),
+            )
+            .await
+        }
         Bench::Memory { servers, calls } => memory::run(&fault, servers, calls).await,
         Bench::Callpath {
             calls,

@@ -28,13 +28,19 @@ struct Round {
     errors: Vec<String>,
 }
 
+/// `stable_ms`: `Some(w)` sets `maxDelayMs` (the stability window) to `w` and lets each
+/// generation stay up past it before its kill, so each kill is the loss of a stable server,
+/// which restarts at once (SPEC §2); `None`: `maxDelayMs` 30000, each kill soon after the
+/// generation is ready, after an explicit reconnect (the first attempt waits `initialDelayMs`).
 pub async fn run(
     fault: &Path,
     kills: u32,
     initial_delay_ms: u64,
+    stable_ms: Option<u64>,
     cold_starts: u32,
     timeline_svg: Option<&Path>,
 ) -> Result<Value> {
+    let max_delay_ms = stable_ms.unwrap_or(30_000).max(initial_delay_ms);
     // 1. The upstream's own cold start: spawn + initialize + tools/list with a bare rmcp client.
     let mut cold = Vec::new();
     for _ in 0..cold_starts {
@@ -57,17 +63,22 @@ pub async fn run(
     let config = util::hub_config(json!({
         SERVER: {
             "command": fault,
-            "reconnect": { "initialDelayMs": initial_delay_ms, "maxDelayMs": 30000, "maxAttempts": 10 }
+            "reconnect": { "initialDelayMs": initial_delay_ms, "maxDelayMs": max_delay_ms, "maxAttempts": 10 }
         }
     }))?;
     let hub = Hub::start(config);
     let rounds = util::with_hub(hub, async |hub: &Hub| -> Result<Vec<Round>> {
         let mut rounds = Vec::new();
         let mut ready = util::ready_after(hub, SERVER, 0, Duration::from_secs(30)).await?;
+        let mut ready_at = Instant::now();
         let message = "recovered";
         let arguments = Some(util::object(json!({ "message": message }))?);
         for round in 0..kills {
-            if round > 0 {
+            if let Some(window) = stable_ms {
+                // Up past the stability window: its loss is a stable server's.
+                let up = Duration::from_millis(window + 100);
+                tokio::time::sleep(up.saturating_sub(ready_at.elapsed())).await;
+            } else if round > 0 {
                 // Each kill should be the first failure of an outage, as it is for a server that
                 // stayed up for the stability window (= maxDelayMs, 30 s) before it died. An
                 // explicit reconnect gives the same fresh budget without waiting 30 s.
@@ -154,6 +165,7 @@ pub async fn run(
             }
             let total = start.elapsed();
             ready = util::ready_after(hub, SERVER, generation, Duration::from_secs(5)).await?;
+            ready_at = Instant::now();
             if ready.pid() == Some(pid) {
                 bail!(
                     "kill {}: the call was answered by the killed process {pid}",
@@ -188,7 +200,12 @@ pub async fn run(
     })
     .await?;
 
-    let delay_ms = initial_delay_ms as f64;
+    // A stable server's first attempt has no delay.
+    let delay_ms = if stable_ms.is_some() {
+        0.0
+    } else {
+        initial_delay_ms as f64
+    };
     let totals = Stats::of(&rounds.iter().map(|r| r.total).collect::<Vec<_>>())?;
     let remainder = Stats::of_ms(
         rounds
@@ -201,7 +218,12 @@ pub async fn run(
     let total_calls: u32 = calls.iter().sum();
 
     println!(
-        "recovery: {kills} x kill -9 of a stdio fault server behind a hub; initialDelayMs {initial_delay_ms}, maxDelayMs 30000"
+        "recovery: {kills} x kill -9 of a stdio fault server behind a hub; initialDelayMs {initial_delay_ms}, maxDelayMs {max_delay_ms}{}",
+        if stable_ms.is_some() {
+            "; each generation up past the stability window before its kill (a stable server: restarted at once)"
+        } else {
+            ""
+        }
     );
     util::print_table(
         "times (ms)",
@@ -209,7 +231,10 @@ pub async fn run(
         &[
             stats_row("bare cold start (spawn+initialize+tools/list)", &cold),
             stats_row("kill -9 -> first successful call", &totals),
-            stats_row("remainder = total - delay - median cold start", &remainder),
+            stats_row(
+                "remainder = total - first delay - median cold start",
+                &remainder,
+            ),
         ],
     );
     println!(
@@ -238,7 +263,8 @@ pub async fn run(
         "bench": "recovery",
         "kills": kills,
         "initial_delay_ms": initial_delay_ms,
-        "max_delay_ms": 30000,
+        "max_delay_ms": max_delay_ms,
+        "stable": stable_ms.is_some(),
         "cold_start_ms": cold.json(),
         "total_ms": totals.json(),
         "remainder_ms": remainder.json(),
