@@ -414,6 +414,8 @@ pub struct Hub {
     catalog: Option<Arc<CatalogStore>>,
     trace: Option<Arc<dyn crate::trace::TraceContext>>,
     background: Vec<JoinHandle<()>>,
+    /// Each server's lifecycle events and calls of the last hour (SPEC §15).
+    history: Arc<crate::history::Histories>,
 }
 
 impl Hub {
@@ -570,6 +572,7 @@ impl Hub {
             catalog,
             trace,
             background,
+            history: Arc::default(),
         };
         {
             let mut inner = hub.lock();
@@ -645,12 +648,14 @@ impl Hub {
         let forwarder = {
             let mut watch = handle.watch();
             let events = self.events.clone();
+            let history = self.history.clone();
             let server = name.clone();
             tokio::spawn(async move {
                 let mut last = None;
                 loop {
                     let (state, generation) = {
                         let s = watch.borrow_and_update();
+                        history.with(&server, |h| h.saw(&s, std::time::SystemTime::now()));
                         (s.state(), s.generation)
                     };
                     if last != Some((state, generation)) {
@@ -694,6 +699,27 @@ impl Hub {
                 None
             }
         }
+    }
+
+    /// `server`'s lifecycle events of the last hour, oldest first (SPEC §15); empty for a
+    /// server the hub has not seen.
+    pub fn events(&self, server: &str) -> Vec<crate::history::Event> {
+        let now = std::time::SystemTime::now();
+        self.history
+            .read(server, |h| h.events(now))
+            .unwrap_or_default()
+    }
+
+    /// `server`'s tool calls of the last hour: each minute that had any, oldest first, and the
+    /// hour as one span (calls, errors, median and p99 latency).
+    pub fn calls(
+        &self,
+        server: &str,
+    ) -> (Vec<crate::history::CallStats>, crate::history::CallStats) {
+        let now = std::time::SystemTime::now();
+        self.history
+            .read(server, |h| (h.minutes(now), h.hour(now)))
+            .unwrap_or_default()
     }
 
     /// The aggregate tool list.
@@ -1238,10 +1264,17 @@ impl Hub {
             }
             _ => params,
         };
+        let began = Instant::now();
         let outcome = handle
             .send(request, method, params)
             .instrument(span.clone())
             .await;
+        if method == "tools/call" {
+            let took = began.elapsed();
+            self.history.with(handle.name(), |h| {
+                h.call(std::time::SystemTime::now(), took, outcome.is_ok())
+            });
+        }
         span.record(
             "outcome",
             match &outcome {
@@ -1670,6 +1703,9 @@ impl Hub {
             self.routes.forget(name);
         }
         finish_all(to_stop).await;
+        // A removed server's history goes with it (once its supervisor has stopped).
+        let names: Vec<String> = config.servers.iter().map(|s| s.name.clone()).collect();
+        self.history.retain(&names);
         self.registry
             .set_servers(config.servers.iter().map(|s| s.name.clone()).collect());
         if self.registry.set_naming(config.naming.clone()) {

@@ -56,6 +56,7 @@ pub mod auth;
 pub mod catalog;
 pub mod error;
 pub mod guard;
+pub mod history;
 pub mod hub;
 pub mod link;
 pub mod pins;

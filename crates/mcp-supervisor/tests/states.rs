@@ -794,3 +794,59 @@ async fn a_reload_that_changes_the_naming_renames_every_tool_and_touches_no_serv
     assert_eq!(fake.opens().len(), 1, "the server was not restarted");
     stop(&hub).await;
 }
+
+#[tokio::test(start_paused = true)]
+async fn the_hub_keeps_each_servers_lifecycle_events_and_counts_its_calls() {
+    use mcp_supervisor::history::EventKind;
+    let fake = Fake::new(
+        vec![Gen::ok(tools(&["echo"])), Gen::open_fails("refused")],
+        Gen::ok(tools(&["echo"])),
+    );
+    let hub = start(quick(5), &fake);
+    ready(&hub, 1).await;
+    // Lost before the window: attempt 1 after the delay, which fails; then a backoff, then ready.
+    until(&fake, ms(200)).await;
+    fake.die(1);
+    ready(&hub, 3).await;
+    let kinds: Vec<(EventKind, u64)> = hub
+        .events("srv")
+        .iter()
+        .map(|e| (e.kind, e.generation))
+        .collect();
+    assert_eq!(
+        kinds,
+        [
+            (EventKind::Ready, 1),
+            (EventKind::Lost, 1),
+            (EventKind::Backoff, 1),
+            (EventKind::Backoff, 2),
+            (EventKind::Ready, 3),
+        ]
+    );
+    let events = hub.events("srv");
+    assert_eq!(events[2].attempt, Some(1));
+    assert_eq!(events[3].attempt, Some(2));
+    assert!(
+        events[3]
+            .detail
+            .as_deref()
+            .unwrap_or_default()
+            .contains("refused"),
+        "{:?}",
+        events[3]
+    );
+    assert!(hub.events("nope").is_empty());
+
+    // Calls: two that answer, one to a tool no server has (not a server's call: not counted).
+    for _ in 0..2 {
+        hub.call("srv__echo", CallArgs::default())
+            .await
+            .expect("echo answers");
+    }
+    assert!(hub.call("srv__nope", CallArgs::default()).await.is_err());
+    let (minutes, hour) = hub.calls("srv");
+    assert_eq!((hour.calls, hour.errors), (2, 0));
+    assert_eq!(minutes.iter().map(|m| m.calls).sum::<u32>(), 2);
+    assert!(hour.median_ms.is_some());
+    stop(&hub).await;
+}
