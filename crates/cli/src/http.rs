@@ -1,4 +1,4 @@
-//! The HTTP face's server: the admin endpoints (`/status`, `/healthz`, `/metrics`,
+//! The HTTP face's server: the admin endpoints (`/status`, `/history`, `/healthz`, `/metrics`,
 //! `POST /servers/{name}/reconnect`), the MCP routes at `/mcp` ([`crate::mcp_http`]) when asked,
 //! and one guard in front of all of them that checks `Host`, `Origin` and, when set, a bearer
 //! token. The probes `/livez` and `/readyz` stand outside the guard (a kubelet sends no token, and
@@ -58,6 +58,7 @@ pub async fn serve(
 ) {
     let mut router: Router = Router::new()
         .route("/status", get(status))
+        .route("/history", get(history))
         .route("/healthz", get(healthz))
         .route("/metrics", get(metrics))
         .route("/servers/{name}/reconnect", post(reconnect))
@@ -189,6 +190,25 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 
 async fn status(State(proxy): State<Arc<Proxy>>) -> Response {
     axum::Json(json!({ "servers": proxy.hub().status() })).into_response()
+}
+
+/// Each server's last hour (SPEC §15): its lifecycle events, oldest first, and its tool calls per
+/// minute and over the hour.
+async fn history(State(proxy): State<Arc<Proxy>>) -> Response {
+    let hub = proxy.hub();
+    let servers: Vec<serde_json::Value> = hub
+        .servers()
+        .into_iter()
+        .map(|name| {
+            let (minutes, hour) = hub.calls(&name);
+            json!({
+                "name": name,
+                "events": hub.events(&name),
+                "calls": { "minutes": minutes, "hour": hour },
+            })
+        })
+        .collect();
+    axum::Json(json!({ "servers": servers })).into_response()
 }
 
 /// 200 only while every enabled server is in service; 503 with the reasons otherwise
