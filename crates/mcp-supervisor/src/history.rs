@@ -192,6 +192,11 @@ pub struct ServerHistory {
     /// Oldest first; a minute's entry made by its first call.
     minutes: VecDeque<Minute>,
     last_state: Option<ServerState>,
+    /// While the newest loss waits for its reason: the error the snapshot held when the loss
+    /// was seen (an earlier outage's, or none).
+    error_at_loss: Option<Option<String>>,
+    /// The error the last ready snapshot held (an earlier outage's, or none).
+    error_when_ready: Option<String>,
 }
 
 fn minute_of(at: SystemTime) -> u64 {
@@ -203,7 +208,32 @@ impl ServerHistory {
     /// The server's snapshot changed at `at`: an event when its state says something new.
     pub fn saw(&mut self, snapshot: &Snapshot, at: SystemTime) {
         let previous = self.last_state.replace(snapshot.state());
-        for event in events_of(previous, snapshot, at) {
+        if snapshot.state() == ServerState::Ready {
+            self.error_when_ready.clone_from(&snapshot.last_error);
+        }
+        // The snapshot that shows a loss comes before the one that says why (its error, set as
+        // the outage's first failure is judged): the first later snapshot with another error
+        // completes the loss's event.
+        if let Some(before) = &self.error_at_loss
+            && snapshot.last_error != *before
+        {
+            let why = snapshot.last_error.as_deref().map(cut);
+            if let Some(lost) = self
+                .events
+                .iter_mut()
+                .rev()
+                .find(|e| e.kind == EventKind::Lost)
+            {
+                lost.detail = why;
+            }
+            self.error_at_loss = None;
+        }
+        for mut event in events_of(previous, snapshot, at) {
+            if event.kind == EventKind::Lost && snapshot.last_error == self.error_when_ready {
+                // The error it holds is an earlier outage's: the loss waits for its own.
+                self.error_at_loss = Some(snapshot.last_error.clone());
+                event.detail = None;
+            }
             // One event per kind, generation and attempt: a snapshot that changed something
             // else (its tools, its phase within an attempt) adds none.
             let again = self.events.iter().rev().take(2).any(|last| {
@@ -414,6 +444,46 @@ mod tests {
         assert_eq!(h.events(at(EVENTS as u64 + 10 + 3600)).len(), 1);
         // Read an hour later again: nothing.
         assert!(h.events(at(EVENTS as u64 + 10 + 7201)).is_empty());
+    }
+
+    #[test]
+    fn a_loss_seen_before_its_reason_gets_the_reason_from_the_next_snapshot() {
+        use crate::supervisor::{AfterClose, Phase, Snapshot, ToolList};
+        let mut h = ServerHistory::default();
+        let mut snapshot = Snapshot {
+            generation: 1,
+            attempt: 0,
+            max_attempts: 10,
+            restarts: 0,
+            // An earlier outage's.
+            last_error: Some("an old error".into()),
+            phase: Phase::Closing(AfterClose::Reconnect),
+            tool_list: ToolList::None,
+        };
+        // Ready with an earlier outage's error.
+        h.last_state = Some(ServerState::Ready);
+        h.error_when_ready = Some("an old error".into());
+        h.saw(&snapshot, at(1));
+        assert_eq!(h.events.back().map(|e| e.kind), Some(EventKind::Lost));
+        assert_eq!(h.events.back().and_then(|e| e.detail.clone()), None);
+        snapshot.last_error = Some("the process exited (signal 9)".into());
+        h.saw(&snapshot, at(2));
+        assert_eq!(h.events.len(), 1);
+        assert_eq!(
+            h.events.back().and_then(|e| e.detail.clone()).as_deref(),
+            Some("the process exited (signal 9)")
+        );
+        // The loss and its reason in one snapshot (the first one missed): it has it at once.
+        let mut h = ServerHistory {
+            last_state: Some(ServerState::Ready),
+            error_when_ready: Some("an old error".into()),
+            ..ServerHistory::default()
+        };
+        h.saw(&snapshot, at(3));
+        assert_eq!(
+            h.events.back().and_then(|e| e.detail.clone()).as_deref(),
+            Some("the process exited (signal 9)")
+        );
     }
 
     #[test]

@@ -824,6 +824,11 @@ async fn the_hub_keeps_each_servers_lifecycle_events_and_counts_its_calls() {
         ]
     );
     let events = hub.events("srv");
+    assert!(
+        events[1].detail.as_deref().is_some_and(|d| !d.is_empty()),
+        "the loss says why: {:?}",
+        events[1]
+    );
     assert_eq!(events[2].attempt, Some(1));
     assert_eq!(events[3].attempt, Some(2));
     assert!(
