@@ -9,7 +9,7 @@
 //! tells it what happened and when; it never reads a clock, starts a task or does I/O.
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::{Mutex, PoisonError};
+use std::sync::{Arc, Mutex, PoisonError, RwLock};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
@@ -330,35 +330,57 @@ impl ServerHistory {
     }
 }
 
-/// Every server's history, shared by the hub's tasks.
+/// Every server's history, shared by the hub's tasks. A call locks only its own server's
+/// history (the map is only written when a server is first seen or removed).
 #[derive(Debug, Default)]
 pub struct Histories {
-    servers: Mutex<HashMap<String, ServerHistory>>,
+    servers: RwLock<HashMap<String, Arc<Mutex<ServerHistory>>>>,
 }
 
 impl Histories {
+    /// `server`'s history (made if new).
+    fn of(&self, server: &str) -> Arc<Mutex<ServerHistory>> {
+        if let Some(history) = self
+            .servers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(server)
+        {
+            return history.clone();
+        }
+        self.servers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .entry(server.to_string())
+            .or_default()
+            .clone()
+    }
+
     /// `f` on `server`'s history (made if new).
     pub fn with<T>(&self, server: &str, f: impl FnOnce(&mut ServerHistory) -> T) -> T {
-        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
-        if !servers.contains_key(server) {
-            servers.insert(server.to_string(), ServerHistory::default());
-        }
-        match servers.get_mut(server) {
-            Some(history) => f(history),
-            None => f(&mut ServerHistory::default()),
-        }
+        let history = self.of(server);
+        let mut history = history.lock().unwrap_or_else(PoisonError::into_inner);
+        f(&mut history)
     }
 
     /// `f` on `server`'s history, if it has one.
     pub fn read<T>(&self, server: &str, f: impl FnOnce(&ServerHistory) -> T) -> Option<T> {
-        let servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
-        servers.get(server).map(f)
+        let history = self
+            .servers
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .get(server)?
+            .clone();
+        let history = history.lock().unwrap_or_else(PoisonError::into_inner);
+        Some(f(&history))
     }
 
     /// Forget the servers not in `keep` (after a reload removed them).
     pub fn retain(&self, keep: &[String]) {
-        let mut servers = self.servers.lock().unwrap_or_else(PoisonError::into_inner);
-        servers.retain(|name, _| keep.contains(name));
+        self.servers
+            .write()
+            .unwrap_or_else(PoisonError::into_inner)
+            .retain(|name, _| keep.contains(name));
     }
 }
 
