@@ -100,22 +100,7 @@ pub struct Options {
 }
 
 pub async fn run(opts: Options) -> Result<Value> {
-    let face = &opts.face;
-    for (what, path) in [
-        ("--node", &face.node),
-        ("--script", &face.script),
-        ("--everything", &face.everything),
-    ] {
-        if !path.is_file() {
-            bail!(
-                "{what} {} is missing (scripts/install-test-deps.sh installs tools/node_modules)",
-                path.display()
-            );
-        }
-    }
-    if let Some(bad) = face.concurrency.iter().find(|&&c| !(1..=4096).contains(&c)) {
-        bail!("--concurrency {bad}: each level must be in 1..=4096");
-    }
+    opts.face.check()?;
     let run = RunDir::new("auth")?;
     let config = IdpConfig {
         access_token_ttl_secs: TOKEN_TTL_SECS,

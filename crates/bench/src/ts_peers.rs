@@ -226,22 +226,31 @@ impl Measured {
 
 pub(crate) type Results = BTreeMap<u32, BTreeMap<&'static str, Measured>>;
 
-pub async fn run(opts: Options) -> Result<Value> {
-    for (what, path) in [
-        ("--node", &opts.node),
-        ("--script", &opts.script),
-        ("--everything", &opts.everything),
-    ] {
-        if !path.is_file() {
-            bail!(
-                "{what} {} is missing (scripts/install-test-deps.sh installs tools/node_modules)",
-                path.display()
-            );
+impl Options {
+    /// The client, its script and server-everything are installed, and each concurrency level
+    /// is in range; an error names the flag.
+    pub(crate) fn check(&self) -> Result<()> {
+        for (what, path) in [
+            ("--node", &self.node),
+            ("--script", &self.script),
+            ("--everything", &self.everything),
+        ] {
+            if !path.is_file() {
+                bail!(
+                    "{what} {} is missing (scripts/install-test-deps.sh installs tools/node_modules)",
+                    path.display()
+                );
+            }
         }
+        if let Some(bad) = self.concurrency.iter().find(|&&c| !(1..=4096).contains(&c)) {
+            bail!("--concurrency {bad}: each level must be in 1..=4096");
+        }
+        Ok(())
     }
-    if let Some(bad) = opts.concurrency.iter().find(|&&c| !(1..=4096).contains(&c)) {
-        bail!("--concurrency {bad}: each level must be in 1..=4096");
-    }
+}
+
+pub async fn run(opts: Options) -> Result<Value> {
+    opts.check()?;
     if let Some(unknown) = opts.targets.iter().find(|t| !ALL.contains(&t.as_str())) {
         bail!("unknown target {unknown} (the targets: {})", ALL.join(", "));
     }
