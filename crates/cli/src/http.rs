@@ -1,7 +1,7 @@
 //! The HTTP face's server: the admin endpoints (`/status`, `/history`, `/healthz`, `/metrics`,
-//! `POST /servers/{name}/reconnect`), the MCP routes at `/mcp` ([`crate::mcp_http`]) when asked,
-//! and one guard in front of all of them that checks `Host`, `Origin` and, when set, a bearer
-//! token. The probes `/livez` and `/readyz` stand outside the guard (a kubelet sends no token, and
+//! `POST /servers/{name}/reconnect`), the dashboard at `/` ([`page`]), the MCP routes at `/mcp`
+//! ([`crate::mcp_http`]) when asked, and one guard in front of all of them that checks `Host`,
+//! `Origin` and, when set, a bearer token. The probes `/livez` and `/readyz` stand outside the guard (a kubelet sends no token, and
 //! its `Host` is the pod's address): they answer a status and one word, nothing else.
 //!
 //! Connections are accepted, timed and capped by [`listener`] (slow or idle clients cannot hold
@@ -12,6 +12,7 @@
 
 pub mod limits;
 pub mod listener;
+pub mod page;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -44,11 +45,27 @@ pub struct Guard {
     pub origins: Vec<String>,
 }
 
-/// Serve the MCP face (when `mcp`, with its session ids sealed so), the admin endpoints and the
-/// probes on `listener`, its connections within `limits`, until `shutdown` (then until every
-/// connection has closed).
+/// Every admin endpoint and the dashboard ([`page`]), with no guard: a TCP listener layers the
+/// Host, Origin and token checks over it ([`serve`]); the registry's Unix socket serves it as is
+/// (its modes are the guard). `stop` ends the dashboard's event streams.
+pub fn admin_router(proxy: Arc<Proxy>, about: Arc<page::About>, stop: CancellationToken) -> Router {
+    Router::new()
+        .route("/status", get(status))
+        .route("/history", get(history))
+        .route("/healthz", get(healthz))
+        .route("/metrics", get(metrics))
+        .route("/servers/{name}/reconnect", post(reconnect))
+        .with_state(proxy.clone())
+        .merge(page::router(page::Page { proxy, about, stop }))
+}
+
+/// Serve the MCP face (when `mcp`, with its session ids sealed so), the admin endpoints, the
+/// dashboard and the probes on `listener`, its connections within `limits`, until `shutdown`
+/// (then until every connection has closed).
+#[allow(clippy::too_many_arguments)]
 pub async fn serve(
     proxy: Arc<Proxy>,
+    about: Arc<page::About>,
     listener: tokio::net::TcpListener,
     guard: Guard,
     mcp: Option<Arc<crate::mcp_http::Sealing>>,
@@ -56,13 +73,7 @@ pub async fn serve(
     limits: limits::Limits,
     shutdown: CancellationToken,
 ) {
-    let mut router: Router = Router::new()
-        .route("/status", get(status))
-        .route("/history", get(history))
-        .route("/healthz", get(healthz))
-        .route("/metrics", get(metrics))
-        .route("/servers/{name}/reconnect", post(reconnect))
-        .with_state(proxy.clone());
+    let mut router = admin_router(proxy.clone(), about, shutdown.child_token());
     if let Some(sealing) = mcp {
         router = router.merge(crate::mcp_http::router(
             proxy,
@@ -126,7 +137,7 @@ fn origin_allowed(origin: &str, guard: &Guard) -> bool {
 
 /// Refuse requests from unexpected hosts and browser origins (DNS rebinding), and without the
 /// token when one is required.
-async fn check(
+pub(crate) async fn check(
     State(guard): State<Arc<Guard>>,
     headers: HeaderMap,
     request: Request,
@@ -152,6 +163,11 @@ async fn check(
         && !origin_allowed(&origin, &guard)
     {
         return (StatusCode::FORBIDDEN, format!("Origin \"{origin}\" is not allowed; start with --allow-origin {origin} to accept it\n")).into_response();
+    }
+    // The page and its assets hold no data: served to anyone the Host and Origin checks let in,
+    // so that the page can ask for the token its data needs.
+    if page::is_public(request.uri().path()) {
+        return next.run(request).await;
     }
     if let Some(auth) = &guard.auth {
         // `/mcp` and its metadata are the face's own to check; the rest is admin.
@@ -184,7 +200,7 @@ async fn check(
     next.run(request).await
 }
 
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+pub(crate) fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
     a.len() == b.len() && a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
 }
 

@@ -114,6 +114,12 @@ pub async fn run(
         delegation,
         ..HubOptions::default()
     };
+    let about = Arc::new(http::page::About::of(
+        &config,
+        config_path.as_deref(),
+        mode,
+        options.state_dir.as_deref(),
+    ));
     let proxy = mcp_supervisor_front::start(config, mode, options);
     if let Some(audit) = audit {
         // A new proxy has none yet. From now on the proxy holds it (a reload may move it).
@@ -147,9 +153,9 @@ pub async fn run(
             listener.local_addr().unwrap_or(addr)
         );
         let (proxy, guard, shutdown) = (proxy.clone(), faces.guard.clone(), shutdown.clone());
-        let drain = drain.clone();
+        let (drain, about) = (drain.clone(), about.clone());
         http_tasks.push(tokio::spawn(http::serve(
-            proxy, listener, guard, mcp, drain, limits, shutdown,
+            proxy, about, listener, guard, mcp, drain, limits, shutdown,
         )));
     }
     drain.set_ready();
