@@ -4,6 +4,9 @@
 //! timeout is closed, and past the cap of open connections a new one is accepted and closed at
 //! once. It also raises the process's soft limit of open files, once, so that the caps fit.
 //!
+//! It serves any [`Listener`]: TCP for `--http` and `--admin`, and the proxy's Unix socket in the
+//! per-user registry ([`crate::registry`]), with the same timers and cap.
+//!
 //! It owns connections, their timers and their count; it never reads a request or writes an
 //! answer itself (hyper parses, the router answers), and it never cuts a response being sent: an
 //! event stream, a `GET /mcp` stream or a slow call runs as long as it runs.
@@ -38,7 +41,7 @@ use hyper_util::rt::{TokioExecutor, TokioIo};
 use hyper_util::server::conn::auto;
 use hyper_util::service::TowerToHyperService;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
-use tokio::net::{TcpListener, TcpStream};
+use tokio::net::{TcpListener, UnixListener};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
@@ -51,18 +54,72 @@ const WARN_EVERY: Duration = Duration::from_secs(10);
 /// (out of open files): the pending connections wait in the backlog meanwhile.
 const ACCEPT_PAUSE: Duration = Duration::from_millis(100);
 
+/// What [`run`] accepts connections from: a TCP or a Unix listener. Not axum's
+/// `serve::Listener`, whose `accept` never fails (it sleeps over errors itself): here an error
+/// about one connection is skipped, and others are counted, warned about and paused on.
+pub trait Listener: Send + 'static {
+    /// One accepted connection.
+    type Stream: AsyncRead + AsyncWrite + Unpin + Send + 'static;
+
+    /// The next connection.
+    fn accept(&self) -> impl Future<Output = io::Result<Self::Stream>> + Send;
+
+    /// The address it listens on, for the log.
+    fn name(&self) -> String;
+
+    /// Set up a connection just accepted, before it is served.
+    fn tune(_stream: &Self::Stream) {}
+}
+
+impl Listener for TcpListener {
+    type Stream = tokio::net::TcpStream;
+
+    async fn accept(&self) -> io::Result<Self::Stream> {
+        TcpListener::accept(self).await.map(|(stream, _)| stream)
+    }
+
+    fn name(&self) -> String {
+        self.local_addr()
+            .map_or_else(|_| "?".to_owned(), |a| a.to_string())
+    }
+
+    fn tune(stream: &Self::Stream) {
+        // Answers are small SSE events: do not let Nagle hold one back behind the previous write.
+        if let Err(error) = stream.set_nodelay(true) {
+            tracing::debug!("cannot set TCP_NODELAY: {error}");
+        }
+    }
+}
+
+impl Listener for UnixListener {
+    type Stream = tokio::net::UnixStream;
+
+    async fn accept(&self) -> io::Result<Self::Stream> {
+        UnixListener::accept(self).await.map(|(stream, _)| stream)
+    }
+
+    fn name(&self) -> String {
+        match self
+            .local_addr()
+            .ok()
+            .and_then(|a| a.as_pathname().map(|p| p.display().to_string()))
+        {
+            Some(path) => format!("unix:{path}"),
+            None => "unix:?".to_owned(),
+        }
+    }
+}
+
 /// Accept connections on `listener` and serve `router` on each, within `limits`, until
 /// `shutdown`; then stop accepting, close every connection with nothing in flight at once, let
 /// the others finish what they serve (hyper's graceful shutdown), and return once all are closed.
-pub async fn run(
-    listener: TcpListener,
+pub async fn run<L: Listener>(
+    listener: L,
     router: Router,
     limits: Limits,
     shutdown: CancellationToken,
 ) {
-    let addr = listener
-        .local_addr()
-        .map_or_else(|_| "?".to_owned(), |a| a.to_string());
+    let addr = listener.name();
     let slots = Arc::new(Semaphore::new(limits.max_connections as usize));
     let mut builder = auto::Builder::new(TokioExecutor::new());
     // Off: it would also close idle kept-alive connections at the header timeout (module doc);
@@ -74,7 +131,7 @@ pub async fn run(
     loop {
         let stream = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok(stream) => stream,
                 Err(error) if is_about_one_connection(&error) => continue,
                 Err(error) => {
                     if let Some(count) = failed.note() {
@@ -100,10 +157,7 @@ pub async fn run(
             }
             continue;
         };
-        // Answers are small SSE events: do not let Nagle hold one back behind the previous write.
-        if let Err(error) = stream.set_nodelay(true) {
-            tracing::debug!("cannot set TCP_NODELAY: {error}");
-        }
+        L::tune(&stream);
         tokio::spawn(connection(
             stream,
             builder.clone(),
@@ -155,8 +209,8 @@ impl Warnings {
 type Builder = auto::Builder<TokioExecutor>;
 
 /// Serve one connection until it ends, its head or idle timer runs out, or `shutdown`.
-async fn connection(
-    stream: TcpStream,
+async fn connection<S: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+    stream: S,
     builder: Arc<Builder>,
     router: Router,
     limits: Limits,
@@ -344,12 +398,12 @@ impl Drop for Busy {
 }
 
 /// The connection's socket, telling its [`Watch`] when bytes come in.
-struct Watched {
-    stream: TcpStream,
+struct Watched<S> {
+    stream: S,
     watch: Arc<Watch>,
 }
 
-impl AsyncRead for Watched {
+impl<S: AsyncRead + Unpin> AsyncRead for Watched<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -367,7 +421,7 @@ impl AsyncRead for Watched {
     }
 }
 
-impl AsyncWrite for Watched {
+impl<S: AsyncWrite + Unpin> AsyncWrite for Watched<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
