@@ -316,6 +316,21 @@ pub enum Command {
         #[arg(long, value_name = "VAR")]
         auth_token_env: Option<String>,
     },
+    /// Serve one page, on loopback, for every proxy (serve and wrap) this user runs here.
+    #[command(
+        after_help = "Examples:\n  mcp-supervisor dashboard            # prints http://127.0.0.1:PORT/?token=TOKEN; open it\n  mcp-supervisor dashboard --open     # and opens it in the browser\n\nEvery serve and wrap registers in $XDG_RUNTIME_DIR/mcp-supervisor (else $TMPDIR/mcp-supervisor-UID),\nmode 0700, with a Unix socket for its admin routes. The URL holds a random token: without it the\npage is refused. SIGINT or SIGTERM stops it."
+    )]
+    Dashboard {
+        /// The loopback address to serve on (a random port by default).
+        #[arg(long, value_name = "ADDR", default_value = "127.0.0.1:0")]
+        listen: std::net::SocketAddr,
+        /// Open the URL in the browser (xdg-open or open), when there is one.
+        #[arg(long)]
+        open: bool,
+        /// The registry folder to read (default: the user's, as above).
+        #[arg(long, value_name = "PATH")]
+        dir: Option<PathBuf>,
+    },
     /// Ask a running proxy to reconnect one server now, with a fresh budget.
     #[command(after_help = "Example:\n  mcp-supervisor reconnect fs --url http://127.0.0.1:8080")]
     Reconnect {

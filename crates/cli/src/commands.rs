@@ -33,6 +33,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             json,
             auth_token_env,
         } => crate::control::status(&url, json, auth_token_env.as_deref()).await,
+        Command::Dashboard { listen, open, dir } => crate::dashboard::run(listen, open, dir).await,
         Command::Reconnect {
             server,
             url,

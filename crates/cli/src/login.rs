@@ -129,7 +129,7 @@ pub async fn run(
 
 /// Opens `url` with the desktop's opener when there is one; a missing opener is fine (the URL
 /// was printed).
-fn open_browser(url: &str) {
+pub(crate) fn open_browser(url: &str) {
     let opener = if cfg!(target_os = "macos") {
         "open"
     } else {

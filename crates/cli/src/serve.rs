@@ -120,6 +120,8 @@ pub async fn run(
         mode,
         options.state_dir.as_deref(),
     ));
+    // Who this proxy is in the user's registry, for `mcp-supervisor dashboard`.
+    let whom = crate::registry::Whom::of(&about, &config);
     let proxy = mcp_supervisor_front::start(config, mode, options);
     if let Some(audit) = audit {
         // A new proxy has none yet. From now on the proxy holds it (a reload may move it).
@@ -159,6 +161,16 @@ pub async fn run(
         )));
     }
     drain.set_ready();
+    // The user's registry (`mcp-supervisor dashboard`): a Unix socket serving the admin routes
+    // and an entry; a failure is a warning, never a reason not to serve. Removed below, or on
+    // any other way out by its Drop.
+    let mut registration = crate::registry::register(
+        None,
+        whom,
+        http::admin_router(proxy.clone(), about.clone(), shutdown.child_token()),
+        faces.limits,
+        shutdown.clone(),
+    );
 
     if faces.stdio {
         let (proxy, shutdown) = (proxy.clone(), shutdown.clone());
@@ -212,6 +224,10 @@ pub async fn run(
         } else {
             tracing::info!("SIGTERM: shutting down");
         }
+    }
+    // Gone from the registry first: a dashboard stops showing a proxy that is stopping.
+    if let Some(registration) = registration.as_mut() {
+        registration.remove();
     }
     // What still runs is answered as stopping (which cancels it upstream), and streams end.
     drain.stop();
