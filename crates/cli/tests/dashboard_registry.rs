@@ -440,6 +440,49 @@ async fn a_sigkilled_wrap_leaves_its_entry_which_the_next_dashboard_state_skips_
 }
 
 #[tokio::test]
+async fn a_frozen_proxy_is_shown_unreachable_within_a_second_and_holds_up_no_other() {
+    let folders = Folders::new("dash-frozen");
+    let frozen = wrap_as_a_host(&folders, "frozen").await;
+    let fine = wrap_as_a_host(&folders, "fine").await;
+    let registry = folders.registry();
+    entry_of(&registry, frozen.pid()).await;
+    entry_of(&registry, fine.pid()).await;
+    let dashboard = Dashboard::start(&folders, &[]).await;
+    dashboard
+        .state_until("both ready", |state| {
+            proxies(state)
+                .iter()
+                .filter(|p| p.3.iter().any(|(_, s)| s == "ready"))
+                .count()
+                == 2
+        })
+        .await;
+    signal(frozen.pid(), "STOP");
+    let started = tokio::time::Instant::now();
+    let state = dashboard.state().await;
+    let asked_in = started.elapsed();
+    signal(frozen.pid(), "CONT");
+    assert!(asked_in < Duration::from_secs(3), "took {asked_in:?}");
+    let list = state["proxies"].as_array().cloned().unwrap_or_default();
+    let of = |name: &str| list.iter().find(|p| p["name"] == name).cloned();
+    let frozen_view = of("frozen").unwrap_or_else(|| panic!("listed: {state}"));
+    assert_eq!(frozen_view["unreachable"], true, "{frozen_view}");
+    assert_eq!(frozen_view["pid"], frozen.pid());
+    assert_eq!(frozen_view["kind"], "wrap");
+    assert_eq!(frozen_view["servers"], json!([]));
+    let fine_view = of("fine").unwrap_or_else(|| panic!("listed: {state}"));
+    assert_eq!(fine_view["servers"][0]["state"], "ready", "{fine_view}");
+    assert!(fine_view.get("unreachable").is_none());
+}
+
+fn signal(pid: u32, name: &str) {
+    let status = std::process::Command::new("kill")
+        .args([&format!("-{name}"), &pid.to_string()])
+        .status();
+    assert!(matches!(status, Ok(s) if s.success()), "kill -{name} {pid}");
+}
+
+#[tokio::test]
 async fn a_serve_registers_too_named_by_its_config_file_and_goes_on_sigint() {
     let folders = Folders::new("dash-serve");
     let config = folders.root.join("servers.json");
@@ -479,10 +522,7 @@ async fn a_serve_registers_too_named_by_its_config_file_and_goes_on_sigint() {
         })
         .await;
 
-    let status = std::process::Command::new("kill")
-        .args(["-INT", &pid.to_string()])
-        .status();
-    assert!(matches!(status, Ok(s) if s.success()));
+    signal(pid, "INT");
     serve.exited().await;
     assert!(!registry.join(format!("{pid}.json")).exists());
     assert!(!registry.join(format!("{pid}.sock")).exists());

@@ -22,6 +22,9 @@ use crate::registry::{self, Entry, Reach, Verdict};
 /// How long one proxy may take to answer `GET /dashboard/state` (connection included): a frozen
 /// proxy cannot stall the page longer.
 pub const ANSWER_LIMIT: Duration = Duration::from_secs(1);
+/// How long a proxy's event stream may stay silent (it sends a keep-alive comment every
+/// [`page::KEEP_ALIVE`]) before it is taken for frozen.
+pub const SILENCE_LIMIT: Duration = Duration::from_secs(40);
 /// The largest state (one answer, or one event) read from a proxy.
 pub const MAX_EVENT: usize = 8 << 20;
 
@@ -99,8 +102,9 @@ where
 }
 
 /// Follow an entry's `GET /dashboard/events`: `on_state` gets each state's `proxies` (the first
-/// within [`ANSWER_LIMIT`], or it ends as failed); returns how it ended (a stream that ended is
-/// [`Reach::Answered`]: the proxy closed it, probably stopping).
+/// within [`ANSWER_LIMIT`], and no silence past [`SILENCE_LIMIT`], or it ends as failed);
+/// returns how it ended (a stream that ended is [`Reach::Answered`]: the proxy closed it,
+/// probably stopping).
 pub async fn follow<F, Fut>(entry: &Entry, mut on_state: F) -> Reach
 where
     F: FnMut(Vec<Value>) -> Fut,
@@ -116,7 +120,14 @@ where
     let ended = get(stream, page::EVENTS, |body| async {
         let mut chunks = body.into_data_stream();
         let mut events = Events::default();
-        while let Some(Ok(chunk)) = chunks.next().await {
+        loop {
+            // A live stream sends at least its keep-alive comment every 15 s.
+            let next = tokio::time::timeout(SILENCE_LIMIT, chunks.next()).await;
+            let chunk = match next {
+                Ok(Some(Ok(chunk))) => chunk,
+                Ok(None | Some(Err(_))) => return Ok(()),
+                Err(_) => return Err(Reach::Failed),
+            };
             for data in events.push(&chunk).map_err(|()| Reach::Failed)? {
                 if let Some(proxies) = proxies_of(data.as_bytes()) {
                     waiting.store(false, Ordering::Relaxed);
@@ -124,7 +135,6 @@ where
                 }
             }
         }
-        Ok(())
     });
     tokio::pin!(ended);
     let first = tokio::time::sleep(ANSWER_LIMIT);
