@@ -16,6 +16,12 @@ export MCP_SUPERVISOR_TOOLS="$ROOT/tools/node_modules/.bin"
 export XDG_CACHE_HOME="$ROOT/target/test-cache"
 rm -rf "$XDG_CACHE_HOME"
 mkdir -p "$XDG_CACHE_HOME"
+# Every serve and wrap registers in the user's runtime directory (`mcp-supervisor dashboard`):
+# the tests' proxies register in a folder of their own, so a developer's dashboard never lists
+# them and the entries a test's SIGKILL leaves behind go with the next run.
+export XDG_RUNTIME_DIR="$ROOT/target/test-runtime"
+rm -rf "$XDG_RUNTIME_DIR"
+mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
 
 cargo build --workspace --bins
 # --no-fail-fast: one failing test binary must not hide the results of the others.
