@@ -252,22 +252,25 @@ function render(state) {
   const keep = new Set();
   let previous = null;
   for (const proxy of state.proxies) {
-    const headingId = "p-" + proxy.id;
-    let heading = document.getElementById(headingId);
-    if (!heading) heading = el("h2", { class: "proxy", id: headingId, "data-proxy": proxy.id });
+    // One group per proxy: its heading, then its servers' grid.
+    const groupId = "p-" + proxy.id;
+    let group = document.getElementById(groupId);
+    if (!group) {
+      group = el("div", { class: "group", id: groupId },
+        el("h2", { class: "proxy", "data-proxy": proxy.id }),
+        el("div", { class: "grid" }));
+    }
+    const heading = group.firstChild;
+    const grid = group.lastChild;
     const title = proxy.name + " (" + proxy.kind + ", pid " + proxy.pid + ")" + (proxy.unreachable ? ": not answering" : "");
     if (heading.textContent !== title) heading.textContent = title;
     heading.classList.toggle("unreachable", !!proxy.unreachable);
-    const gridId = "g-" + proxy.id;
-    let grid = document.getElementById(gridId);
-    if (!grid) grid = el("div", { class: "grid", id: gridId });
-    // In order: heading, its grid, the next heading …
-    if (previous ? previous.nextSibling !== heading : main.firstChild !== heading) {
-      if (previous) previous.after(heading); else main.prepend(heading);
+    group.classList.toggle("many", (proxy.servers || []).length > 1);
+    if (previous ? previous.nextSibling !== group : main.firstChild !== group) {
+      if (previous) previous.after(group); else main.prepend(group);
     }
-    if (heading.nextSibling !== grid) heading.after(grid);
-    previous = grid;
-    keep.add(heading).add(grid);
+    previous = group;
+    keep.add(group);
     let last = null;
     for (const server of proxy.servers || []) {
       const node = section(proxy, server);
