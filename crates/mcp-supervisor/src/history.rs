@@ -1,5 +1,6 @@
 //! What happened to each server lately, for a person to see (SPEC §15): a bounded ring of its
-//! lifecycle events (ready, lost, backoff, gave up, idle, needs auth, …) over the last hour, and
+//! lifecycle events (ready, lost, hung and killed, session recovered, backoff, gave up, idle,
+//! needs auth, …) over the last hour, and
 //! its tool calls counted per minute over the last hour (calls, errors, and a latency histogram
 //! the median and p99 are read from).
 //!
@@ -14,7 +15,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use serde::Serialize;
 
-use crate::supervisor::{ServerState, Snapshot};
+use crate::supervisor::{Loss, LossKind, ServerState, Snapshot};
 
 /// The most lifecycle events kept per server.
 pub const EVENTS: usize = 128;
@@ -36,6 +37,12 @@ pub enum EventKind {
     Ready,
     /// A ready generation was lost; the outage begins.
     Lost,
+    /// A ready generation was judged hung (health probes or calls timed out in a row) and
+    /// killed; the outage begins. The detail says what timed out.
+    Hung,
+    /// A stale HTTP session was re-established at once (a fresh session, no outage, no
+    /// backoff): the generation is the new one, the detail what the server answered.
+    SessionRecovered,
     /// An attempt failed; the next is due after a backoff.
     Backoff,
     /// The outage budget is spent.
@@ -75,27 +82,96 @@ fn unix_ms<S: serde::Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Erro
     )
 }
 
-/// The events a snapshot makes after a snapshot in state `previous`: none for a state no one
-/// needs to see as an event (an attempt under way, a first connect), one for most, two for a
-/// ready generation lost with its backoff already set (the one snapshot says both).
-pub fn events_of(previous: Option<ServerState>, snapshot: &Snapshot, at: SystemTime) -> Vec<Event> {
+/// What a history saw before a snapshot.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Seen {
+    /// The state and generation of the last snapshot, if any.
+    pub last: Option<(ServerState, u64)>,
+    /// The newest generation seen ready (0: none).
+    pub ready: u64,
+}
+
+/// The events a snapshot makes after what was `seen`: none for a state no one needs to see as
+/// an event (an attempt under way, a first connect), one for most, two for a ready generation
+/// lost with its backoff already set, or for a ready one after a ready one whose loss was not
+/// seen (a watch keeps only the newest snapshot).
+///
+/// How a generation was lost is the supervisor's judgement, in the snapshot
+/// ([`Snapshot::last_loss`]): hung and killed, or a stale session. A stale session's loss is held
+/// until the attempt that re-establishes it ends: ready, it is one event, session recovered;
+/// anything else (that attempt failed, or none came), it shows as a loss after all, first.
+pub fn events_of(seen: Seen, snapshot: &Snapshot, at: SystemTime) -> Vec<Event> {
     let event = |kind: EventKind| Event {
         at,
         kind,
         generation: snapshot.generation,
-        pid: (kind == EventKind::Ready).then(|| snapshot.pid()).flatten(),
+        pid: matches!(kind, EventKind::Ready | EventKind::SessionRecovered)
+            .then(|| snapshot.pid())
+            .flatten(),
         attempt: (kind == EventKind::Backoff).then_some(snapshot.attempt),
         detail: match kind {
             EventKind::Ready | EventKind::Idle | EventKind::Stopped => None,
             _ => snapshot.last_error.as_deref().map(cut),
         },
     };
+    // Hung, or lost (a stale session not re-established at once is a loss after all).
+    let of_loss = |loss: &Loss| Event {
+        at,
+        kind: match loss.kind {
+            LossKind::Hung => EventKind::Hung,
+            LossKind::Lost | LossKind::StaleSession => EventKind::Lost,
+        },
+        generation: loss.generation,
+        pid: None,
+        attempt: None,
+        detail: Some(cut(&loss.cause)),
+    };
+    let after_ready = seen
+        .last
+        .and_then(|(state, g)| (state == ServerState::Ready).then_some(g));
+    let loss = snapshot.last_loss.as_ref();
+    // The loss of this snapshot's generation.
+    let lost_here = loss.filter(|l| l.generation == snapshot.generation);
+    // A stale session lost by the generation before this one: this one re-establishes it.
+    let reestablished = loss
+        .filter(|l| l.kind == LossKind::StaleSession && l.generation + 1 == snapshot.generation);
+    // A stale session lost by this generation, or re-established by it but not seen ready yet:
+    // not shown yet.
+    let stale = loss
+        .filter(|l| l.kind == LossKind::StaleSession && l.generation == snapshot.generation)
+        .or(reestablished.filter(|_| seen.ready < snapshot.generation));
     let backoff = snapshot.next_attempt_at().is_some();
-    match snapshot.state() {
+    let mut events = match snapshot.state() {
         ServerState::Connecting => Vec::new(),
-        ServerState::Ready => vec![event(EventKind::Ready)],
-        ServerState::Reconnecting if previous == Some(ServerState::Ready) => {
-            let mut both = vec![event(EventKind::Lost)];
+        ServerState::Ready if reestablished.is_some() => {
+            let mut recovered = event(EventKind::SessionRecovered);
+            recovered.detail = reestablished.map(|l| cut(&l.cause));
+            return vec![recovered];
+        }
+        ServerState::Ready => {
+            // A loss between two ready generations that this history did not see.
+            let unseen = loss.filter(|l| {
+                after_ready.is_some_and(|g| g <= l.generation && l.generation < snapshot.generation)
+            });
+            unseen
+                .map(of_loss)
+                .into_iter()
+                .chain([event(EventKind::Ready)])
+                .collect()
+        }
+        // The immediate re-establishment of a stale session is next: its outcome decides.
+        ServerState::Reconnecting | ServerState::Retrying
+            if stale.is_some_and(|l| l.generation == snapshot.generation) =>
+        {
+            return Vec::new();
+        }
+        ServerState::Reconnecting if after_ready.is_some() => {
+            let mut both = match lost_here {
+                Some(l) => vec![of_loss(l)],
+                // A stale session's loss is said below.
+                None if stale.is_some() => Vec::new(),
+                None => vec![event(EventKind::Lost)],
+            };
             if backoff {
                 both.push(event(EventKind::Backoff));
             }
@@ -110,7 +186,14 @@ pub fn events_of(previous: Option<ServerState>, snapshot: &Snapshot, at: SystemT
         ServerState::Idle => vec![event(EventKind::Idle)],
         ServerState::NeedsAuth => vec![event(EventKind::NeedsAuth)],
         ServerState::Stopped => vec![event(EventKind::Stopped)],
+    };
+    // A stale session that was not re-established at once: a loss after all, before the rest.
+    if let Some(l) = stale
+        && !events.is_empty()
+    {
+        events.insert(0, of_loss(l));
     }
+    events
 }
 
 /// `text` cut at a character boundary to at most [`DETAIL_BYTES`].
@@ -191,7 +274,8 @@ pub struct ServerHistory {
     events: VecDeque<Event>,
     /// Oldest first; a minute's entry made by its first call.
     minutes: VecDeque<Minute>,
-    last_state: Option<ServerState>,
+    /// What the snapshots so far showed.
+    seen: Seen,
     /// While the newest loss waits for its reason: the error the snapshot held when the loss
     /// was seen (an earlier outage's, or none).
     error_at_loss: Option<Option<String>>,
@@ -207,8 +291,10 @@ fn minute_of(at: SystemTime) -> u64 {
 impl ServerHistory {
     /// The server's snapshot changed at `at`: an event when its state says something new.
     pub fn saw(&mut self, snapshot: &Snapshot, at: SystemTime) {
-        let previous = self.last_state.replace(snapshot.state());
+        let seen = self.seen;
+        self.seen.last = Some((snapshot.state(), snapshot.generation));
         if snapshot.state() == ServerState::Ready {
+            self.seen.ready = self.seen.ready.max(snapshot.generation);
             self.error_when_ready.clone_from(&snapshot.last_error);
         }
         // The snapshot that shows a loss comes before the one that says why (its error, set as
@@ -228,8 +314,16 @@ impl ServerHistory {
             }
             self.error_at_loss = None;
         }
-        for mut event in events_of(previous, snapshot, at) {
-            if event.kind == EventKind::Lost && snapshot.last_error == self.error_when_ready {
+        for mut event in events_of(seen, snapshot, at) {
+            // A loss the supervisor judged has its cause; another one takes the error.
+            let judged = snapshot
+                .last_loss
+                .as_ref()
+                .is_some_and(|l| l.generation == event.generation);
+            if event.kind == EventKind::Lost
+                && !judged
+                && snapshot.last_error == self.error_when_ready
+            {
                 // The error it holds is an earlier outage's: the loss waits for its own.
                 self.error_at_loss = Some(snapshot.last_error.clone());
                 event.detail = None;
@@ -479,11 +573,15 @@ mod tests {
             restarts: 0,
             // An earlier outage's.
             last_error: Some("an old error".into()),
+            last_loss: None,
             phase: Phase::Closing(AfterClose::Reconnect),
             tool_list: ToolList::None,
         };
         // Ready with an earlier outage's error.
-        h.last_state = Some(ServerState::Ready);
+        h.seen = Seen {
+            last: Some((ServerState::Ready, 1)),
+            ready: 1,
+        };
         h.error_when_ready = Some("an old error".into());
         h.saw(&snapshot, at(1));
         assert_eq!(h.events.back().map(|e| e.kind), Some(EventKind::Lost));
@@ -497,7 +595,10 @@ mod tests {
         );
         // The loss and its reason in one snapshot (the first one missed): it has it at once.
         let mut h = ServerHistory {
-            last_state: Some(ServerState::Ready),
+            seen: Seen {
+                last: Some((ServerState::Ready, 1)),
+                ready: 1,
+            },
             error_when_ready: Some("an old error".into()),
             ..ServerHistory::default()
         };
@@ -505,6 +606,224 @@ mod tests {
         assert_eq!(
             h.events.back().and_then(|e| e.detail.clone()).as_deref(),
             Some("the process exited (signal 9)")
+        );
+    }
+
+    /// A snapshot of server generation `generation` in `phase`, after `loss`.
+    fn snap(
+        generation: u64,
+        phase: crate::supervisor::Phase,
+        last_error: Option<&str>,
+        loss: Option<(u64, LossKind, &str)>,
+    ) -> Snapshot {
+        Snapshot {
+            generation,
+            attempt: 0,
+            max_attempts: 10,
+            restarts: 0,
+            last_error: last_error.map(str::to_string),
+            last_loss: loss.map(|(generation, kind, cause)| Loss {
+                generation,
+                kind,
+                cause: cause.to_string(),
+            }),
+            phase,
+            tool_list: crate::supervisor::ToolList::Live,
+        }
+    }
+
+    /// What `snapshots` make, one a second, as (kind, generation, detail).
+    fn seen(snapshots: &[Snapshot]) -> Vec<(EventKind, u64, Option<String>)> {
+        let mut h = ServerHistory::default();
+        for (i, s) in snapshots.iter().enumerate() {
+            h.saw(s, at(i as u64));
+        }
+        h.events
+            .iter()
+            .map(|e| (e.kind, e.generation, e.detail.clone()))
+            .collect()
+    }
+
+    /// The (kind, generation) of each of `events`.
+    fn kinds(events: &[(EventKind, u64, Option<String>)]) -> Vec<(EventKind, u64)> {
+        events.iter().map(|(k, g, _)| (*k, *g)).collect()
+    }
+
+    fn stopped() -> crate::supervisor::Phase {
+        crate::supervisor::Phase::Parked(crate::supervisor::Parked::Stopped)
+    }
+
+    fn closing() -> crate::supervisor::Phase {
+        crate::supervisor::Phase::Closing(crate::supervisor::AfterClose::Reconnect)
+    }
+
+    fn backoff() -> crate::supervisor::Phase {
+        crate::supervisor::Phase::Backoff {
+            at: tokio::time::Instant::now(),
+            next: crate::supervisor::Recovery::Reconnect,
+        }
+    }
+
+    fn reconnecting() -> crate::supervisor::Phase {
+        crate::supervisor::Phase::Attempting(crate::supervisor::Attempt::Reconnect)
+    }
+
+    #[test]
+    fn the_two_new_kinds_are_named_as_the_spec_lists_them() {
+        let names = [EventKind::Hung, EventKind::SessionRecovered]
+            .map(|k| serde_json::to_string(&k).unwrap_or_default());
+        assert_eq!(names, ["\"hung\"", "\"session_recovered\""]);
+    }
+
+    #[test]
+    fn a_generation_judged_hung_shows_as_hung_with_what_timed_out_then_ready() {
+        use crate::supervisor::tests::ready_phase;
+        let why =
+            "3 health probes and timed-out calls in a row; last: no answer to ping within 5000 ms";
+        let hung = Some((1, LossKind::Hung, why));
+        let events = seen(&[
+            snap(1, ready_phase(Some(7)), None, None),
+            snap(1, closing(), None, hung),
+            snap(1, backoff(), Some(why), hung),
+            snap(2, reconnecting(), Some(why), hung),
+            snap(2, ready_phase(Some(8)), Some(why), hung),
+        ]);
+        assert_eq!(
+            kinds(&events),
+            [
+                (EventKind::Ready, 1),
+                (EventKind::Hung, 1),
+                (EventKind::Backoff, 1),
+                (EventKind::Ready, 2),
+            ]
+        );
+        assert_eq!(events[1].2.as_deref(), Some(why), "said at once, not later");
+    }
+
+    #[test]
+    fn a_hang_the_watch_skipped_past_still_shows_before_the_next_ready() {
+        use crate::supervisor::tests::ready_phase;
+        let why =
+            "1 health probes and timed-out calls in a row; last: no answer to ping within 500 ms";
+        let hung = Some((1, LossKind::Hung, why));
+        // Restarted at once (a stable server): the history sees ready, then ready again.
+        let events = seen(&[
+            snap(1, ready_phase(Some(7)), None, None),
+            snap(2, ready_phase(Some(8)), Some(why), hung),
+            snap(2, ready_phase(Some(8)), Some(why), hung),
+        ]);
+        assert_eq!(
+            events,
+            [
+                (EventKind::Ready, 1, None),
+                (EventKind::Hung, 1, Some(why.to_string())),
+                (EventKind::Ready, 2, None),
+            ]
+        );
+    }
+
+    #[test]
+    fn a_plain_loss_the_supervisor_judged_has_its_cause_at_once() {
+        use crate::supervisor::tests::ready_phase;
+        let why = "the server process (pid 7) exited or closed its stdout";
+        // The error of the ready snapshot is an earlier outage's; the loss has its own.
+        let events = seen(&[
+            snap(1, ready_phase(Some(7)), Some("an old error"), None),
+            snap(
+                1,
+                closing(),
+                Some("an old error"),
+                Some((1, LossKind::Lost, why)),
+            ),
+        ]);
+        assert_eq!(events[1], (EventKind::Lost, 1, Some(why.to_string())));
+    }
+
+    #[test]
+    fn a_stale_session_re_established_at_once_is_one_event_session_recovered() {
+        use crate::supervisor::tests::ready_phase;
+        let answer = "the server no longer knows our session (HTTP 404)";
+        let stale = Some((1, LossKind::StaleSession, answer));
+        let events = seen(&[
+            snap(1, ready_phase(None), None, None),
+            snap(1, closing(), None, stale),
+            snap(1, backoff(), Some(answer), stale),
+            snap(2, reconnecting(), Some(answer), stale),
+            snap(2, ready_phase(None), Some(answer), stale),
+            // A later change of the same ready generation (its tools) adds nothing.
+            snap(2, ready_phase(None), Some(answer), stale),
+        ]);
+        assert_eq!(
+            events,
+            [
+                (EventKind::Ready, 1, None),
+                (EventKind::SessionRecovered, 2, Some(answer.to_string())),
+            ]
+        );
+        // Seen late (the watch keeps only the newest): the same.
+        let late = seen(&[
+            snap(1, ready_phase(None), None, None),
+            snap(2, ready_phase(None), Some(answer), stale),
+        ]);
+        assert_eq!(late, events);
+        // The recovered generation stopped later: stopped, and no loss of the recovered one.
+        let stopped = seen(&[
+            snap(1, ready_phase(None), None, None),
+            snap(2, ready_phase(None), Some(answer), stale),
+            snap(2, stopped(), Some(answer), stale),
+        ]);
+        assert_eq!(
+            kinds(&stopped),
+            [
+                (EventKind::Ready, 1),
+                (EventKind::SessionRecovered, 2),
+                (EventKind::Stopped, 2)
+            ]
+        );
+    }
+
+    #[test]
+    fn a_stale_session_not_re_established_at_once_shows_as_a_loss_first() {
+        use crate::supervisor::tests::ready_phase;
+        let answer = "HTTP 400: No valid session ID provided";
+        let stale = Some((1, LossKind::StaleSession, answer));
+        let mut failed = snap(2, backoff(), Some("connection refused"), stale);
+        failed.attempt = 2;
+        let events = seen(&[
+            snap(1, ready_phase(None), None, None),
+            snap(1, closing(), None, stale),
+            snap(1, backoff(), Some(answer), stale),
+            snap(2, reconnecting(), Some(answer), stale),
+            failed,
+            snap(3, reconnecting(), Some("connection refused"), stale),
+            snap(3, ready_phase(None), Some("connection refused"), stale),
+        ]);
+        assert_eq!(
+            events,
+            [
+                (EventKind::Ready, 1, None),
+                (EventKind::Lost, 1, Some(answer.to_string())),
+                (
+                    EventKind::Backoff,
+                    2,
+                    Some("connection refused".to_string())
+                ),
+                (EventKind::Ready, 3, None),
+            ]
+        );
+        // Stopped while the re-establishment was due: a loss, then stopped.
+        let stopped = seen(&[
+            snap(1, ready_phase(None), None, None),
+            snap(1, closing(), None, stale),
+            snap(1, stopped(), Some(answer), stale),
+        ]);
+        assert_eq!(
+            kinds(&stopped),
+            [
+                (EventKind::Ready, 1),
+                (EventKind::Lost, 1),
+                (EventKind::Stopped, 1)
+            ]
         );
     }
 

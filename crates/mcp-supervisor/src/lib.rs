@@ -72,4 +72,4 @@ pub use hub::{CallArgs, Health, Hub, HubEvent, HubOptions, ReloadSummary, Server
 pub use link::{Downstream, Refuse, RpcError};
 pub use mcp_supervisor_core as core;
 pub use registry::{PublishedTool, UpstreamTool};
-pub use supervisor::{CallReport, Phase, ServerState, Snapshot, ToolList};
+pub use supervisor::{CallReport, Loss, LossKind, Phase, ServerState, Snapshot, ToolList};

@@ -27,6 +27,14 @@ fn tools(names: &[&str]) -> Vec<Tool> {
     names.iter().map(|n| tool(n)).collect()
 }
 
+/// srv's lifecycle events as (kind, generation), oldest first.
+fn timeline(hub: &mcp_supervisor::Hub) -> Vec<(mcp_supervisor::history::EventKind, u64)> {
+    hub.events("srv")
+        .iter()
+        .map(|e| (e.kind, e.generation))
+        .collect()
+}
+
 #[tokio::test(start_paused = true)]
 async fn recovery_swaps_the_generation_without_duplicate_or_leaked_tools_and_serves_calls_afterwards()
  {
@@ -808,13 +816,8 @@ async fn the_hub_keeps_each_servers_lifecycle_events_and_counts_its_calls() {
     until(&fake, ms(200)).await;
     fake.die(1);
     ready(&hub, 3).await;
-    let kinds: Vec<(EventKind, u64)> = hub
-        .events("srv")
-        .iter()
-        .map(|e| (e.kind, e.generation))
-        .collect();
     assert_eq!(
-        kinds,
+        timeline(&hub),
         [
             (EventKind::Ready, 1),
             (EventKind::Lost, 1),
@@ -853,5 +856,84 @@ async fn the_hub_keeps_each_servers_lifecycle_events_and_counts_its_calls() {
     assert_eq!((hour.calls, hour.errors), (2, 0));
     assert_eq!(minutes.iter().map(|m| m.calls).sum::<u32>(), 2);
     assert!(hour.median_ms.is_some());
+    stop(&hub).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_generation_found_hung_is_hung_on_the_timeline_then_ready() {
+    use mcp_supervisor::history::EventKind;
+    // Probed at 200 ms, no answer by 300 ms: one miss is enough here; killed, and (up for less
+    // than the 1 s window) replaced after a 100 ms backoff.
+    let mut config = quick(5);
+    config.health.interval = Some(ms(200));
+    config.health.timeout = ms(100);
+    config.health.failures = 1;
+    let fake = Fake::new(
+        vec![Gen::ok(tools(&["echo"])).pings_default(Reply::Hang)],
+        Gen::ok(tools(&["echo"])),
+    );
+    let hub = start(config, &fake);
+    ready(&hub, 1).await;
+    ready(&hub, 2).await;
+    until(&fake, ms(450)).await;
+    assert_eq!(fake.opens(), [(1, ms(0)), (2, ms(400))]);
+    assert!(fake.log().contains(&Entry {
+        at: ms(300),
+        generation: 1,
+        op: Op::Close(CloseHow::Kill)
+    }));
+    let events = hub.events("srv");
+    assert_eq!(
+        timeline(&hub),
+        [
+            (EventKind::Ready, 1),
+            (EventKind::Hung, 1),
+            (EventKind::Backoff, 1),
+            (EventKind::Ready, 2),
+        ]
+    );
+    assert!(
+        events[1]
+            .detail
+            .as_deref()
+            .is_some_and(|d| d.contains("last: ping failed: the deadline passed")),
+        "hung says what timed out: {:?}",
+        events[1]
+    );
+    stop(&hub).await;
+}
+
+#[tokio::test(start_paused = true)]
+async fn a_stale_session_re_established_at_once_is_session_recovered_on_the_timeline() {
+    use mcp_supervisor::core::classify::Failure;
+    use mcp_supervisor::history::EventKind;
+    let fake = Fake::new(
+        vec![
+            Gen::ok(tools(&["echo"]))
+                .call_to("echo", Reply::Now(Err(Failure::SessionExpired)))
+                .close_after(ms(10)),
+        ],
+        Gen::ok(tools(&["echo"])),
+    );
+    let hub = start(quick(5), &fake);
+    ready(&hub, 1).await;
+    let answer = bounded("the call", hub.call("srv__echo", CallArgs::default())).await;
+    assert_eq!(
+        answer.map(|r| result_text(&r)),
+        Ok("echo on generation 2".to_string()),
+        "sent again on the fresh session"
+    );
+    until(&fake, ms(100)).await;
+    let events = hub.events("srv");
+    // One event: no loss, no backoff, no second "ready".
+    assert_eq!(
+        timeline(&hub),
+        [(EventKind::Ready, 1), (EventKind::SessionRecovered, 2)]
+    );
+    assert_eq!(
+        events[1].detail.as_deref(),
+        Some("the server no longer knows our session (HTTP 404)"),
+        "it says what the server answered"
+    );
     stop(&hub).await;
 }

@@ -225,6 +225,31 @@ impl Phase {
     }
 }
 
+/// How a ready generation was lost, as the supervisor judged it: the timeline tells a hang and
+/// a stale session from a plain loss (SPEC §15).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum LossKind {
+    /// It closed (the process exited), or a call found it unusable.
+    Lost,
+    /// Timed-out calls and missed health probes in a row (`health.failures`): judged hung, and
+    /// its process group killed (SPEC §6).
+    Hung,
+    /// A call found its HTTP session stale (404, or a stale session in other words): the server
+    /// answers, so the session is re-established at once (SPEC §5).
+    StaleSession,
+}
+
+/// The newest loss of a ready generation.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Loss {
+    /// The generation lost.
+    pub generation: u64,
+    /// How.
+    pub kind: LossKind,
+    /// Why, as the log says it (the probe that timed out; what the server answered).
+    pub cause: String,
+}
+
 /// What a supervisor shows of itself.
 #[derive(Clone)]
 pub struct Snapshot {
@@ -238,6 +263,9 @@ pub struct Snapshot {
     pub restarts: u64,
     /// Why the last connection or attempt failed, if one did.
     pub last_error: Option<String>,
+    /// The newest loss of a ready generation, published with the close that follows it and
+    /// kept until the next one.
+    pub last_loss: Option<Loss>,
     /// What it is doing, with that phase's data.
     pub phase: Phase,
     /// Where the published tools come from: the saved catalog until the first live list.
@@ -326,6 +354,7 @@ impl std::fmt::Debug for Snapshot {
             .field("attempt", &self.attempt)
             .field("restarts", &self.restarts)
             .field("last_error", &self.last_error)
+            .field("last_loss", &self.last_loss)
             .field("phase", &self.phase)
             .field("tool_list", &self.tool_list)
             .finish()
@@ -538,6 +567,7 @@ impl SupervisorHandle {
             max_attempts: config.reconnect.max_attempts,
             restarts: 0,
             last_error: None,
+            last_loss: None,
             phase,
             tool_list,
         });
@@ -764,7 +794,8 @@ enum ReadyEnd {
     Lost {
         cause: String,
         uptime: Duration,
-        immediate: bool,
+        /// A stale session's is re-established without a backoff.
+        kind: LossKind,
     },
     Reconnect,
     Stop,
@@ -1016,7 +1047,7 @@ impl Supervisor {
                         ReadyEnd::Lost {
                             cause,
                             uptime,
-                            immediate,
+                            kind,
                         } => {
                             lost_established = true;
                             recovery = Some(Recovering::new(&self.name, self.generation, &cause));
@@ -1024,7 +1055,7 @@ impl Supervisor {
                                 decision: budget.on_failure(Some(uptime), (self.jitter)()),
                                 cause,
                                 verb: "connection lost",
-                                immediate,
+                                immediate: kind == LossKind::StaleSession,
                             }
                         }
                     }
@@ -1652,11 +1683,21 @@ fn offered_lists(info: &RawValue) -> [(&'static str, &'static str, bool); 3] {
 }
 
 #[cfg(test)]
-mod tests {
+pub(crate) mod tests {
     use super::*;
 
     /// A link that is never driven: a ready phase needs one to exist.
     struct Inert;
+
+    /// A ready phase on a link that is never driven (for tests of what reads snapshots).
+    pub(crate) fn ready_phase(pid: Option<u32>) -> Phase {
+        Phase::Ready {
+            link: Arc::new(Inert),
+            since: Instant::now(),
+            pid,
+            server_info: Arc::from(RawValue::from_string("{}".to_string()).unwrap()),
+        }
+    }
 
     impl Link for Inert {
         fn initialize<'a>(
@@ -1690,14 +1731,8 @@ mod tests {
     /// Every phase there is, each with the state SPEC §8 gives it.
     fn every_phase() -> Vec<(Phase, ServerState)> {
         let at = Instant::now();
-        let ready = Phase::Ready {
-            link: Arc::new(Inert),
-            since: at,
-            pid: Some(7),
-            server_info: Arc::from(RawValue::from_string("{}".to_string()).unwrap()),
-        };
         vec![
-            (ready, ServerState::Ready),
+            (ready_phase(Some(7)), ServerState::Ready),
             (Phase::Attempting(Attempt::First), ServerState::Connecting),
             (Phase::Attempting(Attempt::Retry), ServerState::Retrying),
             (
@@ -1786,6 +1821,7 @@ mod tests {
             max_attempts: 5,
             restarts: 1,
             last_error: None,
+            last_loss: None,
             phase: Phase::Parked(Parked::NeedsAuth),
             tool_list: ToolList::None,
         };

@@ -14,8 +14,8 @@ use tokio::sync::watch;
 use tokio::time::Instant;
 
 use super::{
-    Activity, AfterClose, Command, Held, Phase, ReadyEnd, SETTLE_LIMIT, ServerEvent, Supervisor,
-    SyncDone, health, with_stderr,
+    Activity, AfterClose, Command, Held, Loss, LossKind, Phase, ReadyEnd, SETTLE_LIMIT,
+    ServerEvent, Supervisor, SyncDone, health, with_stderr,
 };
 use crate::link::{CloseHow, Link, LinkEvent};
 
@@ -63,19 +63,19 @@ impl Serving {
         }
     }
 
-    /// The generation is lost: `cause`, after how long it served.
-    fn lost(&self, cause: String, immediate: bool) -> Served {
+    /// The generation is lost (`kind`): `cause`, after how long it served.
+    fn lost(&self, cause: String, kind: LossKind) -> Served {
         Served::Ends(ReadyEnd::Lost {
             cause,
             uptime: self.since.elapsed(),
-            immediate,
+            kind,
         })
     }
 
-    /// Killed: it missed `misses` probes or calls in a row (`cause` says which).
+    /// Judged hung and killed: it missed `misses` probes or calls in a row (`cause` says which).
     fn missed(&self, cause: String) -> Served {
         self.link.close(CloseHow::Kill);
-        self.lost(cause, false)
+        self.lost(cause, LossKind::Hung)
     }
 }
 
@@ -122,7 +122,22 @@ impl Supervisor {
         } else {
             AfterClose::Reconnect
         };
-        self.publish(Phase::Closing(then));
+        // A loss is published with the close, in one update: whoever watches sees how it was
+        // lost as soon as it sees it lost (the timeline's hung and session recovered).
+        let loss = match &end {
+            ReadyEnd::Lost { cause, kind, .. } => Some(Loss {
+                generation,
+                kind: *kind,
+                cause: cause.clone(),
+            }),
+            _ => None,
+        };
+        self.snapshot.send_modify(|s| {
+            if loss.is_some() {
+                s.last_loss = loss;
+            }
+            s.phase = Phase::Closing(then);
+        });
         if let Err(stuck) = self.barrier(&serving.link).await {
             return ReadyEnd::Stuck(stuck);
         }
@@ -157,7 +172,7 @@ impl Supervisor {
             Some(pid) => format!("the server process (pid {pid}) exited or closed its stdout"),
             None => "the connection closed".to_string(),
         };
-        serving.lost(with_stderr(cause, &serving.link), false)
+        serving.lost(with_stderr(cause, &serving.link), LossKind::Lost)
     }
 
     /// A command: stop (stopped), reconnect (ends), a call's suspicion or timeout about this
@@ -187,7 +202,12 @@ impl Supervisor {
                 immediate,
             }) if g == generation => {
                 serving.link.close(CloseHow::Kill);
-                serving.lost(cause, immediate)
+                let kind = if immediate {
+                    LossKind::StaleSession
+                } else {
+                    LossKind::Lost
+                };
+                serving.lost(cause, kind)
             }
             Some(Command::CallTimedOut { generation: g }) if g == generation => {
                 let misses = self.shared.misses.fetch_add(1, Ordering::SeqCst) + 1;
