@@ -147,6 +147,13 @@ impl Browser {
         Some(browser)
     }
 
+    /// [`Browser::start`], then open `url`.
+    pub async fn start_at(tag: &str, size: (u32, u32), url: &str) -> Option<Self> {
+        let browser = Self::start(tag, size).await?;
+        browser.open(url).await;
+        Some(browser)
+    }
+
     fn client(&self) -> &Client {
         self.client.as_ref().expect("the session is open")
     }
