@@ -183,6 +183,21 @@ pub struct PolicyArgs {
     /// (`toolExposure`; a deliberate exception to wrap's transparency).
     #[arg(long, value_enum, value_name = "HOW", default_value = "all")]
     pub tool_exposure: Exposure,
+    /// Run the server in a sandbox that may read PATH too (`sandbox.read`; repeatable; absolute
+    /// or ~/...). Any --sandbox-* flag turns the sandbox on (docs/configuration.md, "sandbox").
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_read: Vec<String>,
+    /// Let the sandboxed server read and write PATH (`sandbox.write`; repeatable).
+    #[arg(long, value_name = "PATH")]
+    pub sandbox_write: Vec<String>,
+    /// What of the network the sandboxed server reaches: `none` (the default), `all`, or TCP
+    /// ports, comma-separated (`sandbox.network`).
+    #[arg(long, value_name = "none|all|PORT,...")]
+    pub sandbox_network: Option<String>,
+    /// Start the server with what the kernel offers when it cannot give the whole sandbox,
+    /// instead of not at all (`sandbox.bestEffort`).
+    #[arg(long)]
+    pub sandbox_best_effort: bool,
 }
 
 /// How the client sees the tools (`--tool-exposure`).

@@ -111,6 +111,9 @@ pub(crate) fn wrap_config(
     if let Some(max) = policy.max_result_bytes {
         server = server.max_result_bytes(max);
     }
+    if let Some(sandbox) = sandbox_of(policy)? {
+        server = server.sandbox(sandbox);
+    }
     server.build().map_err(|errors| {
         let lines: Vec<_> = errors
             .problems
@@ -119,6 +122,53 @@ pub(crate) fn wrap_config(
             .collect();
         lines.join("\n")
     })
+}
+
+/// The sandbox of the `--sandbox-*` flags (`None` when none is given): `~/` expanded with this
+/// process's HOME (a shell leaves `--sandbox-read=~/x` as it is), the network parsed; the
+/// builder then checks it as a config file's `sandbox`.
+fn sandbox_of(
+    policy: &crate::cli::PolicyArgs,
+) -> Result<Option<mcp_supervisor::core::config::SandboxConfig>, String> {
+    use mcp_supervisor::core::config::{Network, SandboxConfig};
+    if policy.sandbox_read.is_empty()
+        && policy.sandbox_write.is_empty()
+        && policy.sandbox_network.is_none()
+        && !policy.sandbox_best_effort
+    {
+        return Ok(None);
+    }
+    let home = std::env::var("HOME").ok();
+    let expand = |paths: &[String]| -> Vec<std::path::PathBuf> {
+        paths
+            .iter()
+            .map(|p| match p.strip_prefix("~/").zip(home.as_deref()) {
+                Some((rest, home)) if home.starts_with('/') => Path::new(home).join(rest),
+                _ => p.into(),
+            })
+            .collect()
+    };
+    let network = match policy.sandbox_network.as_deref() {
+        None | Some("none") => Network::None,
+        Some("all") => Network::All,
+        Some(ports) => {
+            let parsed: Result<Vec<u16>, _> = ports.split(',').map(|p| p.trim().parse()).collect();
+            match parsed {
+                Ok(ports) => Network::ConnectPorts(ports),
+                Err(_) => {
+                    return Err(format!(
+                        "--sandbox-network: sandbox.network must be none, all, or TCP ports from 1 to 65535 separated by commas, like 443,8080 (got {ports:?})"
+                    ));
+                }
+            }
+        }
+    };
+    Ok(Some(SandboxConfig {
+        read: expand(&policy.sandbox_read),
+        write: expand(&policy.sandbox_write),
+        network,
+        best_effort: policy.sandbox_best_effort,
+    }))
 }
 
 /// The `auth` of `wrap --http`'s flags (`None` without `--auth-issuer`), through the same
@@ -178,6 +228,10 @@ const FLAG_KEYS: &[(&str, &str)] = &[
     ("tools.allow", "--allow-tool"),
     ("tools.deny", "--deny-tool"),
     ("headers", "--header/--header-from-env"),
+    ("sandbox.read", "--sandbox-read"),
+    ("sandbox.write", "--sandbox-write"),
+    ("sandbox.network", "--sandbox-network"),
+    ("sandbox", "--sandbox-*"),
     ("command", "the command after --"),
     ("args", "the command after --"),
 ];
@@ -357,11 +411,59 @@ mod tests {
     }
 
     #[test]
+    fn sandbox_flags_make_a_sandbox() {
+        use mcp_supervisor::core::config::Network;
+        let config = wrap(&["--", "srv"]).expect("valid");
+        assert_eq!(config.servers[0].sandbox, None, "no flag, no sandbox");
+        let config = wrap(&[
+            "--sandbox-read",
+            "/srv/a",
+            "--sandbox-write",
+            "/srv/b",
+            "--sandbox-write",
+            "/srv/c",
+            "--sandbox-network",
+            "443, 8080",
+            "--",
+            "srv",
+        ])
+        .expect("valid");
+        let sandbox = config.servers[0].sandbox.clone().expect("a sandbox");
+        assert_eq!(sandbox.read, [Path::new("/srv/a")]);
+        assert_eq!(sandbox.write, [Path::new("/srv/b"), Path::new("/srv/c")]);
+        assert_eq!(sandbox.network, Network::ConnectPorts(vec![443, 8080]));
+        assert!(!sandbox.best_effort);
+        let config = wrap(&["--sandbox-best-effort", "--", "srv"]).expect("valid");
+        let sandbox = config.servers[0].sandbox.clone().expect("a sandbox");
+        assert_eq!(sandbox.network, Network::None);
+        assert!(sandbox.best_effort);
+        let error = wrap(&["--sandbox-network", "web", "--", "srv"]).expect_err("not a port");
+        assert!(error.starts_with("--sandbox-network: "), "{error}");
+    }
+
+    #[test]
     fn a_bad_flag_is_named_with_the_config_key_it_stands_for() {
         let cases: &[(&[&str], &str)] = &[
             (
                 &["--max-result-bytes", "0", "--", "true"],
                 "--max-result-bytes: maxResultBytes must be a positive number of bytes no greater than 2147483647 (got 0)",
+            ),
+            (
+                &["--sandbox-read", "rel/dir", "--", "true"],
+                "--sandbox-read: sandbox.read[0] must be an absolute path or start with ~/ (a relative path would depend on where the proxy runs): give the full path",
+            ),
+            (
+                &["--sandbox-network", "0", "--", "true"],
+                "--sandbox-network: sandbox.network.connectPorts[0] must be a TCP port, a whole number from 1 to 65535 (got 0)",
+            ),
+            (
+                &[
+                    "--sandbox-write",
+                    "/tmp/x",
+                    "--url",
+                    "http://127.0.0.1:1/mcp",
+                ],
+                "--sandbox-*: sandbox applies only to \"command\" servers (stdio), whose process the proxy starts; this server has \"url\": remove it",
             ),
             (
                 &["--max-delay-ms", "100", "--", "true"],

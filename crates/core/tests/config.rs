@@ -474,7 +474,7 @@ fn problems_in_defaults_naming_and_servers_are_all_reported() {
     assert_eq!(
         problems(text),
         [
-            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs, rateLimit, authorize)",
+            "defaults.colour is not a known key (known: reconnect, health, toolCallTimeoutMs, connectTimeoutMs, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs, rateLimit, authorize, sandbox)",
             "defaults.toolCallTimeoutMs must be a positive number of milliseconds no greater than 2147483647 (got 0)",
             "mcpServers.a.command must be a string (got a number); write it in quotes",
             "mcpServers.a.args must be an array of strings, one per argument (got a string)",
@@ -799,7 +799,7 @@ fn unknown_keys_are_rejected_with_the_known_ones_listed() {
         (
             r#"{ "command": "x", "retry_tools": [] }"#,
             &[
-                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs, rateLimit, authorize, credentials)",
+                "mcpServers.s.retry_tools is not a known key; did you mean \"retryTools\"? (known: type, command, args, env, cwd, url, headers, reconnect, health, toolCallTimeoutMs, connectTimeoutMs, retryTools, enabled, protocolVersion, oauth, tools, isolation, maxInstances, pin, maxResultBytes, start, idleTimeoutMs, rateLimit, authorize, credentials, sandbox)",
             ],
         ),
         (

@@ -9,6 +9,7 @@ use std::time::Duration;
 use super::expand::expand;
 use super::identity::{self, AuthState};
 use super::raw::{Given, Kind, RawConfig, RawServer, RawTuning, Text, child};
+use super::sandbox::{self, SandboxConfig};
 use super::{
     Config, DEFAULT_CONNECT_TIMEOUT, DEFAULT_MAX_INSTANCES, DEFAULT_SESSION_MAX_AGE,
     DEFAULT_TOOL_CALL_TIMEOUT, Isolation, Problem, RateLimit, Secret, ServerConfig, Start,
@@ -47,6 +48,11 @@ pub(super) fn build_with(
     let defaults = Tuning::builtin().apply(&raw.defaults, Origin::Defaults);
     check_delays(&raw.defaults, &defaults, problems);
     identity::check_needs_auth(&raw.defaults, auth_state, problems);
+    let default_sandbox = sandbox::build_defaults(&raw.defaults.sandbox, env, problems);
+    let defaults = Defaults {
+        tuning: defaults,
+        sandbox: default_sandbox,
+    };
     let servers = raw
         .servers
         .iter()
@@ -83,9 +89,15 @@ pub(super) fn build_with(
     }
 }
 
+/// What `defaults` gives every server: its tuning, and its sandbox (built once).
+struct Defaults {
+    tuning: Tuning,
+    sandbox: Option<SandboxConfig>,
+}
+
 fn build_server(
     raw: &RawServer,
-    defaults: &Tuning,
+    defaults: &Defaults,
     auth: AuthState,
     env: Lookup<'_>,
     problems: &mut Vec<Problem>,
@@ -94,10 +106,18 @@ fn build_server(
     if !raw.is_object {
         return None;
     }
-    let tuning = defaults.apply(&raw.tuning, Origin::Here);
+    let tuning = defaults.tuning.apply(&raw.tuning, Origin::Here);
     check_delays(&raw.tuning, &tuning, problems);
     identity::check_needs_auth(&raw.tuning, auth, problems);
     let transport = transport(raw, problems)?;
+    let sandbox = sandbox::for_server(
+        &raw.tuning.sandbox,
+        &raw.path,
+        defaults.sandbox.as_ref(),
+        &transport,
+        env,
+        problems,
+    );
     let credentials = identity::build_credentials(raw, &transport, auth, env, problems);
     let isolation = identity::isolation_with_credentials(
         raw,
@@ -126,6 +146,7 @@ fn build_server(
         rate_limit: tuning.rate_limit,
         authorize: tuning.authorize,
         credentials,
+        sandbox,
     })
 }
 

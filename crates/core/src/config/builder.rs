@@ -15,7 +15,8 @@ use super::raw::{
     check_tool_name, child, index, is_valid_server_name, tools_block,
 };
 use super::{
-    Config, ConfigErrors, Problem, Secret, Start, ToolExposure, TransportConfig, group_problems,
+    Config, ConfigErrors, Problem, SandboxConfig, Secret, Start, ToolExposure, TransportConfig,
+    group_problems,
 };
 use crate::filter::check_pattern;
 use crate::naming::NamingMode;
@@ -63,6 +64,7 @@ struct Settings {
     naming_mode: Option<NamingMode>,
     separator: Option<String>,
     tool_exposure: Option<ToolExposure>,
+    sandbox: Option<SandboxConfig>,
 }
 
 // === impl ServerBuilder ===
@@ -200,17 +202,38 @@ impl ServerBuilder {
         self
     }
 
+    /// Run a stdio server in a sandbox (`sandbox`): its paths absolute (the builder expands no
+    /// `~/`), its ports not 0.
+    pub fn sandbox(mut self, sandbox: SandboxConfig) -> Self {
+        self.set.sandbox = Some(sandbox);
+        self
+    }
+
     /// The config, or every problem a config file holding the same values would have.
     pub fn build(self) -> Result<Config, ConfigErrors> {
         let mut problems = Vec::new();
         let raw = self.raw(&mut problems);
         let mut transport = Some(self.transport);
         // Nothing a builder sets holds a `${VAR}`: the lookup has nothing to find.
-        let config = build_with(&raw, &|_| None, &mut problems, &mut |server, problems| {
+        let mut config = build_with(&raw, &|_| None, &mut problems, &mut |server, problems| {
             let transport = transport.take()?;
             check_transport(&server.path, &transport, problems);
             Some(transport)
         });
+        if let Some(sandbox) = self.set.sandbox {
+            let path = child(&child("mcpServers", &self.name), "sandbox");
+            super::sandbox::check_typed(&path, &sandbox, &mut problems);
+            for server in &mut config.servers {
+                if matches!(server.transport, TransportConfig::Stdio { .. }) {
+                    server.sandbox = Some(sandbox.clone());
+                } else {
+                    problems.push(Problem::new(
+                        &path,
+                        "applies only to \"command\" servers (stdio), whose process the proxy starts; this server has \"url\": remove it",
+                    ));
+                }
+            }
+        }
         group_problems(&mut problems, &raw.anchors);
         if problems.is_empty() {
             Ok(config)

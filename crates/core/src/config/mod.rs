@@ -11,6 +11,7 @@ mod identity;
 mod json;
 mod oauth;
 mod raw;
+mod sandbox;
 mod secret;
 
 use std::fmt;
@@ -30,6 +31,7 @@ pub use identity::{
 };
 pub use oauth::{Grant, OAuthConfig};
 pub use raw::{MAX_MS, is_valid_server_name};
+pub use sandbox::{Network, SandboxConfig, sandbox_path};
 pub use secret::Secret;
 
 /// `toolCallTimeoutMs` when neither the server nor `defaults` sets it.
@@ -137,6 +139,9 @@ pub struct ServerConfig {
     /// How a `url` server gets a token carrying the caller's identity (`credentials`); `None`:
     /// its own `headers` or `oauth` only.
     pub credentials: Option<Credentials>,
+    /// What a stdio server may read, write and reach (`sandbox`, here or in `defaults`, SPEC
+    /// §16); `None`: it runs with everything its user can touch.
+    pub sandbox: Option<SandboxConfig>,
 }
 
 /// When a server's process (or upstream session) is started (SPEC §13).
@@ -214,6 +219,7 @@ impl ServerConfig {
             rate_limit: None,
             authorize: None,
             credentials: None,
+            sandbox: None,
         }
     }
 

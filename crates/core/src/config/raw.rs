@@ -34,6 +34,7 @@ const DEFAULTS_KEYS: &[&str] = &[
     "idleTimeoutMs",
     "rateLimit",
     "authorize",
+    "sandbox",
 ];
 const SERVER_KEYS: &[&str] = &[
     "type",
@@ -61,6 +62,7 @@ const SERVER_KEYS: &[&str] = &[
     "rateLimit",
     "authorize",
     "credentials",
+    "sandbox",
 ];
 const TOOLS_KEYS: &[&str] = &["allow", "deny"];
 /// The protocol versions a server can be asked for, newest first.
@@ -157,6 +159,9 @@ pub(crate) struct RawTuning {
     pub(crate) idle_timeout_ms: Given<u64>,
     pub(crate) rate_limit: Given<super::RateLimit>,
     pub(crate) authorize: Given<crate::authorize::Rule>,
+    /// `sandbox`: a server's replaces `defaults`' whole; built apart from the rest (stage 2
+    /// expands its paths).
+    pub(crate) sandbox: Given<super::sandbox::RawSandbox>,
 }
 
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -596,6 +601,9 @@ impl Walker<'_> {
         }
         if let Some(v) = fields.get("authorize") {
             raw.authorize = self.authorize(&at("authorize"), v);
+        }
+        if let Some(v) = fields.get("sandbox") {
+            raw.sandbox = self.sandbox(&at("sandbox"), v);
         }
         raw
     }
