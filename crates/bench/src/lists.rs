@@ -127,12 +127,7 @@ fn write_config(fault: &Path, run: &RunDir, servers: u32) -> Result<PathBuf> {
             }),
         );
     }
-    let path = run.file("config.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec_pretty(&json!({ "mcpServers": entries }))?,
-    )?;
-    Ok(path)
+    procs::write_config(run, entries)
 }
 
 fn pid_of(path: &Path) -> Result<u32> {
@@ -144,7 +139,7 @@ fn pid_of(path: &Path) -> Result<u32> {
 }
 
 /// Poll `/status` until every server is ready.
-async fn wait_all_ready(url: &str, servers: usize, limit: Duration) -> Result<()> {
+pub async fn wait_all_ready(url: &str, servers: usize, limit: Duration) -> Result<()> {
     let http = reqwest::Client::builder().no_proxy().build()?;
     let deadline = Instant::now() + limit;
     loop {

@@ -22,6 +22,7 @@
 //! | `ts-peers` | the targets of issue 17 from outside, with the TypeScript SDK's client: both faces against the bare relays (the stdio face against a C relay, built with `cc -O2`, and the tokio one), in front of server-everything |
 //! | `unread` | the RSS of `wrap` while its client sends many large calls and reads nothing for a while; every call answered once |
 //! | `auth` | identity on the HTTP face (issue 31), against a real IdP (oidc-provider): `Verifier::check` of a cached token and a first RS256 verification; `serve --http` with and without `auth` against the bare relay through the TypeScript SDK's client; the JWKS fetches of 1,000 tokens with random key ids |
+//! | `dashboard` | the dashboard (issue 32): the CPU an open `/dashboard/events` adds to an idle `serve --admin` with N servers and its bytes/s, the first state's and `/dashboard/state`'s bytes; the heap of an hour of event history per server |
 //! | `replicas` | replicas sharing a session key behind HAProxy: calls/s, failed calls and the slowest call around a `kill -9` and a rolling restart; throughput of N replicas against one |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
@@ -37,6 +38,7 @@
 mod auth;
 mod c_relay;
 mod callpath;
+mod dashboard;
 mod exposure;
 mod http_heal;
 mod lists;
@@ -413,6 +415,26 @@ enum Bench {
         )]
         everything: PathBuf,
     },
+    /// The dashboard (issue 32): CPU of `serve --admin` with N servers, idle, without and with
+    /// one open `/dashboard/events` (windows alternating), the stream's bytes/s, the first
+    /// state's and `/dashboard/state`'s bytes; the heap of an hour of event history per server.
+    Dashboard {
+        /// How many stdio fault servers behind the proxy.
+        #[arg(long, default_value_t = 50, value_parser = clap::value_parser!(u32).range(1..=500))]
+        servers: u32,
+        /// Length of each window (without, with the stream), seconds.
+        #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        window_secs: u64,
+        /// Rounds of the two windows, their order alternating.
+        #[arg(long, default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=100))]
+        rounds: u32,
+        /// Server histories built together for the memory figure (in process).
+        #[arg(long, default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..=10_000))]
+        histories: u32,
+        /// The mcp-supervisor binary (default: beside this binary).
+        #[arg(long)]
+        supervisor: Option<PathBuf>,
+    },
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -726,6 +748,22 @@ async fn main() -> ExitCode {
                 face,
             };
             auth::run(opts).await
+        }
+        Bench::Dashboard {
+            servers,
+            window_secs,
+            rounds,
+            histories,
+            supervisor,
+        } => {
+            let opts = dashboard::Options {
+                servers,
+                window_secs,
+                rounds,
+                histories,
+                supervisor,
+            };
+            dashboard::run(&fault, opts).await
         }
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };

@@ -318,6 +318,18 @@ pub async fn measured(
     Ok(report)
 }
 
+/// Write `{"mcpServers": servers}` as the run's `config.json`; its path.
+pub fn write_config(
+    run: &RunDir,
+    servers: serde_json::Map<String, serde_json::Value>,
+) -> Result<PathBuf> {
+    let path = run.file("config.json");
+    let config = serde_json::json!({ "mcpServers": servers });
+    std::fs::write(&path, serde_json::to_vec_pretty(&config)?)
+        .with_context(|| format!("cannot write {}", path.display()))?;
+    Ok(path)
+}
+
 /// The current 1-minute load average.
 pub fn load_now() -> f64 {
     crate::util::loadavg().unwrap_or(f64::NAN)

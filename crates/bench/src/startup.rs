@@ -92,12 +92,7 @@ fn write_config(fault: &Path, run: &RunDir, opts: &Options) -> Result<PathBuf> {
             }),
         );
     }
-    let path = run.file("config.json");
-    std::fs::write(
-        &path,
-        serde_json::to_vec_pretty(&json!({ "mcpServers": entries }))?,
-    )?;
-    Ok(path)
+    procs::write_config(run, entries)
 }
 
 /// Start the proxy with `state` as its state directory, initialize, list the tools once; stop
@@ -146,6 +141,19 @@ pub async fn serve_stdio(
     extra: &[String],
     limit: Duration,
 ) -> Result<(Spawned, RawStdio)> {
+    serve_stdio_env(supervisor, config, state, run, extra, &[], limit).await
+}
+
+/// [`serve_stdio`] with `envs` added to the proxy's environment.
+pub async fn serve_stdio_env(
+    supervisor: &Path,
+    config: &Path,
+    state: &Path,
+    run: &RunDir,
+    extra: &[String],
+    envs: &[(&str, &str)],
+    limit: Duration,
+) -> Result<(Spawned, RawStdio)> {
     let mut args: Vec<String> = [
         "serve",
         "--log-level",
@@ -158,10 +166,11 @@ pub async fn serve_stdio(
     .map(str::to_string)
     .to_vec();
     args.extend_from_slice(extra);
-    let mut process = Spawned::start(
+    let mut process = Spawned::start_env(
         "mcp-supervisor serve",
         supervisor,
         &args,
+        envs,
         Some(&run.file("proxy.log")),
         true,
     )?;
