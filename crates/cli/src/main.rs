@@ -31,6 +31,11 @@ static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 use clap::Parser;
 
 fn main() -> ExitCode {
+    // This binary also starts sandboxed servers (SPEC §16): in that role, before any thread
+    // exists, it confines itself and executes the server.
+    if let Some(code) = mcp_supervisor::sandbox::run_if_asked() {
+        return code;
+    }
     // This binary is also its own orphan guard (one per proxy, see docs/operations.md): in that
     // role it does nothing else; otherwise the stdio servers it spawns are guarded.
     if let Some(code) = mcp_supervisor::guard::run_if_asked() {

@@ -24,6 +24,7 @@ fn status(name: &str, state: ServerState, restarts: u64) -> ServerStatus {
         instances: 0,
         withheld_tools: 1,
         results_cut: 4,
+        sandbox: None,
     }
 }
 

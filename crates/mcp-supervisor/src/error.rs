@@ -312,6 +312,13 @@ pub enum OpenError {
     /// The transport needs a tokio runtime and there is none.
     #[error("the {0} transport needs a tokio runtime")]
     NoRuntime(&'static str),
+    /// The server's sandbox cannot be had (SPEC §16) and `bestEffort` is off: what the kernel
+    /// or the host lacks. The server is not started, and not retried until a reconnect or a
+    /// reload.
+    #[error(
+        "sandbox: {0}; the server is not started without it (set \"bestEffort\": true in its sandbox to run it with what this machine offers)"
+    )]
+    Sandbox(String),
     /// A host's own connector could not open it; the text says why. The library's connectors
     /// never give it.
     #[error("{0}")]

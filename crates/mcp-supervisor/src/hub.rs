@@ -118,6 +118,11 @@ pub struct HubOptions {
     /// The credentials of the connections to servers with `credentials` (SPEC §14: a token of
     /// the caller's identity, by token exchange). `None`: such servers' requests carry no token.
     pub delegation: Option<Arc<dyn crate::auth::Delegation>>,
+    /// The binary that starts sandboxed servers (SPEC §16), run as `BINARY
+    /// __mcp-supervisor-sandbox SPEC -- COMMAND ARGS...`; it must call
+    /// [`crate::sandbox::run_if_asked`] first thing in its `main`. `None`: this executable, when it
+    /// called [`crate::sandbox::run_if_asked`]; otherwise sandboxed servers do not start.
+    pub sandbox_helper: Option<std::path::PathBuf>,
 }
 
 impl HubOptions {
@@ -173,6 +178,7 @@ impl HubOptions {
             state_dir: None,
             trace: None,
             delegation: None,
+            sandbox_helper: None,
         }
     }
 }
@@ -185,6 +191,7 @@ impl Default for HubOptions {
             state_dir: None,
             trace: None,
             delegation: None,
+            sandbox_helper: None,
         }
     }
 }
@@ -314,6 +321,8 @@ pub struct ServerStatus {
     pub withheld_tools: usize,
     /// Tool results larger than its `maxResultBytes` that reached their client cut.
     pub results_cut: u64,
+    /// Its sandbox (SPEC §16): the config's, and what this kernel gives it; `None`: none.
+    pub sandbox: Option<crate::sandbox::SandboxStatus>,
 }
 
 /// Something that happened in the hub.
@@ -416,6 +425,8 @@ pub struct Hub {
     background: Vec<JoinHandle<()>>,
     /// Each server's lifecycle events and calls of the last hour (SPEC §15).
     history: Arc<crate::history::Histories>,
+    /// The host's sandbox helper ([`HubOptions::sandbox_helper`]), for status.
+    sandbox_helper: Option<std::path::PathBuf>,
 }
 
 impl Hub {
@@ -457,8 +468,10 @@ impl Hub {
     pub fn start_with_options(config: Config, options: HubOptions) -> Self {
         let client = options.client.clone();
         let delegation = options.delegation.clone();
+        let helper = options.sandbox_helper.clone();
         let factory: ConnectorFactory = Arc::new(move |server: &ServerConfig| {
-            let connector = ServerConnector::new(server.clone(), client.clone());
+            let connector =
+                ServerConnector::new(server.clone(), client.clone()).sandbox_helper(helper.clone());
             Arc::new(connector.delegated(delegation.as_deref(), None)) as Arc<dyn Connector>
         });
         let catalog = options
@@ -466,11 +479,14 @@ impl Hub {
             .map(|dir| Arc::new(CatalogStore::new(dir)));
         let mut hub = Self::build(config, factory, options.handshake, options.trace, catalog);
         let delegation = options.delegation;
+        let helper = options.sandbox_helper;
+        hub.sandbox_helper = helper.clone();
         hub.instance_factory = Some(Arc::new(
             move |server: &ServerConfig, client: Arc<dyn Downstream>, upstream| {
                 // An identity's own instance carries that identity's token.
                 let identity = client.identity();
-                let connector = ServerConnector::for_instance(server.clone(), client, upstream);
+                let connector = ServerConnector::for_instance(server.clone(), client, upstream)
+                    .sandbox_helper(helper.clone());
                 Arc::new(connector.delegated(delegation.as_deref(), identity.as_deref()))
                     as Arc<dyn Connector>
             },
@@ -568,6 +584,7 @@ impl Hub {
             notifications,
             factory,
             instance_factory: None,
+            sandbox_helper: None,
             handshake,
             catalog,
             trace,
@@ -1451,6 +1468,17 @@ impl Hub {
         let inner = self.lock();
         let instances = |name: &str| inner.instances.keys().filter(|(s, _)| s == name).count();
         let results_cut = |name: &str| inner.results_cut.get(name).copied().unwrap_or(0);
+        // Asked once for every sandboxed server: what the kernel gives now is what a start gets.
+        let support = inner
+            .order
+            .iter()
+            .any(|s| s.sandbox.is_some())
+            .then(crate::sandbox::probe);
+        let helper = crate::sandbox::helper_binary(self.sandbox_helper.as_deref()).is_some();
+        let sandbox = |server: &ServerConfig| {
+            let (config, support) = (server.sandbox.as_ref()?, support.as_ref()?);
+            Some(crate::sandbox::SandboxStatus::of(config, support, helper))
+        };
         inner
             .order
             .iter()
@@ -1478,6 +1506,7 @@ impl Hub {
                             instances: instances(&server.name),
                             withheld_tools,
                             results_cut: results_cut(&server.name),
+                            sandbox: sandbox(server),
                         }
                     }
                     None => ServerStatus {
@@ -1496,6 +1525,7 @@ impl Hub {
                         instances: 0,
                         withheld_tools,
                         results_cut: results_cut(&server.name),
+                        sandbox: sandbox(server),
                     },
                 }
             })
@@ -1869,6 +1899,7 @@ mod tests {
             instances: 0,
             withheld_tools: 0,
             results_cut: 0,
+            sandbox: None,
         }
     }
 

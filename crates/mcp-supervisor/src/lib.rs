@@ -44,7 +44,8 @@
 //!
 //! A host binary that calls [`guard::run_if_asked`] first thing in `main` (and
 //! [`guard::shutdown`] at its end) also gets the orphan guard: its stdio servers are ended even if
-//! the host is killed with SIGKILL.
+//! the host is killed with SIGKILL. One that also calls [`sandbox::run_if_asked`] there can
+//! run servers with a `sandbox` in their config (SPEC §16).
 //!
 //! `examples/host.rs` is a runnable host loop (two servers, a deadline, a `kill -9` healed by the
 //! next call, a clean stop); `examples/client_handler.rs` answers the servers' own requests.
@@ -62,6 +63,7 @@ pub mod link;
 pub mod pins;
 pub mod registry;
 pub mod routes;
+pub mod sandbox;
 pub mod supervisor;
 pub mod trace;
 pub mod upstream;

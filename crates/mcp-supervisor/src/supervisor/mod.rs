@@ -989,6 +989,17 @@ impl Supervisor {
                     (budget, first, lost_established) = (Budget::new(policy), true, false);
                     continue;
                 }
+                // A sandbox the machine cannot give: no retry can get it (SPEC §16).
+                AttemptEnd::Failed {
+                    error: AttemptError::Open(crate::error::OpenError::Sandbox(why)),
+                    ..
+                } => {
+                    if let Next::Stop = self.park_refused(why).await {
+                        break;
+                    }
+                    (budget, first, lost_established) = (Budget::new(policy), true, false);
+                    continue;
+                }
                 AttemptEnd::Failed { error, stderr } => {
                     let cause = with_tail(&error, &stderr);
                     // Only the very first attempt is `connecting`; later ones are retries.
@@ -1278,6 +1289,21 @@ impl Supervisor {
         self.withdraw();
         self.snapshot
             .send_modify(|s| s.last_error = Some(stuck.to_string()));
+        self.publish(Phase::Parked(Parked::GaveUp));
+        self.park().await
+    }
+
+    /// The server's sandbox cannot be had: it does not start, and waits in `gave_up` (no crash
+    /// loop) for an explicit reconnect or a reload, which look again.
+    async fn park_refused(&mut self, why: String) -> Next {
+        let cause = format!("sandbox: {why}");
+        tracing::error!(
+            server = %self.name,
+            "{cause}; it is not started: fix what is lacking or set \"bestEffort\": true in its sandbox, then reconnect it (`mcp-supervisor reconnect {name}` or POST /servers/{name}/reconnect) or reload the config",
+            name = self.name,
+        );
+        self.withdraw();
+        self.snapshot.send_modify(|s| s.last_error = Some(cause));
         self.publish(Phase::Parked(Parked::GaveUp));
         self.park().await
     }

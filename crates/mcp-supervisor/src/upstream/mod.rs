@@ -77,6 +77,8 @@ pub(crate) struct ServerConnector {
     /// The tokens of a server with `credentials`, from the host ([`Self::delegated`]); they
     /// take the place of `auth`'s.
     delegated: Option<Arc<dyn crate::auth::Credentials>>,
+    /// The host's sandbox helper, when it names one ([`crate::HubOptions::sandbox_helper`]).
+    sandbox_helper: Option<std::path::PathBuf>,
 }
 
 impl ServerConnector {
@@ -106,7 +108,15 @@ impl ServerConnector {
             fallback,
             auth,
             delegated: None,
+            sandbox_helper: None,
         }
+    }
+
+    /// This connector, its sandboxed servers started by `helper` (`None`: this executable,
+    /// when it hosts the helper).
+    pub fn sandbox_helper(mut self, helper: Option<std::path::PathBuf>) -> Self {
+        self.sandbox_helper = helper;
+        self
     }
 
     /// This connector, its requests carrying the tokens `delegation` gives for `identity`'s
@@ -143,6 +153,87 @@ impl ServerConnector {
     }
 }
 
+impl ServerConnector {
+    /// How generation `generation` of this stdio server starts in `sandbox`: through the
+    /// helper (`Some`), or unsandboxed (`None`, `bestEffort` on a host without a helper); or
+    /// not at all, with why.
+    fn sandboxed(
+        &self,
+        sandbox: &mcp_supervisor_core::config::SandboxConfig,
+        generation: u64,
+    ) -> Result<Option<crate::sandbox::Launch>, OpenError> {
+        use crate::sandbox::Refused;
+        let TransportConfig::Stdio {
+            command,
+            args,
+            env,
+            cwd,
+        } = &self.server.transport
+        else {
+            return Ok(None);
+        };
+        let name = self.server.name.as_str();
+        let server = crate::sandbox::Server {
+            name,
+            generation,
+            command,
+            args,
+            env,
+            cwd: cwd.as_deref(),
+        };
+        let helper = crate::sandbox::helper_binary(self.sandbox_helper.as_deref());
+        let launch = match crate::sandbox::launch(&server, sandbox, helper.as_deref()) {
+            Ok(launch) => launch,
+            Err(Refused::Lacking(why)) => return Err(OpenError::Sandbox(why)),
+            Err(Refused::NotFound) => {
+                return Err(OpenError::Spawn {
+                    command: command.clone(),
+                    source: std::io::Error::new(
+                        std::io::ErrorKind::NotFound,
+                        "not found in PATH (or not executable)",
+                    ),
+                });
+            }
+            Err(Refused::Temp(source)) => {
+                return Err(OpenError::Sandbox(format!(
+                    "its temp dir could not be made: {source}"
+                )));
+            }
+        };
+        if let Some(launch) = &launch {
+            let paths = |paths: &[std::path::PathBuf]| {
+                paths
+                    .iter()
+                    .map(|p| p.display().to_string())
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            };
+            let a = &launch.applied;
+            let message = format!(
+                "sandboxed: reads the system outside home directories and {}; writes {}; network {} ({}); Landlock {}{}",
+                paths(&launch.extra_read),
+                paths(&launch.write),
+                sandbox.network.to_json(),
+                a.network,
+                a.landlock_abi
+                    .map_or("none".to_owned(), |abi| format!("ABI {abi}")),
+                if a.scoped {
+                    ", signals and abstract sockets scoped"
+                } else {
+                    ""
+                },
+            );
+            // Once at start; each later generation gets the same (its own temp dir aside).
+            if generation <= 1 {
+                tracing::info!(server = name, generation, "{message}");
+            } else {
+                tracing::debug!(server = name, generation, "{message}");
+            }
+        }
+        Ok(launch)
+    }
+}
+
 impl Connector for ServerConnector {
     fn auth_status(&self) -> Option<watch::Receiver<Option<String>>> {
         self.auth.as_ref().map(|a| a.status())
@@ -152,7 +243,7 @@ impl Connector for ServerConnector {
         self.auth.as_ref().is_some_and(|a| a.escalate())
     }
 
-    fn open(&self, _generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError> {
+    fn open(&self, generation: u64, events: LinkEvents) -> Result<Arc<dyn Link>, OpenError> {
         let name = self.server.name.as_str();
         if let Some(auth) = &self.auth {
             auth.attempt_started();
@@ -166,18 +257,29 @@ impl Connector for ServerConnector {
                 env,
                 cwd,
             } => {
-                let mut cmd = tokio::process::Command::new(command);
-                cmd.args(args);
-                for (key, value) in env {
-                    cmd.env(key, value.expose());
-                }
-                if let Some(dir) = cwd {
-                    cmd.current_dir(dir);
-                }
-                let spawned = process::spawn(name, cmd).map_err(|source| OpenError::Spawn {
-                    command: command.clone(),
-                    source,
-                })?;
+                let sandboxed = match &self.server.sandbox {
+                    Some(sandbox) => self.sandboxed(sandbox, generation)?,
+                    None => None,
+                };
+                let (cmd, temp) = match sandboxed {
+                    Some(launch) => (launch.command, launch.temp),
+                    None => {
+                        let mut cmd = tokio::process::Command::new(command);
+                        cmd.args(args);
+                        for (key, value) in env {
+                            cmd.env(key, value.expose());
+                        }
+                        if let Some(dir) = cwd {
+                            cmd.current_dir(dir);
+                        }
+                        (cmd, None)
+                    }
+                };
+                let spawned =
+                    process::spawn(name, cmd, temp).map_err(|source| OpenError::Spawn {
+                        command: command.clone(),
+                        source,
+                    })?;
                 let stdio = StdioWire::new(spawned.stdin);
                 let peer = Peer::start(
                     stdio.clone(),

@@ -56,8 +56,13 @@ pub struct Spawned {
 }
 
 /// Spawn `command` as the leader of a new process group, log its stderr under `server`, and
-/// start a watcher that reaps it and sweeps its group.
-pub fn spawn(server: &str, mut command: Command) -> std::io::Result<Spawned> {
+/// start a watcher that reaps it and sweeps its group. `temp` (a sandboxed generation's temp
+/// dir) is removed once the group is gone.
+pub fn spawn(
+    server: &str,
+    mut command: Command,
+    temp: Option<crate::sandbox::TempDir>,
+) -> std::io::Result<Spawned> {
     command
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -83,7 +88,10 @@ pub fn spawn(server: &str, mut command: Command) -> std::io::Result<Spawned> {
 
     let (stop_tx, stop_rx) = mpsc::unbounded_channel();
     let (gone_tx, gone_rx) = watch::channel(false);
-    tokio::spawn(watch_child(child, pgid, stop_rx, gone_tx));
+    tokio::spawn(async move {
+        watch_child(child, pgid, stop_rx, gone_tx).await;
+        drop(temp); // the group is reaped (or will never be): nothing of it writes there now
+    });
     Ok(Spawned {
         stdin,
         stdout,
