@@ -49,6 +49,7 @@
 //! | `--pid-file PATH` | writes the process id to PATH at start |
 //! | `--greeting WORD` | `greet` answers `WORD, {name}!` instead of `Hello, {name}!` (tells servers apart) |
 //! | `--ignore-stdin-eof` | stdio mode: keeps running after stdin ends (the session is over, the process is not) until a signal ends it, like a server that never watches its stdin |
+//! | `--probes` | also serves the sandbox's probe tools: `probe_read {path}` and `probe_read_child {path}` (through `cat`) reply with the file's content, `probe_write {path}` writes "probe" to it, `probe_connect {port}` connects to 127.0.0.1:port, `probe_env {name}` replies with a variable; each replies "ok" (or the content) or an `isError` result with what the system said |
 //! | `--conformance` | also serves the fixtures of the official conformance suite's server scenarios (`test_*` tools, `test://` resources, `test_*` prompts, completion, logging, subscriptions, `input_required` rounds); unknown resources then get -32602 with the URI in `data` (SEP-2164) |
 //!
 //! Order at start: pid file, stderr lines, fail-first check, startup delay, serve.
@@ -58,6 +59,7 @@
 //! 7 `crash` / `crash_before_reply`, 1 any other error.
 
 mod conformance;
+mod probes;
 mod server;
 
 use std::{
@@ -142,6 +144,10 @@ struct Cli {
     /// The first word of the prompt greet's answer.
     #[arg(long, value_name = "WORD", default_value = "Hello")]
     greeting: String,
+    /// Also serve the probe tools (probe_read, probe_read_child, probe_write, probe_connect,
+    /// probe_env), for the sandbox's tests.
+    #[arg(long)]
+    probes: bool,
 }
 
 fn main() -> ExitCode {
@@ -238,6 +244,7 @@ async fn run(cli: Cli) -> ExitCode {
         page_size: cli.page_size,
         conformance: cli.conformance,
         greeting: cli.greeting,
+        probes: cli.probes,
     };
     match cli.http {
         Some(addr) => serve_http(addr, options, cli.exit_after_ms, cli.headers_ledger).await,

@@ -74,6 +74,8 @@ pub struct Options {
     pub conformance: bool,
     /// The first word of `greet`'s answer (`--greeting`), telling servers apart.
     pub greeting: String,
+    /// Serve the probe tools too (`--probes`).
+    pub probes: bool,
 }
 
 /// What a static tool does.
@@ -104,6 +106,8 @@ enum Kind {
     Conformance,
     /// Send many log notifications, then answer.
     Flood,
+    /// A probe tool (`--probes`): what a sandbox lets it do.
+    Probe,
 }
 
 /// State shared by every handler instance (one per HTTP session, or the stdio one).
@@ -407,6 +411,17 @@ impl Shared {
                     options.extra_tools
                 ),
             ));
+        }
+        if options.probes {
+            let schema = |args: &str| match args {
+                "path" => schema::<crate::probes::PathArgs>(),
+                "port" => schema::<crate::probes::PortArgs>(),
+                _ => schema::<crate::probes::NameArgs>(),
+            };
+            for tool in crate::probes::tools(schema) {
+                kinds.insert(tool.name.to_string(), Kind::Probe);
+                static_tools.push(tool);
+            }
         }
         if options.conformance {
             for tool in conformance::tools() {
@@ -881,6 +896,24 @@ impl ServerHandler for FaultServer {
                 Ok(result.into())
             }
             Kind::Meta => text(serde_json::to_string(&context.meta).unwrap_or_default()),
+            Kind::Probe => {
+                use crate::probes::{NameArgs, PathArgs, PortArgs};
+                let outcome = match name.as_ref() {
+                    "probe_read" => crate::probes::read(&args::<PathArgs>(arguments)?.path),
+                    "probe_read_child" => {
+                        crate::probes::read_child(&args::<PathArgs>(arguments)?.path).await
+                    }
+                    "probe_write" => crate::probes::write(&args::<PathArgs>(arguments)?.path),
+                    "probe_connect" => {
+                        crate::probes::connect(args::<PortArgs>(arguments)?.port).await
+                    }
+                    _ => crate::probes::env(&args::<NameArgs>(arguments)?.name),
+                };
+                match outcome {
+                    Ok(answer) => text(answer),
+                    Err(why) => tool_error(why),
+                }
+            }
             Kind::Whoami => {
                 let seen = context.peer.peer_info();
                 let mut result = CallToolResult::success(vec![ContentBlock::text(
