@@ -225,6 +225,26 @@ async fn serve_killed(how: Kill, tag: &str) {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// `serve` of the same two servers, each in a sandbox (SPEC §16) that may write their pid files:
+/// the sandbox (a helper that executes the server) changes nothing of the guard's work.
+#[tokio::test]
+async fn serve_killed_leaves_no_sandboxed_server() {
+    let dir = temp_dir("orphan-serve-sandboxed");
+    let config = dir.join("servers.json");
+    let files = [dir.join("direct.pid"), dir.join("wrapped.pid")];
+    let entry = |pid_file: &Path, under_sh: bool| {
+        let command = server_command(pid_file, under_sh);
+        json!({ "command": command[0], "args": command[1..], "sandbox": { "write": [dir] } })
+    };
+    write_config(
+        &config,
+        json!({ "direct": entry(&files[0], false), "wrapped": entry(&files[1], true) }),
+    );
+    let args = ["serve", "--config", config.to_str().unwrap_or_default()].map(String::from);
+    kill_and_check(start_proxy(&args), Kill::Pid, &files, "serve, sandboxed").await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
 #[tokio::test]
 async fn wrap_killed_by_pid_leaves_no_server() {
     wrap_killed(Kill::Pid, "orphan-wrap-pid").await;
