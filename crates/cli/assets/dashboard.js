@@ -93,7 +93,8 @@ function section(proxy, server) {
       el("span", { class: "badge", "data-field": "state" })),
     el("dl", { class: "facts" },
       fact("pid", "pid"), fact("generation", "generation"), fact("uptime", "uptime"),
-      fact("restarts", "restarts"), fact("tools", "tools"), fact("calls (1 h)", "calls")),
+      fact("restarts", "restarts"), fact("tools", "tools"), fact("calls (1 h)", "calls"),
+      fact("sandbox", "sandbox")),
     el("p", { class: "error", "data-field": "error", hidden: "" }),
     el("div", { class: "action", "data-field": "action", hidden: "" }),
     el("h4", {}, "Last hour"),
@@ -229,6 +230,7 @@ function drawServer(node, server, end) {
   setText(node, "generation", String(server.generation));
   setText(node, "restarts", String(server.restarts));
   setText(node, "tools", String(server.tools) + (server.withheldTools ? " (+" + server.withheldTools + " withheld)" : ""));
+  setText(node, "sandbox", sandboxText(server.sandbox));
   setText(node, "calls", server.calls.hour.calls + (server.calls.hour.errors ? " (" + server.calls.hour.errors + " failed)" : ""));
   node.dataset.readySince = server.readySince === null ? "" : String(server.readySince);
   tickUptime(node);
@@ -238,6 +240,14 @@ function drawServer(node, server, end) {
   setText(node, "error", showError ? server.lastError : "");
   drawAction(node, server);
   drawHistory(node, server, end);
+}
+
+// A server's sandbox in a few words: what the kernel gave it, and how much it lacks.
+function sandboxText(sandbox) {
+  if (!sandbox) return "none";
+  const a = sandbox.applied;
+  return (a.landlockAbi ? "Landlock " + a.landlockAbi : "no Landlock") + ", network " + a.network +
+    (a.lacking.length ? " (lacking " + a.lacking.length + ")" : "");
 }
 
 function tickUptime(node) {

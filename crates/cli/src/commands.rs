@@ -208,7 +208,39 @@ fn check(path: &Path) -> anyhow::Result<ExitCode> {
         let enabled = if server.enabled { "" } else { " (disabled)" };
         println!("  {}: {}{enabled}", server.name, server.describe());
     }
+    warn_sandboxes(&config);
     Ok(ExitCode::SUCCESS)
+}
+
+/// `check`: a warning for each enabled sandboxed server whose sandbox this machine cannot give
+/// whole (SPEC §16), said before a proxy refuses to start it. Warnings never change the exit
+/// code.
+fn warn_sandboxes(config: &mcp_supervisor::core::config::Config) {
+    use mcp_supervisor::sandbox;
+    let mut support = None;
+    for server in config.servers.iter().filter(|s| s.enabled) {
+        let Some(config) = &server.sandbox else {
+            continue;
+        };
+        let support = support.get_or_insert_with(sandbox::probe);
+        // This binary is its own sandbox helper.
+        let lacking = sandbox::plan(config, support, true).lacking;
+        if lacking.is_empty() {
+            continue;
+        }
+        let lacking = lacking.join("; ");
+        if config.best_effort {
+            println!(
+                "warning: mcpServers.{}.sandbox: bestEffort: it will run without what this machine lacks: {lacking}",
+                server.name
+            );
+        } else {
+            println!(
+                "warning: mcpServers.{}.sandbox: this machine cannot give it, so the server will not start: {lacking}; set \"bestEffort\": true to run it with what there is",
+                server.name
+            );
+        }
+    }
 }
 
 /// `check --list`: start the servers that have a tool filter, and warn about each pattern that

@@ -14,8 +14,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{
-    Running, answer_of, fault_bin, free_port, kill9, pid_of, post_initialize, server, state_is,
-    status_until, temp_dir, write_config,
+    Running, answer_of, fault_bin, free_port, get_json, kill9, pid_of, post_initialize, server,
+    state_is, status_until, temp_dir, write_config,
 };
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -346,8 +346,60 @@ async fn a_sandbox_the_kernel_cannot_give_fails_closed_unless_best_effort() {
     );
     let lenient = server(&status, "lenient");
     assert_eq!(lenient["sandbox"]["applied"]["files"], "none");
+    // The dashboard's state shows it too.
+    let (code, state) = get_json(&proxy.url("/dashboard/state")).await;
+    assert_eq!(code, 200, "{state}");
+    let shown = state["proxies"][0]["servers"]
+        .as_array()
+        .and_then(|s| s.iter().find(|s| s["name"] == "strict"))
+        .cloned()
+        .unwrap_or_default();
+    assert_eq!(shown["sandbox"], strict["sandbox"], "{state}");
     // Not a crash loop: it stays given up, at its first generation.
     tokio::time::sleep(Duration::from_millis(1500)).await;
     let later = status_until(&proxy, LIMIT, |s| state_is(s, "strict", "gave_up")).await;
     assert_eq!(server(&later, "strict")["generation"], strict["generation"]);
+}
+
+#[test]
+fn check_warns_of_a_sandbox_this_machine_cannot_give() {
+    let place = Place::new("sandbox-check");
+    let path = place.dir.join("servers.json");
+    write_config(
+        &path,
+        json!({
+            "strict": probe_server(Some(json!({}))),
+            "lenient": probe_server(Some(json!({ "bestEffort": true }))),
+            "open": probe_server(None),
+        }),
+    );
+    let check = |envs: &[(&str, &str)]| {
+        let output = std::process::Command::new(support::supervisor_bin())
+            .args(["check", "--config"])
+            .arg(&path)
+            .envs(envs.iter().copied())
+            .output()
+            .expect("run check");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let out = check(&[(PROBE_ENV, "none")]);
+    let warnings: Vec<&str> = out.lines().filter(|l| l.starts_with("warning:")).collect();
+    assert_eq!(warnings.len(), 2, "{out}");
+    let has = |prefix: &str| warnings.iter().any(|w| w.starts_with(prefix));
+    assert!(
+        has(
+            "warning: mcpServers.strict.sandbox: this machine cannot give it, so the server will not start: no Landlock"
+        ),
+        "{out}"
+    );
+    assert!(
+        has("warning: mcpServers.lenient.sandbox: bestEffort"),
+        "{out}"
+    );
+    let out = check(&[]);
+    assert!(
+        !out.contains("warning:"),
+        "this machine gives the whole sandbox: {out}"
+    );
 }

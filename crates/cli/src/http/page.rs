@@ -245,6 +245,8 @@ pub struct ServerView {
     pub withheld_tools: usize,
     pub last_error: Option<String>,
     pub enabled: bool,
+    /// Its sandbox and what the kernel gives it (SPEC §16); `None`: not sandboxed.
+    pub sandbox: Option<mcp_supervisor::sandbox::SandboxStatus>,
     pub action: Option<Action>,
     pub events: Vec<mcp_supervisor::history::Event>,
     pub calls: Calls,
@@ -318,6 +320,7 @@ pub fn state_of(proxy: &Proxy, about: &About) -> StateView {
                 withheld_tools: status.withheld_tools,
                 last_error: status.last_error,
                 enabled: status.enabled,
+                sandbox: status.sandbox,
             }
         })
         .collect();
