@@ -12,6 +12,7 @@
 //! config says `bestEffort`.
 
 pub mod grant;
+#[cfg(target_os = "linux")]
 mod helper;
 mod probe;
 pub mod temp;
@@ -54,7 +55,13 @@ static ENABLED: AtomicBool = AtomicBool::new(false);
 pub fn run_if_asked() -> Option<ExitCode> {
     let mut args = std::env::args_os().skip(1);
     if args.next().is_some_and(|a| a == SANDBOX_ARG) {
+        #[cfg(target_os = "linux")]
         return Some(helper::run(args.collect()));
+        #[cfg(not(target_os = "linux"))]
+        {
+            eprintln!("sandbox: there is no sandbox on this operating system (Linux only)");
+            return Some(ExitCode::from(EXIT_CODE));
+        }
     }
     ENABLED.store(true, Ordering::SeqCst);
     None
@@ -303,7 +310,8 @@ pub(crate) fn launch(
             plan.lacking.join("; ")
         );
     }
-    let Some(helper) = helper else {
+    // No helper to run, or no sandbox on this operating system: unsandboxed, as warned.
+    let Some(helper) = helper.filter(|_| cfg!(target_os = "linux")) else {
         return Ok(None);
     };
     let var = |name: &str| -> Option<OsString> {

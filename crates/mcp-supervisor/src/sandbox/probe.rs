@@ -5,11 +5,6 @@
 //! namespace or a ruleset: an assumption it makes (no seccomp filter or container refusing
 //! `unshare`) is found false only by the helper, which then says so and exits.
 
-use landlock::{
-    ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RestrictSelf, RestrictSelfAttr,
-    Ruleset, RulesetAttr, Scope,
-};
-
 /// The environment variable that, set to `none`, makes [`probe`] report no Landlock: for tests
 /// of what happens on a kernel without it. Not for production use.
 pub const PROBE_ENV: &str = "MCP_SUPERVISOR_SANDBOX_PROBE";
@@ -57,9 +52,20 @@ pub fn probe() -> Support {
     }
 }
 
+/// No Landlock but on Linux.
+#[cfg(not(target_os = "linux"))]
+fn landlock_abi() -> Option<u8> {
+    None
+}
+
 /// The best Landlock ABI this kernel (and this build of the crate) gives; the ABIs add to each
 /// other, so the first one refused ends the search.
+#[cfg(target_os = "linux")]
 fn landlock_abi() -> Option<u8> {
+    use landlock::{
+        ABI, Access, AccessFs, AccessNet, CompatLevel, Compatible, RestrictSelf, RestrictSelfAttr,
+        Ruleset, RulesetAttr, Scope,
+    };
     let hard = || Ruleset::default().set_compatibility(CompatLevel::HardRequirement);
     let restrict = || RestrictSelf::default().set_compatibility(CompatLevel::HardRequirement);
     let checks: [(u8, &dyn Fn() -> bool); 9] = [
@@ -97,6 +103,9 @@ fn landlock_abi() -> Option<u8> {
 
 /// Why there is no Landlock, and what to do.
 fn no_landlock() -> String {
+    if !cfg!(target_os = "linux") {
+        return "no Landlock (there is no sandbox on this operating system: Linux only)".to_owned();
+    }
     let lsm = std::fs::read_to_string("/sys/kernel/security/lsm").unwrap_or_default();
     if lsm.is_empty() || lsm.split(',').any(|m| m.trim() == "landlock") {
         "no Landlock (it needs Linux 5.13 or later built with CONFIG_SECURITY_LANDLOCK)".to_owned()
