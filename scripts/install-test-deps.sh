@@ -1,13 +1,16 @@
 #!/usr/bin/env bash
 # Installs the pinned MCP peers that the interop tests run against, into git-ignored folders:
-#   .venv-test/          the official Python SDK (mcp), prometheus_client, and kubernetes-validate
-#                        (the Kubernetes schemas ship inside it, so deploy/ is validated offline)
+#   .venv-test/          the official Python SDK (mcp), prometheus_client, kubernetes-validate
+#                        (the Kubernetes schemas ship inside it, so deploy/ is validated offline),
+#                        and the reference mcp-server-git (its console script, run in a sandbox by
+#                        crates/cli/tests/sandbox_real.rs)
 #   haproxy              Debian's package, when absent (apt-get, as root): the replica tests' balancer
 #   chromium, chromium-driver  Debian's packages, when absent (apt-get, as root): the real browser
 #                        and its WebDriver of the dashboard's tests (crates/cli/tests/dashboard_page.rs);
 #                        where they cannot be installed it says so loudly and goes on: those tests
 #                        then fail, or with MCP_SUPERVISOR_SKIP_BROWSER=1 print SKIPPED and run nothing
-#   tools/node_modules/  @modelcontextprotocol/server-everything, inspector and conformance (0.1.16, and
+#   tools/node_modules/  @modelcontextprotocol/server-everything, server-filesystem (the sandbox's
+#                        real-software tests), inspector and conformance (0.1.16, and
 #                        0.2.0-alpha.12 as conformance-next), the TypeScript SDK (the client of
 #                        `mcp-supervisor-bench ts-peers`), oidc-provider (the OpenID provider of the
 #                        OAuth tests, run by crates/testkit/idp/idp.mjs) and Node 22 itself (the npm
@@ -19,7 +22,7 @@ set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 PYTHON="${PYTHON:-python3}"
-PY_PINS=("mcp==2.3.0" "prometheus_client==0.26.0" "kubernetes-validate==1.37.0")
+PY_PINS=("mcp==2.3.0" "prometheus_client==0.26.0" "kubernetes-validate==1.37.0" "mcp-server-git==2026.10.19")
 
 # === Python: .venv-test ===
 VENV="$ROOT/.venv-test"
@@ -35,6 +38,7 @@ else
     "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check "${PY_PINS[@]}"
     "$VENV/bin/python" -c 'import mcp.server; mcp.server.MCPServer'
     "$VENV/bin/python" -c 'import kubernetes_validate, yaml'
+    [[ -x "$VENV/bin/mcp-server-git" ]]
     printf '%s\n' "$PY_WANT" >"$PY_STAMP"
 fi
 
