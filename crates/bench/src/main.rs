@@ -23,6 +23,7 @@
 //! | `unread` | the RSS of `wrap` while its client sends many large calls and reads nothing for a while; every call answered once |
 //! | `auth` | identity on the HTTP face (issue 31), against a real IdP (oidc-provider): `Verifier::check` of a cached token and a first RS256 verification; `serve --http` with and without `auth` against the bare relay through the TypeScript SDK's client; the JWKS fetches of 1,000 tokens with random key ids |
 //! | `dashboard` | the dashboard (issue 32): the CPU an open `/dashboard/events` adds to an idle `serve --admin` with N servers and its bytes/s, the first state's and `/dashboard/state`'s bytes; the heap of an hour of event history per server |
+//! | `sandbox` | sandboxed servers (issue 33): a stdio server's cold start (spawn to ready) and calls at c=1, sandboxed (a folder, no network) and not, side by side |
 //! | `replicas` | replicas sharing a session key behind HAProxy: calls/s, failed calls and the slowest call around a `kill -9` and a rolling restart; throughput of N replicas against one |
 //! | `relay` | (a helper of `peers`) a bare HTTP-to-stdio JSON-RPC relay, the cost floor of a hop |
 //! | `pipe-relay` | (a hidden helper of `peers`) a byte-copying stdio pipe relay, the cost floor of a stdio hop |
@@ -52,6 +53,7 @@ mod rawstdio;
 mod recovery;
 mod relay;
 mod replicas;
+mod sandbox;
 mod scale;
 mod sessions;
 mod sse_heal;
@@ -435,6 +437,10 @@ enum Bench {
         #[arg(long)]
         supervisor: Option<PathBuf>,
     },
+    /// Sandboxed servers (issue 33): the fault server sandboxed (read and write a folder,
+    /// network none) and unsandboxed, side by side with rounds alternating: cold start (a hub's
+    /// start to the server ready) and echo calls at c=1 through the hub.
+    Sandbox(sandbox::Options),
     /// A bare HTTP POST /mcp -> stdio JSON-RPC relay (used by `peers`).
     Relay {
         /// Loopback address to listen on.
@@ -765,6 +771,7 @@ async fn main() -> ExitCode {
             };
             dashboard::run(&fault, opts).await
         }
+        Bench::Sandbox(opts) => sandbox::run(&fault, opts).await,
         Bench::Relay { .. } | Bench::PipeRelay { .. } => unreachable!("handled above"),
     };
     let leftover = util::leftover_children().await;
