@@ -6,8 +6,9 @@
 //!   helper (`mcp-supervisor __mcp-supervisor-sandbox`, the binary beside this one) with
 //!   `read` and `write` a folder of the run and `"network": "none"` (a network namespace).
 //!   Target: the sandbox adds ≤ 5 ms to the median.
-//! - **Calls at c=1**: `echo` of 1 KiB through one hub holding both, in blocks alternating which
-//!   goes first. Target: the sandboxed median ≤ 1.02× the unsandboxed one.
+//! - **Calls at c=1**: `echo` of 1 KiB through one hub holding both and a second unsandboxed
+//!   twin (the A/A control: how far two identical processes lie apart here), in blocks, each
+//!   going first in turn. Target: the sandboxed median ≤ 1.02× the unsandboxed one.
 //!
 //! Every hub is stopped before the next; the run's processes are swept by their marker at the
 //! end.
@@ -27,6 +28,9 @@ use crate::util::{self, STATS_HEADER, Stats, stats_row};
 
 const BOXED: &str = "boxed";
 const OPEN: &str = "open";
+/// A second unsandboxed server beside the two in the calls' hub: the A/A control that shows
+/// how far two identical processes' medians lie apart on this machine.
+const TWIN: &str = "twin";
 const LIMIT: Duration = Duration::from_secs(30);
 /// The targets of issue 33.
 const START_ADDED_MS: f64 = 5.0;
@@ -64,8 +68,7 @@ pub async fn run(fault: &Path, opts: Options) -> Result<Value> {
 }
 
 /// The fault server, sandboxed (reading and writing `data`, no network) or not.
-fn server(fault: &Path, data: &Path, boxed: bool) -> Value {
-    let name = if boxed { BOXED } else { OPEN };
+fn server(fault: &Path, data: &Path, name: &str, boxed: bool) -> Value {
     let mut server = json!({
         "command": fault,
         // The run's marker in its command line, so that a leftover is found and swept; in the
@@ -86,7 +89,7 @@ fn options(helper: &Path) -> HubOptions {
     }
 }
 
-/// Each order in turn: the first round, block or start puts `boxed` first, the next `open`.
+/// Each order in turn (the cold starts): an even round plus start puts `boxed` first, an odd `open`.
 fn order(index: u32) -> [bool; 2] {
     if index.is_multiple_of(2) {
         [true, false]
@@ -100,12 +103,13 @@ async fn measure(fault: &Path, helper: &Path, run: &RunDir, opts: &Options) -> R
     std::fs::create_dir_all(&data).context("the run's data folder")?;
     let alone = |boxed: bool| {
         let name = if boxed { BOXED } else { OPEN };
-        util::hub_config(json!({ name: server(fault, &data, boxed) }))
+        util::hub_config(json!({ name: server(fault, &data, name, boxed) }))
     };
     let (boxed_alone, open_alone) = (alone(true)?, alone(false)?);
-    let both = util::hub_config(json!({
-        BOXED: server(fault, &data, true),
-        OPEN: server(fault, &data, false),
+    let all = util::hub_config(json!({
+        BOXED: server(fault, &data, BOXED, true),
+        OPEN: server(fault, &data, OPEN, false),
+        TWIN: server(fault, &data, TWIN, false),
     }))?;
     let message = "x".repeat(1024);
     let arguments = util::object(json!({ "message": message }))?;
@@ -113,11 +117,16 @@ async fn measure(fault: &Path, helper: &Path, run: &RunDir, opts: &Options) -> R
     // One start of each first: the kernel's probe and the page cache, not counted.
     cold_start(&boxed_alone, BOXED, helper).await?;
     cold_start(&open_alone, OPEN, helper).await?;
-    let (mut starts, mut calls) = ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+    let (mut starts, mut calls) = (
+        [Vec::new(), Vec::new()],
+        [Vec::new(), Vec::new(), Vec::new()],
+    );
     let mut per_round = Vec::new();
     for round in 0..opts.rounds {
-        let (mut round_starts, mut round_calls) =
-            ([Vec::new(), Vec::new()], [Vec::new(), Vec::new()]);
+        let (mut round_starts, mut round_calls) = (
+            [Vec::new(), Vec::new()],
+            [Vec::new(), Vec::new(), Vec::new()],
+        );
         for i in 0..opts.starts {
             for boxed in order(round + i) {
                 let (config, name) = if boxed {
@@ -131,10 +140,10 @@ async fn measure(fault: &Path, helper: &Path, run: &RunDir, opts: &Options) -> R
                 round_starts[usize::from(!boxed)].push(took);
             }
         }
-        let hub = Hub::start_with_options(both.clone(), options(helper));
+        let hub = Hub::start_with_options(all.clone(), options(helper));
         let warmup = if round == 0 { opts.warmup } else { 0 };
         util::with_hub(hub, async |hub: &Hub| {
-            for name in [BOXED, OPEN] {
+            for name in CALLED {
                 util::ready_after(hub, name, 0, LIMIT).await?;
                 for _ in 0..warmup {
                     call(hub, name, &arguments, &message).await?;
@@ -144,13 +153,15 @@ async fn measure(fault: &Path, helper: &Path, run: &RunDir, opts: &Options) -> R
             let mut block = 0;
             while done < opts.calls {
                 let n = opts.block.min(opts.calls - done);
-                for boxed in order(round + block) {
-                    let name = if boxed { BOXED } else { OPEN };
+                // Each of the three goes first in turn.
+                for k in 0..CALLED.len() {
+                    let which = (round + block + k as u32) as usize % CALLED.len();
+                    let name = CALLED[which];
                     for _ in 0..n {
                         let took = call(hub, name, &arguments, &message)
                             .await
                             .with_context(|| format!("round {round}, a call to {name}"))?;
-                        round_calls[usize::from(!boxed)].push(took);
+                        round_calls[which].push(took);
                     }
                 }
                 done += n;
@@ -160,17 +171,35 @@ async fn measure(fault: &Path, helper: &Path, run: &RunDir, opts: &Options) -> R
         })
         .await?;
         let start = [Stats::of(&round_starts[0])?, Stats::of(&round_starts[1])?];
-        let call = [Stats::of(&round_calls[0])?, Stats::of(&round_calls[1])?];
-        per_round.push((
-            start[0].median - start[1].median,
-            call[0].median / call[1].median,
-        ));
+        let call = [
+            Stats::of(&round_calls[0])?,
+            Stats::of(&round_calls[1])?,
+            Stats::of(&round_calls[2])?,
+        ];
+        per_round.push(Round {
+            start_added: start[0].median - start[1].median,
+            ratio: call[0].median / call[1].median,
+            twin_ratio: call[2].median / call[1].median,
+        });
         for k in 0..2 {
             starts[k].append(&mut round_starts[k]);
+        }
+        for k in 0..3 {
             calls[k].append(&mut round_calls[k]);
         }
     }
     report(opts, &starts, &calls, &per_round)
+}
+
+/// The servers called, in the order of the calls' figures.
+const CALLED: [&str; 3] = [BOXED, OPEN, TWIN];
+
+/// One round's figures: the median cold start's added ms, the calls' median ratios (sandboxed
+/// and the twin, each to the unsandboxed).
+struct Round {
+    start_added: f64,
+    ratio: f64,
+    twin_ratio: f64,
 }
 
 /// A new hub with `config`'s one server `name`: how long from its start until that server is
@@ -206,11 +235,15 @@ fn met(ok: bool) -> &'static str {
 fn report(
     opts: &Options,
     starts: &[Vec<Duration>; 2],
-    calls: &[Vec<Duration>; 2],
-    per_round: &[(f64, f64)],
+    calls: &[Vec<Duration>; 3],
+    per_round: &[Round],
 ) -> Result<Value> {
     let start = [Stats::of(&starts[0])?, Stats::of(&starts[1])?];
-    let call = [Stats::of(&calls[0])?, Stats::of(&calls[1])?];
+    let call = [
+        Stats::of(&calls[0])?,
+        Stats::of(&calls[1])?,
+        Stats::of(&calls[2])?,
+    ];
     println!(
         "sandbox: the fault server sandboxed (read and write a folder, network none) and not, {} rounds alternating which goes first; {} cold starts and {} echo calls (1 KiB, c=1, blocks of {}) of each per round",
         opts.rounds, opts.starts, opts.calls, opts.block
@@ -224,24 +257,27 @@ fn report(
         ],
     );
     util::print_table(
-        "calls at c=1 through the hub (echo, 1 KiB)",
+        "calls at c=1 through the hub (echo, 1 KiB); the twin is a second unsandboxed one (A/A)",
         &STATS_HEADER,
         &[
             stats_row("sandboxed", &call[0]),
             stats_row("unsandboxed", &call[1]),
+            stats_row("twin (unsandboxed)", &call[2]),
         ],
     );
     let added = start[0].median - start[1].median;
     let added_p90 = start[0].p90 - start[1].p90;
     let ratio = call[0].median / call[1].median;
-    let range = |f: fn(&(f64, f64)) -> f64| {
+    let twin = call[2].median / call[1].median;
+    let range = |f: fn(&Round) -> f64| {
         let values: Vec<f64> = per_round.iter().map(f).collect();
         let low = values.iter().copied().fold(f64::INFINITY, f64::min);
         let high = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         (low, high)
     };
-    let (added_low, added_high) = range(|r| r.0);
-    let (ratio_low, ratio_high) = range(|r| r.1);
+    let (added_low, added_high) = range(|r| r.start_added);
+    let (ratio_low, ratio_high) = range(|r| r.ratio);
+    let (twin_low, twin_high) = range(|r| r.twin_ratio);
     util::print_table(
         "targets",
         &["target", "figure", "per round", "verdict"],
@@ -257,6 +293,12 @@ fn report(
                 format!("{ratio:.4}x"),
                 format!("{ratio_low:.4}..{ratio_high:.4}x"),
                 met(ratio <= CALL_RATIO).into(),
+            ],
+            vec![
+                "(A/A: the twin's median / unsandboxed)".into(),
+                format!("{twin:.4}x"),
+                format!("{twin_low:.4}..{twin_high:.4}x"),
+                String::new(),
             ],
         ],
     );
@@ -274,8 +316,21 @@ fn report(
         "start_target_met": added <= START_ADDED_MS,
         "call_sandboxed_ms": call[0].json(),
         "call_unsandboxed_ms": call[1].json(),
-        "call_ratio_median": util::round3(ratio * 1000.0) / 1000.0,
+        "call_twin_ms": call[2].json(),
+        "call_ratio_median": ratio4(ratio),
+        "call_twin_ratio_median": ratio4(twin),
         "call_target_met": ratio <= CALL_RATIO,
-        "per_round": per_round.iter().map(|(a, r)| json!({ "start_added_median_ms": util::round3(*a), "call_ratio_median": (r * 10000.0).round() / 10000.0 })).collect::<Vec<_>>(),
+        "per_round": per_round
+            .iter()
+            .map(|r| json!({
+                "start_added_median_ms": util::round3(r.start_added),
+                "call_ratio_median": ratio4(r.ratio),
+                "call_twin_ratio_median": ratio4(r.twin_ratio),
+            }))
+            .collect::<Vec<_>>(),
     }))
+}
+
+fn ratio4(x: f64) -> f64 {
+    (x * 10_000.0).round() / 10_000.0
 }
