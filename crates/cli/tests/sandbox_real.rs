@@ -12,6 +12,9 @@
 //! - server-everything started by `npx -y @modelcontextprotocol/server-everything`, offline,
 //!   with no network at all.
 //!
+//! The fake home is under cargo's `target/tmp`, outside the system temp dir and `/home`: only
+//! its being `$HOME` hides it.
+//!
 //! The peers are installed by `scripts/install-test-deps.sh` (pinned in `tools/package.json`
 //! and its `PY_PINS`); a missing one fails the test saying so, it never skips.
 
@@ -22,7 +25,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{McpSession, Running, free_port, state_is, status_until, temp_dir};
+use support::{McpSession, Running, free_port, state_is, status_until};
 
 /// How long a server may take to be ready, and a call to be answered.
 const LIMIT: Duration = Duration::from_secs(45);
@@ -36,8 +39,14 @@ struct Home {
 }
 
 impl Home {
+    /// Under cargo's `target/tmp`, not the system temp dir: the sandbox hides that whole, so a
+    /// home in it would be hidden even if `$HOME` were not taken for a home.
     fn new(tag: &str) -> Self {
-        let dir = temp_dir(tag);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{tag}-{}-{nanos}", std::process::id()));
         let home = dir.join("home");
         let granted = home.join("work");
         std::fs::create_dir_all(&granted).expect("mkdir");
