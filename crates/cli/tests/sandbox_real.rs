@@ -335,8 +335,11 @@ async fn mcp_server_git_works_in_its_repository_and_cannot_write_outside() {
 /// `"write": ["~/.npm"]` (and `"read"` a `~/.npmrc` if there is one). With `"network": "none"`
 /// npx cannot ask the registry which version is the newest, so either the package is in the
 /// project of its `cwd` (as here), or it was fetched once and npx runs with `--offline`
-/// (`npx --offline -y PACKAGE@VERSION`), or the network grants the registry
-/// (`{ "connectPorts": [443] }`, or `"all"`).
+/// (`npx --offline -y PACKAGE`: tried by hand, it starts in about 2 s; without `--offline`
+/// npx keeps asking the registry and the server never answers within `connectTimeoutMs`, even
+/// with the package in the cache), or the network grants the registry
+/// (`{ "connectPorts": [443] }`, or `"all"`). With `~/.npm` only in `read`, npx fails
+/// (`ENOTCACHED`, and no log written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npx_starts_server_everything_with_no_network() {
     let home = Home::new("sandbox-real-npx");
