@@ -15,7 +15,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use support::{
     Running, answer_of, fault_bin, free_port, get_json, kill9, pid_of, post_initialize, server,
-    state_is, status_until, temp_dir, write_config,
+    state_is, status_until, write_config,
 };
 
 const LIMIT: Duration = Duration::from_secs(20);
@@ -32,8 +32,14 @@ struct Place {
 }
 
 impl Place {
+    /// Under cargo's `target/tmp`, not the system temp dir: the sandbox hides that whole, so a
+    /// home in it would be hidden even if `$HOME` were not taken for a home.
     fn new(tag: &str) -> Self {
-        let dir = temp_dir(tag);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
+            .join(format!("{tag}-{}-{nanos}", std::process::id()));
         let home = dir.join("home");
         let granted = dir.join("granted");
         for d in [&home, &granted] {
