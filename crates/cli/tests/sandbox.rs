@@ -14,78 +14,14 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use support::{
-    Running, answer_of, fault_bin, free_port, get_json, kill9, pid_of, post_initialize, server,
-    state_is, status_until, write_config,
+    FakeHome, McpSession, Running, fault_bin, get_json, kill9, pid_of, server, state_is,
+    status_until, write_config,
 };
 
 const LIMIT: Duration = Duration::from_secs(20);
 
 /// The probe's test switch (`mcp_supervisor::sandbox::PROBE_ENV`).
 const PROBE_ENV: &str = "MCP_SUPERVISOR_SANDBOX_PROBE";
-
-/// A fake home with a secret, and a folder the sandbox may write.
-struct Place {
-    dir: PathBuf,
-    home: PathBuf,
-    secret: PathBuf,
-    granted: PathBuf,
-}
-
-impl Place {
-    /// Under cargo's `target/tmp`, not the system temp dir: the sandbox hides that whole, so a
-    /// home in it would be hidden even if `$HOME` were not taken for a home.
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = std::path::Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("{tag}-{}-{nanos}", std::process::id()));
-        let home = dir.join("home");
-        let granted = dir.join("granted");
-        for d in [&home, &granted] {
-            std::fs::create_dir_all(d).expect("mkdir");
-        }
-        let secret = home.join("secret.txt");
-        std::fs::write(&secret, "the secret").expect("write the secret");
-        Self {
-            dir,
-            home,
-            secret,
-            granted,
-        }
-    }
-
-    /// `serve` of `servers` over HTTP, HOME the fake home, with `envs` too.
-    async fn serve(&self, servers: Value, envs: &[(&str, &str)]) -> Running {
-        let path = self.dir.join("servers.json");
-        write_config(&path, servers);
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let home = self.home.to_string_lossy().into_owned();
-        let mut all = vec![("HOME", home.as_str())];
-        all.extend_from_slice(envs);
-        let config = path.to_string_lossy().into_owned();
-        Running::start(
-            &[
-                "serve",
-                "--config",
-                &config,
-                "--http",
-                &addr,
-                "--no-catalog",
-            ],
-            port,
-            &all,
-        )
-        .await
-    }
-}
-
-impl Drop for Place {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
-}
 
 /// The fault server with its probe tools, sandboxed as `sandbox` says (`None`: not at all).
 fn probe_server(sandbox: Option<Value>) -> Value {
@@ -96,86 +32,44 @@ fn probe_server(sandbox: Option<Value>) -> Value {
     server
 }
 
-/// One MCP session with the proxy, calling tools by public name.
-struct Session {
-    http: reqwest::Client,
-    url: String,
-    id: String,
-    next: u64,
-}
+/// One MCP session with the proxy, calling the probe tools of a server by its name.
+struct Session(McpSession);
 
 impl Session {
     async fn open(proxy: &Running) -> Self {
-        let http = reqwest::Client::new();
-        let url = proxy.url("/mcp");
-        let (response, id) = post_initialize(&http, &url, None, json!({}), "sandbox").await;
-        drop(response);
-        Self {
-            http,
-            url,
-            id,
-            next: 1,
-        }
-    }
-
-    /// `tools/call` of `tool`: `Ok(text)` or `Err(text)` of an `isError` result.
-    async fn call(&mut self, tool: &str, arguments: Value) -> Result<String, String> {
-        self.next += 1;
-        let response = self
-            .http
-            .post(&self.url)
-            .header("content-type", "application/json")
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-06-18")
-            .header("mcp-session-id", &self.id)
-            .timeout(LIMIT)
-            .json(
-                &json!({"jsonrpc": "2.0", "id": self.next, "method": "tools/call",
-                          "params": {"name": tool, "arguments": arguments}}),
-            )
-            .send()
-            .await
-            .expect("tools/call");
-        let body = response.text().await.unwrap_or_default();
-        let answer = answer_of(&body);
-        let result = &answer["result"];
-        assert!(result.is_object(), "{tool}: no result in {body}");
-        let text = result["content"][0]["text"]
-            .as_str()
-            .unwrap_or_default()
-            .to_owned();
-        if result["isError"] == json!(true) {
-            Err(text)
-        } else {
-            Ok(text)
-        }
+        Self(McpSession::open(proxy, "sandbox", LIMIT).await)
     }
 
     async fn read(&mut self, server: &str, path: &Path) -> Result<String, String> {
-        self.call(&format!("{server}__probe_read"), json!({ "path": path }))
+        self.0
+            .call(&format!("{server}__probe_read"), json!({ "path": path }))
             .await
     }
 
     async fn read_child(&mut self, server: &str, path: &Path) -> Result<String, String> {
-        self.call(
-            &format!("{server}__probe_read_child"),
-            json!({ "path": path }),
-        )
-        .await
+        self.0
+            .call(
+                &format!("{server}__probe_read_child"),
+                json!({ "path": path }),
+            )
+            .await
     }
 
     async fn write(&mut self, server: &str, path: &Path) -> Result<String, String> {
-        self.call(&format!("{server}__probe_write"), json!({ "path": path }))
+        self.0
+            .call(&format!("{server}__probe_write"), json!({ "path": path }))
             .await
     }
 
     async fn connect(&mut self, server: &str, port: u16) -> Result<String, String> {
-        self.call(&format!("{server}__probe_connect"), json!({ "port": port }))
+        self.0
+            .call(&format!("{server}__probe_connect"), json!({ "port": port }))
             .await
     }
 
     async fn env(&mut self, server: &str, name: &str) -> Result<String, String> {
-        self.call(&format!("{server}__probe_env"), json!({ "name": name }))
+        self.0
+            .call(&format!("{server}__probe_env"), json!({ "name": name }))
             .await
     }
 }
@@ -186,7 +80,7 @@ fn all_ready(status: &Value, names: &[&str]) -> bool {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandboxed_server_reads_writes_and_connects_only_where_granted() {
-    let place = Place::new("sandbox-rules");
+    let place = FakeHome::new("sandbox-rules", "granted");
     let granted_port = TcpListener::bind("127.0.0.1:0").expect("bind");
     let other_port = TcpListener::bind("127.0.0.1:0").expect("bind");
     let granted = granted_port.local_addr().expect("addr").port();
@@ -283,7 +177,7 @@ async fn a_sandboxed_server_reads_writes_and_connects_only_where_granted() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_temp_dir_goes_with_its_generation_and_a_recovered_server_is_sandboxed_the_same() {
-    let place = Place::new("sandbox-generation");
+    let place = FakeHome::new("sandbox-generation", "granted");
     let proxy = place
         .serve(json!({ "boxed": probe_server(Some(json!({}))) }), &[])
         .await;
@@ -325,7 +219,7 @@ async fn the_temp_dir_goes_with_its_generation_and_a_recovered_server_is_sandbox
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_sandbox_the_kernel_cannot_give_fails_closed_unless_best_effort() {
-    let place = Place::new("sandbox-fail-closed");
+    let place = FakeHome::new("sandbox-fail-closed", "granted");
     let proxy = place
         .serve(
             json!({
@@ -369,7 +263,7 @@ async fn a_sandbox_the_kernel_cannot_give_fails_closed_unless_best_effort() {
 
 #[test]
 fn check_warns_of_a_sandbox_this_machine_cannot_give() {
-    let place = Place::new("sandbox-check");
+    let place = FakeHome::new("sandbox-check", "granted");
     let path = place.dir.join("servers.json");
     write_config(
         &path,

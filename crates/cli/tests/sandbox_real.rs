@@ -25,70 +25,20 @@ use std::process::Command;
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use support::{McpSession, Running, free_port, state_is, status_until};
+use support::{FakeHome, McpSession, Running, state_is, status_until};
 
 /// How long a server may take to be ready, and a call to be answered.
 const LIMIT: Duration = Duration::from_secs(45);
 
-/// A fake home with a secret in it, a folder in it the sandbox grants, and the run's config.
-struct Home {
-    dir: PathBuf,
-    home: PathBuf,
-    secret: PathBuf,
-    granted: PathBuf,
-}
-
-impl Home {
-    /// Under cargo's `target/tmp`, not the system temp dir: the sandbox hides that whole, so a
-    /// home in it would be hidden even if `$HOME` were not taken for a home.
-    fn new(tag: &str) -> Self {
-        let nanos = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_nanos());
-        let dir = Path::new(env!("CARGO_TARGET_TMPDIR"))
-            .join(format!("{tag}-{}-{nanos}", std::process::id()));
-        let home = dir.join("home");
-        let granted = home.join("work");
-        std::fs::create_dir_all(&granted).expect("mkdir");
-        let secret = home.join("secret.txt");
-        std::fs::write(&secret, "the secret").expect("write the secret");
-        Self {
-            dir,
-            home,
-            secret,
-            granted,
-        }
-    }
-
-    /// `serve --http` of `servers`, HOME the fake home, once every one of `ready` is ready.
-    async fn serve(&self, servers: Value, ready: &[&str]) -> Running {
-        let config = self.dir.join("servers.json");
-        support::write_config(&config, servers);
-        let port = free_port();
-        let addr = format!("127.0.0.1:{port}");
-        let home = self.home.to_string_lossy().into_owned();
-        let config = config.to_string_lossy().into_owned();
-        let args = [
-            "serve",
-            "--config",
-            &config,
-            "--http",
-            &addr,
-            "--no-catalog",
-        ];
-        let proxy = Running::start(&args, port, &[("HOME", home.as_str())]).await;
-        status_until(&proxy, LIMIT, |s| {
-            ready.iter().all(|n| state_is(s, n, "ready"))
-        })
-        .await;
-        proxy
-    }
-}
-
-impl Drop for Home {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.dir);
-    }
+/// `serve --http` of `servers` in `home` (HOME the fake home), once every one of `ready` is
+/// ready.
+async fn serve(home: &FakeHome, servers: Value, ready: &[&str]) -> Running {
+    let proxy = home.serve(servers, &[]).await;
+    status_until(&proxy, LIMIT, |s| {
+        ready.iter().all(|n| state_is(s, n, "ready"))
+    })
+    .await;
+    proxy
 }
 
 fn path_arg(path: &Path) -> Value {
@@ -120,20 +70,20 @@ fn boxed(mut server: Value, sandbox: Option<Value>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_filesystem_server_works_in_its_folder_and_a_wider_own_list_does_not_reach_the_home() {
-    let home = Home::new("sandbox-real-fs");
+    let home = FakeHome::new("sandbox-real-fs", "home/work");
     let sandbox = json!({ "write": [home.granted] });
     std::fs::write(home.granted.join("notes.txt"), "in the folder").expect("write");
-    let proxy = home
-        .serve(
-            json!({
-                "fs": filesystem(&home.granted, Some(sandbox.clone())),
-                // Misconfigured: its own allowed list is the whole home.
-                "wide": filesystem(&home.home, Some(sandbox)),
-                "control": filesystem(&home.home, None),
-            }),
-            &["fs", "wide", "control"],
-        )
-        .await;
+    let proxy = serve(
+        &home,
+        json!({
+            "fs": filesystem(&home.granted, Some(sandbox.clone())),
+            // Misconfigured: its own allowed list is the whole home.
+            "wide": filesystem(&home.home, Some(sandbox)),
+            "control": filesystem(&home.home, None),
+        }),
+        &["fs", "wide", "control"],
+    )
+    .await;
     let mut c = McpSession::open(&proxy, "sandbox-real", LIMIT).await;
 
     // In its folder: it lists, reads and writes.
@@ -242,25 +192,25 @@ fn git_server(args: &[&Path], sandbox: Option<Value>) -> Value {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mcp_server_git_works_in_its_repository_and_cannot_write_outside() {
-    let home = Home::new("sandbox-real-git");
+    let home = FakeHome::new("sandbox-real-git", "home/work");
     let repo = home.granted.join("repo");
     let other = home.dir.join("other");
     repository(&repo);
     repository(&other);
-    let proxy = home
-        .serve(
-            json!({
-                "git": git_server(
-                    &[Path::new("--repository"), &repo],
-                    Some(json!({ "write": [repo] }))
-                ),
-                // Misconfigured: no --repository, so it takes any repo_path.
-                "loose": git_server(&[], Some(json!({ "write": [repo], "read": [other] }))),
-                "control": git_server(&[], None),
-            }),
-            &["git", "loose", "control"],
-        )
-        .await;
+    let proxy = serve(
+        &home,
+        json!({
+            "git": git_server(
+                &[Path::new("--repository"), &repo],
+                Some(json!({ "write": [repo] }))
+            ),
+            // Misconfigured: no --repository, so it takes any repo_path.
+            "loose": git_server(&[], Some(json!({ "write": [repo], "read": [other] }))),
+            "control": git_server(&[], None),
+        }),
+        &["git", "loose", "control"],
+    )
+    .await;
     let mut c = McpSession::open(&proxy, "sandbox-real", LIMIT).await;
 
     // In its repository: status, add, commit.
@@ -342,7 +292,7 @@ async fn mcp_server_git_works_in_its_repository_and_cannot_write_outside() {
 /// (`ENOTCACHED`, and no log written).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn npx_starts_server_everything_with_no_network() {
-    let home = Home::new("sandbox-real-npx");
+    let home = FakeHome::new("sandbox-real-npx", "home/work");
     let cache = home.home.join(".npm");
     std::fs::create_dir_all(&cache).expect("mkdir");
     let tools = mcp_supervisor_testkit::node_tool("mcp-server-everything");
@@ -353,20 +303,20 @@ async fn npx_starts_server_everything_with_no_network() {
         .expect("the tools folder")
         .to_path_buf();
     let npx = which("npx");
-    let proxy = home
-        .serve(
-            json!({
-                "everything": {
-                    "command": npx,
-                    "args": ["-y", "@modelcontextprotocol/server-everything", "stdio"],
-                    "cwd": project,
-                    "env": { "npm_config_cache": cache },
-                    "sandbox": { "write": [cache], "network": "none" },
-                },
-            }),
-            &["everything"],
-        )
-        .await;
+    let proxy = serve(
+        &home,
+        json!({
+            "everything": {
+                "command": npx,
+                "args": ["-y", "@modelcontextprotocol/server-everything", "stdio"],
+                "cwd": project,
+                "env": { "npm_config_cache": cache },
+                "sandbox": { "write": [cache], "network": "none" },
+            },
+        }),
+        &["everything"],
+    )
+    .await;
     let status = status_until(&proxy, LIMIT, |s| state_is(s, "everything", "ready")).await;
     assert_eq!(
         support::server(&status, "everything")["sandbox"]["applied"]["network"],

@@ -18,8 +18,13 @@ pub struct McpSession {
 impl McpSession {
     /// `initialize` on `proxy`'s `/mcp` as client `name`.
     pub async fn open(proxy: &Running, name: &str, limit: Duration) -> Self {
+        Self::open_url(&proxy.url("/mcp"), name, limit).await
+    }
+
+    /// `initialize` on the MCP endpoint at `url` as client `name`.
+    pub async fn open_url(url: &str, name: &str, limit: Duration) -> Self {
         let http = reqwest::Client::new();
-        let url = proxy.url("/mcp");
+        let url = url.to_owned();
         let (response, session) = post_initialize(&http, &url, None, json!({}), name).await;
         drop(response);
         Self {

@@ -5,11 +5,14 @@
 pub use mcp_supervisor_testkit::{alive, fault_bin, free_port, gone_within, kill9, temp_dir};
 
 mod balancer;
+mod fake_home;
 mod mcp_http;
 mod pins;
 mod stdio_proxy;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use balancer::*;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use fake_home::*;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use mcp_http::*;
 #[allow(unused_imports)] // each test binary uses a different part
