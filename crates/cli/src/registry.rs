@@ -12,13 +12,14 @@ use std::ffi::OsStr;
 use std::io::{self, Write};
 use std::os::unix::fs::{DirBuilderExt, MetadataExt, OpenOptionsExt, PermissionsExt};
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use serde::{Deserialize, Serialize};
 use tokio_util::sync::CancellationToken;
 
 use mcp_supervisor::core::config::Config;
+use mcp_supervisor::history::unix_ms;
 
 use crate::http::limits::Limits;
 use crate::http::page;
@@ -165,12 +166,6 @@ pub fn socket_path(folder: &Path, pid: u32) -> PathBuf {
 /// `<pid>.json` in `folder`.
 pub fn entry_path(folder: &Path, pid: u32) -> PathBuf {
     folder.join(format!("{pid}.json"))
-}
-
-/// Milliseconds since the Unix epoch (0 before it).
-pub fn millis(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 // === the folder ===
@@ -358,7 +353,7 @@ fn try_register(
         name: whom.name,
         command: whom.command,
         config: whom.config,
-        started_at: millis(whom.started_at),
+        started_at: unix_ms(whom.started_at),
         socket,
         version: env!("CARGO_PKG_VERSION").to_owned(),
     };

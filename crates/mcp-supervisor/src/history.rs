@@ -61,7 +61,7 @@ pub enum EventKind {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Event {
     /// When it was seen.
-    #[serde(serialize_with = "unix_ms")]
+    #[serde(serialize_with = "serialize_unix_ms")]
     pub at: SystemTime,
     /// What happened.
     pub kind: EventKind,
@@ -75,11 +75,14 @@ pub struct Event {
     pub detail: Option<String>,
 }
 
-fn unix_ms<S: serde::Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_u64(
-        at.duration_since(UNIX_EPOCH)
-            .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX)),
-    )
+/// Milliseconds since the Unix epoch (0 before it), as every time here is shown.
+pub fn unix_ms(at: SystemTime) -> u64 {
+    at.duration_since(UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
+}
+
+fn serialize_unix_ms<S: serde::Serializer>(at: &SystemTime, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_u64(unix_ms(*at))
 }
 
 /// What a history saw before a snapshot.

@@ -190,7 +190,7 @@ pub fn merged(proxies: impl IntoIterator<Item = Value>) -> Value {
         };
         key(a).cmp(&key(b))
     });
-    json!({ "now": registry::millis(SystemTime::now()), "proxies": proxies })
+    json!({ "now": mcp_supervisor::history::unix_ms(SystemTime::now()), "proxies": proxies })
 }
 
 /// The merged state of every live proxy in `folder` now, each asked at once; stale entries are

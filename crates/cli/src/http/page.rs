@@ -14,7 +14,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, SystemTime};
 
 use axum::Router;
 use axum::extract::State;
@@ -23,6 +23,7 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use futures::Stream;
+use mcp_supervisor::history::unix_ms;
 use mcp_supervisor::{HubEvent, ServerState, ServerStatus};
 use serde::Serialize;
 use tokio::sync::broadcast::error::RecvError;
@@ -213,11 +214,6 @@ fn quoted(word: &str) -> String {
 fn quoted_path(path: &Path) -> String {
     let absolute = std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
     quoted(&absolute.to_string_lossy())
-}
-
-fn unix_ms(at: SystemTime) -> u64 {
-    at.duration_since(UNIX_EPOCH)
-        .map_or(0, |d| u64::try_from(d.as_millis()).unwrap_or(u64::MAX))
 }
 
 /// What a person must do about a server.
@@ -465,7 +461,7 @@ mod tests {
             config: config.map(PathBuf::from),
             state_dir: None,
             url: url.map(str::to_owned),
-            started_at: UNIX_EPOCH,
+            started_at: std::time::UNIX_EPOCH,
             pid: 1,
         }
     }
