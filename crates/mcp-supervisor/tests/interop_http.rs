@@ -1,6 +1,6 @@
 //! Interop over streamable HTTP with real third-party servers (SPEC §5, "not delivered"): a server
 //! restarted mid-session forgets our session, and the next call must still succeed, on exactly one
-//! fresh generation. The peers are pinned and installed by `scripts/install-test-deps.sh`.
+//! fresh generation, which the server's timeline shows as its session recovered. The peers are pinned and installed by `scripts/install-test-deps.sh`.
 
 mod interop;
 mod real;
@@ -10,6 +10,7 @@ use std::process::Command;
 use std::time::Duration;
 
 use interop::*;
+use mcp_supervisor::history::EventKind;
 use mcp_supervisor::{CallArgs, Hub, ServerState};
 use real::{args, config, temp_dir, text, wait_ready};
 use serde_json::json;
@@ -97,6 +98,25 @@ async fn restart_mid_session(
         first.generation + 1,
         "the stale session is re-established once, at once: {now:?}\nserver log:\n{}",
         second_server.log_tail()
+    );
+    // The timeline says so as one `session_recovered` on the new generation, never a loss
+    // (the history follows the state watch: looked at until it has, within a bound).
+    let recovered = (EventKind::SessionRecovered, first.generation + 1);
+    let mut seen = Vec::new();
+    for _ in 0..100 {
+        seen = hub
+            .events(name)
+            .iter()
+            .map(|e| (e.kind, e.generation))
+            .collect();
+        if seen.contains(&recovered) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(
+        seen.contains(&recovered) && !seen.iter().any(|(kind, _)| *kind == EventKind::Lost),
+        "the timeline shows the session recovered, not a loss: {seen:?}"
     );
     assert!(
         tokio::time::timeout(Duration::from_secs(10), hub.stop())
