@@ -7,7 +7,6 @@
 
 mod support;
 
-use std::process::Command;
 use std::time::Duration;
 
 use mcp_supervisor_testkit::rawhttp::RawHttp;
@@ -17,46 +16,6 @@ use support::*;
 /// No answer may take this long: a list that waits on the frozen server would.
 const HANG_GUARD: Duration = Duration::from_secs(8);
 const LIMIT: Duration = Duration::from_secs(20);
-
-/// A process stopped with SIGSTOP, continued when dropped (also when an assertion fails).
-struct Frozen(u32);
-
-impl Frozen {
-    fn new(pid: u32) -> Self {
-        let ok = Command::new("kill")
-            .args(["-STOP", &pid.to_string()])
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "kill -STOP {pid}");
-        let frozen = Self(pid);
-        // The signal is delivered asynchronously: wait (bounded) to see it take effect.
-        let stopped = (0..200).any(|_| {
-            std::thread::sleep(Duration::from_millis(5));
-            frozen.still_stopped()
-        });
-        assert!(stopped, "{pid} is not stopped");
-        frozen
-    }
-
-    /// The process's state in /proc is `T` (stopped).
-    fn still_stopped(&self) -> bool {
-        std::fs::read_to_string(format!("/proc/{}/stat", self.0))
-            .ok()
-            .and_then(|stat| {
-                let after = stat.rsplit_once(')')?.1;
-                after.split_whitespace().next().map(|s| s == "T")
-            })
-            .unwrap_or(false)
-    }
-}
-
-impl Drop for Frozen {
-    fn drop(&mut self) {
-        let _ = Command::new("kill")
-            .args(["-CONT", &self.0.to_string()])
-            .status();
-    }
-}
 
 /// The names (or URIs) of a list's items, sorted.
 fn keys(result: &Value, field: &str, key: &str) -> Vec<String> {

@@ -3,6 +3,7 @@
 //! with its first pid, lost with why, and ready again with the new pid, and it counts the tool
 //! calls made through `/mcp`. Every wait is bounded.
 
+mod interop_support;
 mod support;
 
 use std::time::Duration;
@@ -100,4 +101,57 @@ async fn history_shows_a_kill_and_the_recovery_with_both_pids_and_counts_the_cal
     let minutes = f["calls"]["minutes"].as_array().expect("minutes");
     let counted: u64 = minutes.iter().filter_map(|m| m["calls"].as_u64()).sum();
     assert_eq!(counted, 2);
+}
+
+/// The official Python SDK server, frozen with SIGSTOP, stops answering its health probes: it is
+/// judged hung, killed and replaced, and `/history` says `hung` (with what timed out) on its
+/// generation, then `ready` with the new pid, and no `lost` for it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_shows_a_frozen_python_sdk_server_as_hung_then_ready_again() {
+    let dir = temp_dir("history-hung");
+    let path = dir.join("servers.json");
+    let python = interop_support::python();
+    let script = interop_support::py_script("strict_server.py");
+    write_config(
+        &path,
+        json!({ "py": {
+            "command": interop_support::path_str(&python),
+            "args": [interop_support::path_str(&script)],
+            "health": { "intervalMs": 300, "timeoutMs": 300, "failures": 1 }
+        } }),
+    );
+    let proxy = serve_http_without_catalog(&path).await;
+    let ready = status_until(&proxy, LIMIT, |s| state_is(s, "py", "ready")).await;
+    let first = pid_of(&ready, "py").expect("a pid");
+    let generation = server(&ready, "py")["generation"].clone();
+    let _frozen = Frozen::new(first);
+    let again = status_until(&proxy, LIMIT, |s| {
+        state_is(s, "py", "ready") && pid_of(s, "py").is_some_and(|p| p != first)
+    })
+    .await;
+    let second = pid_of(&again, "py").expect("a new pid");
+
+    let body = history(&proxy).await;
+    let events = body["servers"][0]["events"].as_array().expect("events");
+    let kinds: Vec<&str> = events.iter().filter_map(|e| e["kind"].as_str()).collect();
+    let hung = events
+        .iter()
+        .position(|e| e["kind"] == "hung" && e["generation"] == generation)
+        .unwrap_or_else(|| panic!("no hung event for generation {generation}: {kinds:?}"));
+    assert!(
+        events[hung]["detail"]
+            .as_str()
+            .is_some_and(|d| !d.is_empty()),
+        "the hung event says what timed out: {}",
+        events[hung]
+    );
+    let back = events
+        .iter()
+        .position(|e| e["kind"] == "ready" && e["pid"] == json!(second))
+        .unwrap_or_else(|| panic!("no ready event with pid {second}: {kinds:?}"));
+    assert!(hung < back, "{kinds:?}");
+    assert!(
+        !kinds.contains(&"lost"),
+        "a hang is hung, not lost: {kinds:?}"
+    );
 }

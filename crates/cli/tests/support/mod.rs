@@ -6,6 +6,7 @@ pub use mcp_supervisor_testkit::{alive, fault_bin, free_port, gone_within, kill9
 
 mod balancer;
 mod fake_home;
+mod frozen;
 mod mcp_http;
 mod pins;
 mod stdio_proxy;
@@ -13,6 +14,8 @@ mod stdio_proxy;
 pub use balancer::*;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use fake_home::*;
+#[allow(unused_imports)] // each test binary uses a different part
+pub use frozen::*;
 #[allow(unused_imports)] // each test binary uses a different part
 pub use mcp_http::*;
 #[allow(unused_imports)] // each test binary uses a different part
