@@ -47,6 +47,7 @@ pub mod message;
 pub mod metrics;
 mod prompts;
 pub mod proxy;
+mod quiet;
 pub mod rate;
 mod reload;
 mod resources;

@@ -39,6 +39,7 @@ use tokio_util::codec::FramedRead;
 use crate::client::{Client, OUTBOX};
 use crate::message::{Kind, Message, error_text};
 use crate::proxy::Proxy;
+use crate::quiet::{self, QuietWriter};
 
 /// The longest line accepted from the client; a longer one gets an error answer.
 const MAX_LINE: usize = 64 * 1024 * 1024;
@@ -103,16 +104,47 @@ pub fn our_stdin() -> Input {
     .unwrap_or_else(|| Box::new(tokio::io::stdin()))
 }
 
-/// Our stdout, the same way.
+/// Our stdout: a pipe or a stream socket is written straight, and put on the reactor only while
+/// a write would block ([`crate::quiet`]: registered for good, a socket pair would wake us each
+/// time the client reads an answer); anything else (a terminal, a file) through tokio's
+/// blocking-thread stdout.
 pub fn our_stdout() -> Output {
     use std::os::fd::AsFd;
-    on_reactor(
-        std::io::stdout().as_fd(),
-        "stdout",
-        |fd| tokio::net::unix::pipe::Sender::from_owned_fd(fd).map(|p| Box::new(p) as Output),
-        |socket| Box::new(socket) as Output,
-    )
-    .unwrap_or_else(|| Box::new(tokio::io::stdout()))
+    quiet_writer(std::io::stdout().as_fd())
+        .map(|writer| Box::new(writer) as Output)
+        .unwrap_or_else(|| Box::new(tokio::io::stdout()))
+}
+
+/// A [`QuietWriter`] of a copy of `fd` when it is a stream socket or a pipe; `None` for anything
+/// else.
+fn quiet_writer(fd: std::os::fd::BorrowedFd<'_>) -> Option<QuietWriter> {
+    use nix::sys::socket::{SockType, getsockopt, sockopt};
+    use nix::sys::stat::{SFlag, fstat};
+    let fd = fd.try_clone_to_owned().ok()?;
+    let (kind, what) = if matches!(getsockopt(&fd, sockopt::SockType), Ok(SockType::Stream)) {
+        (quiet::Kind::Socket, "a stream socket")
+    } else if fstat(&fd)
+        .is_ok_and(|stat| SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFIFO)
+    {
+        (quiet::Kind::Pipe, "a pipe")
+    } else {
+        tracing::debug!("stdout is neither a pipe nor a stream socket: a blocking thread");
+        return None;
+    };
+    match QuietWriter::new(fd, kind) {
+        Ok(writer) => {
+            tracing::debug!(
+                "stdout is {what}, written straight (on the reactor only while a write would block)"
+            );
+            Some(writer)
+        }
+        Err(error) => {
+            tracing::debug!(
+                "stdout is {what} that cannot be made non-blocking ({error}): a blocking thread"
+            );
+            None
+        }
+    }
 }
 
 /// A copy of `fd` made non-blocking and registered with the runtime's reactor, when it is a
