@@ -56,7 +56,7 @@ pub fn init(args: &LogArgs) -> Option<crate::telemetry::Telemetry> {
                 telemetry = Some(guard);
                 let only_ours = tracing_subscriber::filter::Targets::new()
                     .with_target(mcp_supervisor::trace::TARGET, tracing::Level::INFO);
-                Some(layer.with_filter(only_ours))
+                Some(layer.with_filter(only_ours).boxed())
             }
             Err(why) => {
                 problem = Some(why);
@@ -64,12 +64,60 @@ pub fn init(args: &LogArgs) -> Option<crate::telemetry::Telemetry> {
             }
         }
     });
-    let _ = tracing_subscriber::registry()
-        .with(fmt)
-        .with(traces)
-        .try_init();
+    let _ = subscriber(fmt, traces).try_init();
     if let Some(why) = problem {
         tracing::error!("traces are off: {why}; check --otlp or OTEL_EXPORTER_OTLP_ENDPOINT");
     }
     telemetry
+}
+
+/// A layer over the registry, with its own filter.
+type Boxed = Box<dyn Layer<tracing_subscriber::Registry> + Send + Sync>;
+
+/// The log layer, and the traces' layer when there is one.
+///
+/// Without traces there is no second layer at all, not a `None` one: an `Option` layer that is
+/// `None` says it wants every callsite, so the registry would build every span and event (a
+/// span per call on the call path) for the log filter to drop.
+fn subscriber(log: Boxed, traces: Option<Boxed>) -> impl tracing::Subscriber + Send + Sync {
+    let mut layers = vec![log];
+    layers.extend(traces);
+    tracing_subscriber::registry().with(layers)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn log_layer(level: &str) -> Boxed {
+        tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(EnvFilter::new(level))
+            .boxed()
+    }
+
+    /// With logs at info and no traces, the call path's spans (and debug events) are not built;
+    /// with a traces layer that wants the call spans, they are. One test, not two: the callsites'
+    /// interest is global, and two subscribers built at once by parallel tests blur it.
+    #[test]
+    fn spans_are_built_only_for_a_layer_that_wants_them() {
+        let quiet = subscriber(log_layer("info,mcp_supervisor::trace=off"), None);
+        tracing::subscriber::with_default(quiet, || {
+            assert!(mcp_supervisor::trace::call_span("s", "t", "tools/call").is_disabled());
+            assert!(tracing::debug_span!("below the level").is_disabled());
+            assert!(!tracing::enabled!(tracing::Level::DEBUG));
+            assert!(!tracing::info_span!("at the level").is_disabled());
+        });
+        let only_ours = tracing_subscriber::filter::Targets::new()
+            .with_target(mcp_supervisor::trace::TARGET, tracing::Level::INFO);
+        let traces = tracing_subscriber::fmt::layer()
+            .with_writer(std::io::sink)
+            .with_filter(only_ours)
+            .boxed();
+        let traced = subscriber(log_layer("info,mcp_supervisor::trace=off"), Some(traces));
+        tracing::subscriber::with_default(traced, || {
+            assert!(!mcp_supervisor::trace::call_span("s", "t", "tools/call").is_disabled());
+            assert!(tracing::debug_span!("below the level").is_disabled());
+        });
+    }
 }
