@@ -506,8 +506,7 @@ impl Drop for Waiting {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proxy::{Mode, Proxy};
-    use mcp_supervisor::Hub;
+    use crate::proxy::Proxy;
 
     /// A client that does not read: past OUTBOX messages for no request, notifications are
     /// left out and counted, a server's request fails at once with an error that says why, and
@@ -518,8 +517,7 @@ mod tests {
 
     /// A proxy and a client of it whose queue is full of [`note`]s: the client has not read.
     fn client_with_a_full_queue() -> (Arc<Proxy>, Arc<Client>, mpsc::Receiver<String>) {
-        let hub = Arc::new(Hub::start(mcp_supervisor::core::config::Config::default()));
-        let proxy = Proxy::new(hub, Mode::Aggregate);
+        let proxy = Proxy::of_nothing();
         let (out, seen) = mpsc::channel(OUTBOX);
         let client = proxy.connect(out);
         for _ in 0..OUTBOX {

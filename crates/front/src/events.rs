@@ -139,14 +139,12 @@ pub(crate) async fn forward_events(
 mod tests {
     use super::*;
     use crate::client::OUTBOX;
-    use mcp_supervisor::Hub;
     use serde_json::Value;
     use tokio::sync::mpsc;
 
     #[tokio::test]
     async fn a_client_behind_on_server_events_is_told_to_list_again() {
-        let hub = Arc::new(Hub::start(mcp_supervisor::core::config::Config::default()));
-        let proxy = Proxy::new(hub, Mode::Aggregate);
+        let proxy = Proxy::of_nothing();
         let (out, mut seen) = mpsc::channel(OUTBOX);
         let client = proxy.connect(out);
         client.set_initialized();

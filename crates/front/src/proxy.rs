@@ -59,6 +59,13 @@ pub struct Proxy {
 }
 
 impl Proxy {
+    /// A proxy of a hub with no servers, in aggregate mode: what the unit tests start from.
+    #[cfg(test)]
+    pub(crate) fn of_nothing() -> Arc<Self> {
+        let config = mcp_supervisor::core::config::Config::default();
+        Self::new(Arc::new(Hub::start(config)), Mode::Aggregate)
+    }
+
     pub fn new(hub: Arc<Hub>, mode: Mode) -> Arc<Self> {
         let proxy = Arc::new(Self {
             hub,

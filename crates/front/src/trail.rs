@@ -86,9 +86,14 @@ impl Trail {
         }))
     }
 
-    /// Answer the request with `answering`, this trail its trail while it runs.
-    pub(crate) async fn follow<F: Future>(self: Arc<Self>, answering: F) -> F::Output {
-        TRAIL.scope(self, answering).await
+    /// Answer the request with `answering`, this trail its trail while it runs. Not an `async
+    /// fn`: one would hold `answering` twice (as its argument and as what it awaits), doubling
+    /// the size of every request's future.
+    pub(crate) fn follow<F: Future>(
+        self: Arc<Self>,
+        answering: F,
+    ) -> impl Future<Output = F::Output> {
+        TRAIL.scope(self, answering)
     }
 
     fn note<R>(&self, write: impl FnOnce(&mut Note) -> R) -> R {
@@ -163,6 +168,7 @@ pub(crate) fn refused(outcome: Outcome) {
 /// A request refused before the message face saw it (the HTTP face's `401` and `403`): one
 /// record at once, nothing sent. `caller` when its token was valid, `session_id` when it named
 /// one, and `asked` (its method and head) when its body was read.
+#[cfg(feature = "http")]
 pub(crate) fn refused_at_edge(
     proxy: &Proxy,
     caller: Option<&crate::caller::Caller>,
