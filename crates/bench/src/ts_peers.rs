@@ -47,8 +47,20 @@ use tokio::time::Instant;
 use crate::procs::{self, RunDir, Spawned};
 use crate::util::{self, Stats};
 
-/// Every target, in the order of the rounds and tables.
-pub const ALL: [&str; 6] = [
+/// Every target, in the order of the rounds and tables. `ours-stdio-b` (another build's
+/// `wrap`, given with `--ours-b`) is for comparing two builds in one run, round by round; it is
+/// not run unless asked for.
+pub const ALL: [&str; 7] = [
+    "direct",
+    "ours-stdio",
+    "ours-stdio-b",
+    "pipe-relay-c",
+    "pipe-relay",
+    "ours-http",
+    "relay-http",
+];
+/// The targets run when none are named: all but `ours-stdio-b`.
+pub const DEFAULT: [&str; 6] = [
     "direct",
     "ours-stdio",
     "pipe-relay-c",
@@ -86,6 +98,8 @@ pub struct Options {
     pub everything: PathBuf,
     /// A built C relay to use for `pipe-relay-c`; without it the bench builds its own.
     pub c_relay: Option<PathBuf>,
+    /// Another build of `mcp-supervisor`, for the target `ours-stdio-b`.
+    pub ours_b: Option<PathBuf>,
 }
 
 impl Options {
@@ -330,6 +344,25 @@ pub(crate) async fn start(
             None,
             "mcp-supervisor wrap (the stdio face, this build)",
         ),
+        "ours-stdio-b" => {
+            let other = opts.ours_b.as_ref().context(
+                "the target ours-stdio-b needs --ours-b PATH (another build of mcp-supervisor)",
+            )?;
+            (
+                Some(with(
+                    &[
+                        &other.display().to_string(),
+                        "wrap",
+                        "--log-level",
+                        "warn",
+                        "--",
+                    ],
+                    &everything,
+                )),
+                None,
+                "mcp-supervisor wrap of another build (--ours-b)",
+            )
+        }
         "pipe-relay-c" => {
             let relay = c_relay.context("the C pipe relay was not built")?;
             (
@@ -474,7 +507,10 @@ pub(crate) async fn launch(
 
 /// Whether the target's client starts a hop (a proxy or relay) rather than the server itself.
 fn stdio_hop(id: &str) -> bool {
-    matches!(id, "ours-stdio" | "pipe-relay-c" | "pipe-relay")
+    matches!(
+        id,
+        "ours-stdio" | "ours-stdio-b" | "pipe-relay-c" | "pipe-relay"
+    )
 }
 
 type Client = (Spawned, ChildStdin, Lines<BufReader<ChildStdout>>, Value);
@@ -699,8 +735,19 @@ fn report(
         if let Some(line) = floors.get("line").and_then(Value::as_str) {
             println!("  {line}");
         }
+        let builds = two_builds(&rows);
+        if let Some(line) = builds
+            .as_ref()
+            .and_then(|b| b.get("line"))
+            .and_then(Value::as_str)
+        {
+            println!("  {line}");
+        }
         let mut level = level_json(&rows, load);
         level.insert("stdio_floors".into(), floors);
+        if let Some(builds) = builds {
+            level.insert("two_builds".into(), builds);
+        }
         json_levels.insert(concurrency.to_string(), Value::Object(level));
         verdicts.extend(level_verdicts(concurrency, &rows));
     }
@@ -777,6 +824,29 @@ fn stdio_floors(rows: &[Row]) -> Value {
         Value::String(format!("stdio floors: {}", parts.join("; "))),
     );
     Value::Object(out)
+}
+
+/// This build's stdio face (`ours-stdio`) against another's (`ours-stdio-b`), when both ran:
+/// medians, throughputs, hop CPU per call, and the median ratio round by round.
+fn two_builds(rows: &[Row]) -> Option<Value> {
+    let get = |id: &str| rows.iter().find(|r| r.id == id);
+    let (a, b) = (get("ours-stdio")?, get("ours-stdio-b")?);
+    let ratio = a.stats.median / b.stats.median;
+    let range = round_range(a.measured, b.measured, |i| {
+        Some(a.measured.rounds[i].0 / b.measured.rounds[i].0)
+    });
+    let cpu = |r: &Row| {
+        r.measured
+            .hop_us_per_call()
+            .map_or("?".into(), |c| format!("{c:.1}"))
+    };
+    Some(json!({
+        "median_ratio": util::round3(ratio),
+        "line": format!(
+            "two builds: ours-stdio median {:.3} ms, {:.0} calls/s, {} µs CPU/call; ours-stdio-b median {:.3} ms, {:.0} calls/s, {} µs CPU/call (ours-stdio / ours-stdio-b: median {ratio:.3}x; per round {range})",
+            a.stats.median, a.measured.per_sec(), cpu(a), b.stats.median, b.measured.per_sec(), cpu(b)
+        ),
+    }))
 }
 
 /// "min..max (median m)" of `f` over the rounds both targets measured.
