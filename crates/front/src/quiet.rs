@@ -31,6 +31,16 @@ pub enum Kind {
     Socket,
 }
 
+impl Kind {
+    /// What it is, in words.
+    pub fn what(self) -> &'static str {
+        match self {
+            Kind::Pipe => "a pipe",
+            Kind::Socket => "a stream socket",
+        }
+    }
+}
+
 /// A non-blocking writer of a pipe or a stream socket, on the reactor only while it waits.
 #[derive(Debug)]
 pub struct QuietWriter {
@@ -70,9 +80,7 @@ impl QuietWriter {
             Kind::Pipe => nix::unistd::write(fd.as_fd(), buf),
         }
     }
-}
 
-impl QuietWriter {
     /// Put the descriptor on the reactor: a write would block.
     fn wait(&mut self) -> io::Result<()> {
         let State::Direct(fd) = std::mem::replace(&mut self.state, State::Lost) else {
@@ -88,14 +96,20 @@ impl QuietWriter {
         Ok(())
     }
 
-    /// Take the descriptor off the reactor: a write went through.
-    fn direct(&mut self) -> io::Result<()> {
-        self.state = match std::mem::replace(&mut self.state, State::Lost) {
-            State::WaitingSocket(stream) => State::Direct(OwnedFd::from(stream.into_std()?)),
-            State::WaitingPipe(pipe) => State::Direct(pipe.into_nonblocking_fd()?),
-            other => other,
+    /// Take the descriptor off the reactor: a write went through. Should that fail, the
+    /// descriptor is lost and the next write says so (the bytes written are still reported).
+    fn direct(&mut self) {
+        let fd = match std::mem::replace(&mut self.state, State::Lost) {
+            State::WaitingSocket(stream) => stream.into_std().map(OwnedFd::from),
+            State::WaitingPipe(pipe) => pipe.into_nonblocking_fd(),
+            other => {
+                self.state = other;
+                return;
+            }
         };
-        Ok(())
+        if let Ok(fd) = fd {
+            self.state = State::Direct(fd);
+        }
     }
 }
 
@@ -127,7 +141,7 @@ impl AsyncWrite for QuietWriter {
                 }
             };
             // Through: off the reactor until a write would block again.
-            this.direct()?;
+            this.direct();
             return Poll::Ready(Ok(written));
         }
     }

@@ -95,13 +95,30 @@ pub type Output = Box<dyn tokio::io::AsyncWrite + Unpin + Send>;
 /// costs a hand-off between threads for every read.
 pub fn our_stdin() -> Input {
     use std::os::fd::AsFd;
-    on_reactor(
-        std::io::stdin().as_fd(),
-        "stdin",
-        |fd| tokio::net::unix::pipe::Receiver::from_owned_fd(fd).map(|p| Box::new(p) as Input),
-        |socket| Box::new(socket) as Input,
-    )
-    .unwrap_or_else(|| Box::new(tokio::io::stdin()))
+    let end = stdio_end(std::io::stdin().as_fd());
+    let reader = end.and_then(|(fd, kind)| match kind {
+        quiet::Kind::Socket => {
+            // Reads of a stream are plain `read` calls: any stream socket serves.
+            let stream = std::os::unix::net::UnixStream::from(fd);
+            stream.set_nonblocking(true).ok()?;
+            let stream = tokio::net::UnixStream::from_std(stream).ok()?;
+            Some((Box::new(stream) as Input, kind))
+        }
+        quiet::Kind::Pipe => {
+            let pipe = tokio::net::unix::pipe::Receiver::from_owned_fd(fd).ok()?;
+            Some((Box::new(pipe) as Input, kind))
+        }
+    });
+    match reader {
+        Some((reader, kind)) => {
+            tracing::debug!("stdin is {}, used on the reactor", kind.what());
+            reader
+        }
+        None => {
+            tracing::debug!("stdin is neither a pipe nor a stream socket: a blocking thread");
+            Box::new(tokio::io::stdin())
+        }
+    }
 }
 
 /// Our stdout: a pipe or a stream socket is written straight, and put on the reactor only while
@@ -110,69 +127,36 @@ pub fn our_stdin() -> Input {
 /// blocking-thread stdout.
 pub fn our_stdout() -> Output {
     use std::os::fd::AsFd;
-    quiet_writer(std::io::stdout().as_fd())
-        .map(|writer| Box::new(writer) as Output)
-        .unwrap_or_else(|| Box::new(tokio::io::stdout()))
+    let writer = stdio_end(std::io::stdout().as_fd())
+        .and_then(|(fd, kind)| Some((QuietWriter::new(fd, kind).ok()?, kind)));
+    match writer {
+        Some((writer, kind)) => {
+            tracing::debug!(
+                "stdout is {}, written straight (on the reactor only while a write would block)",
+                kind.what()
+            );
+            Box::new(writer)
+        }
+        None => {
+            tracing::debug!("stdout is neither a pipe nor a stream socket: a blocking thread");
+            Box::new(tokio::io::stdout())
+        }
+    }
 }
 
-/// A [`QuietWriter`] of a copy of `fd` when it is a stream socket or a pipe; `None` for anything
-/// else.
-fn quiet_writer(fd: std::os::fd::BorrowedFd<'_>) -> Option<QuietWriter> {
+/// A copy of `fd` (our stdin's or stdout's), and whether it is a stream socket or a pipe; `None`
+/// for anything else.
+fn stdio_end(fd: std::os::fd::BorrowedFd<'_>) -> Option<(std::os::fd::OwnedFd, quiet::Kind)> {
     use nix::sys::socket::{SockType, getsockopt, sockopt};
     use nix::sys::stat::{SFlag, fstat};
     let fd = fd.try_clone_to_owned().ok()?;
-    let (kind, what) = if matches!(getsockopt(&fd, sockopt::SockType), Ok(SockType::Stream)) {
-        (quiet::Kind::Socket, "a stream socket")
-    } else if fstat(&fd)
-        .is_ok_and(|stat| SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFIFO)
-    {
-        (quiet::Kind::Pipe, "a pipe")
-    } else {
-        tracing::debug!("stdout is neither a pipe nor a stream socket: a blocking thread");
-        return None;
-    };
-    match QuietWriter::new(fd, kind) {
-        Ok(writer) => {
-            tracing::debug!(
-                "stdout is {what}, written straight (on the reactor only while a write would block)"
-            );
-            Some(writer)
-        }
-        Err(error) => {
-            tracing::debug!(
-                "stdout is {what} that cannot be made non-blocking ({error}): a blocking thread"
-            );
-            None
-        }
+    if matches!(getsockopt(&fd, sockopt::SockType), Ok(SockType::Stream)) {
+        return Some((fd, quiet::Kind::Socket));
     }
-}
-
-/// A copy of `fd` made non-blocking and registered with the runtime's reactor, when it is a
-/// stream socket (`socket`) or a pipe (`pipe`); `None` for anything else.
-fn on_reactor<T>(
-    fd: std::os::fd::BorrowedFd<'_>,
-    name: &str,
-    pipe: impl FnOnce(std::os::fd::OwnedFd) -> std::io::Result<T>,
-    socket: impl FnOnce(tokio::net::UnixStream) -> T,
-) -> Option<T> {
-    use nix::sys::socket::{SockType, getsockopt, sockopt};
-    let fd = fd.try_clone_to_owned().ok()?;
-    let (end, kind) = if matches!(getsockopt(&fd, sockopt::SockType), Ok(SockType::Stream)) {
-        // Reads and writes of a stream are plain `read`/`write` calls: any stream socket serves.
-        let stream = std::os::unix::net::UnixStream::from(fd);
-        let end = stream
-            .set_nonblocking(true)
-            .ok()
-            .and_then(|()| tokio::net::UnixStream::from_std(stream).ok());
-        (end.map(socket), "a stream socket")
-    } else {
-        (pipe(fd).ok(), "a pipe")
-    };
-    match end {
-        Some(_) => tracing::debug!("{name} is {kind}, used on the reactor"),
-        None => tracing::debug!("{name} is neither a pipe nor a stream socket: a blocking thread"),
-    }
-    end
+    let fifo = fstat(&fd).is_ok_and(|stat| {
+        SFlag::from_bits_truncate(stat.st_mode) & SFlag::S_IFMT == SFlag::S_IFIFO
+    });
+    fifo.then_some((fd, quiet::Kind::Pipe))
 }
 
 /// Serve one client on `input` and `output` until `input` ends.
