@@ -11,6 +11,9 @@
 //! of them: past it notifications are left out (and counted), and once it reads, the call's
 //! answer comes.
 //!
+//! At the end of stdin, calls still running are answered when they end; one that does not end
+//! is cancelled (upstream too) once nothing more is written, or after a grace of 3 s.
+//!
 //! And order on the stdio face: a cancellation read together with its request finds it.
 
 mod support;
@@ -73,7 +76,9 @@ fn wrap_fault(
 fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_it_reads() {
     let dir = temp_dir("backpressure");
     let ledger = dir.join("ledger");
-    let (mut child, mut stdin, mut stdout) = wrap_fault(&ledger, Stdio::null());
+    // The proxy's log stays in the test's directory, which a failure leaves behind.
+    let log = std::fs::File::create(dir.join("wrap.log")).expect("create the log");
+    let (mut child, mut stdin, mut stdout) = wrap_fault(&ledger, Stdio::from(log));
     let mut line = String::new();
 
     // Send every call from a thread of its own: once the proxy stops reading, the writes block.
@@ -124,6 +129,12 @@ fn a_client_that_does_not_read_pauses_the_proxy_and_every_call_is_answered_once_
         };
         if let Some(id) = message["id"].as_u64() {
             assert!(message.get("result").is_some(), "call {id} failed: {line}");
+            // The fault server answers a call that ran with its id, and nothing else does.
+            assert_eq!(
+                message["result"]["content"][0]["text"],
+                json!(format!("c{id}")),
+                "call {id} did not run as asked: {line}"
+            );
             let id = id as usize;
             assert!(!answered[id], "call {id} answered twice");
             answered[id] = true;
@@ -359,6 +370,131 @@ async fn dropped_total(proxy: &Running) -> f64 {
         .find_map(|l| l.strip_prefix("mcp_supervisor_notifications_dropped_total "))
         .and_then(|v| v.trim().parse().ok())
         .unwrap_or(-1.0)
+}
+
+/// Write `calls` and a ping after them, and once the ping is answered (every call is running),
+/// close stdin; then read stdout to its end. What was read (bounded: 20 s), and whether `wrap`
+/// exited within 10 s of its stdout's end.
+fn end_stdin_while_calls_run(
+    mut child: std::process::Child,
+    mut stdin: std::process::ChildStdin,
+    stdout: BufReader<std::process::ChildStdout>,
+    calls: &[Value],
+) -> (Vec<Value>, bool) {
+    let ping = json!({"jsonrpc": "2.0", "id": "ping", "method": "ping"});
+    let mut text: String = calls.iter().map(|c| format!("{c}\n")).collect();
+    text.push_str(&format!("{ping}\n"));
+    stdin.write_all(text.as_bytes()).expect("write the calls");
+    let (pinged, ping_answered) = std::sync::mpsc::channel();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let messages: Vec<Value> = stdout
+            .lines()
+            .map_while(Result::ok)
+            .filter_map(|line| serde_json::from_str::<Value>(&line).ok())
+            .inspect(|message| {
+                if message["id"] == json!("ping") {
+                    let _ = pinged.send(());
+                }
+            })
+            .collect();
+        let _ = tx.send(messages);
+    });
+    ping_answered
+        .recv_timeout(Duration::from_secs(10))
+        .expect("the ping is answered");
+    drop(stdin);
+    let messages = rx
+        .recv_timeout(Duration::from_secs(20))
+        .expect("stdout ends within 20 s of the end of stdin");
+    let exited = (0..200).any(|_| {
+        std::thread::sleep(Duration::from_millis(50));
+        matches!(child.try_wait(), Ok(Some(_)))
+    });
+    if !exited {
+        let _ = child.kill();
+    }
+    let _ = child.wait();
+    (messages, exited)
+}
+
+/// The answer to call `id` among `messages`.
+fn answer_to(messages: &[Value], id: u64) -> &Value {
+    messages
+        .iter()
+        .find(|a| a["id"] == json!(id))
+        .unwrap_or_else(|| panic!("no answer to call {id}: {messages:?}"))
+}
+
+/// Whether `answer` is the proxy's word that the call was cancelled (a result marked isError).
+fn cancelled(answer: &Value) -> bool {
+    answer["result"]["isError"] == json!(true)
+        && answer["result"]["content"][0]["text"]
+            .as_str()
+            .is_some_and(|t| t.contains("was cancelled"))
+}
+
+/// A client may close stdin and still read its answers (`cat requests | wrap`): a call still
+/// running when stdin ends is answered when it ends, not cancelled, and one that does not end
+/// (`hang`) is cancelled once nothing more is written, the server told (its ledger says "hang
+/// cancelled") and the client answered with the cancellation; then the proxy exits.
+#[test]
+fn a_call_running_when_stdin_ends_is_answered_and_one_that_does_not_end_is_cancelled() {
+    let dir = temp_dir("stdin-end-calls");
+    let ledger = dir.join("ledger");
+    let (child, stdin, stdout) = wrap_fault(&ledger, Stdio::null());
+    let calls = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+            "name": "sleep", "arguments": {"ms": 300}}}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+            "name": "hang", "arguments": {}}}),
+    ];
+    let (messages, exited) = end_stdin_while_calls_run(child, stdin, stdout, &calls);
+    assert_eq!(
+        answer_to(&messages, 1)["result"]["content"][0]["text"],
+        json!("slept 300 ms"),
+        "the call running when stdin ended ran to its end: {messages:?}"
+    );
+    assert!(
+        cancelled(answer_to(&messages, 2)),
+        "the call that did not end was cancelled: {messages:?}"
+    );
+    let text = std::fs::read_to_string(&ledger).unwrap_or_default();
+    assert!(
+        text.lines().any(|l| l.trim() == "hang cancelled"),
+        "the server was told of the cancellation: {text:?}"
+    );
+    assert!(exited, "wrap exits within 10 s of its stdout's end");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A call that goes on after stdin ends, writing progress all the while, is cancelled after
+/// the grace the end of stdin gives (3 s), not run to its end (60 s): the proxy stops within
+/// about 5 s of the end of stdin (SPEC §7). Its progress reached the client meanwhile.
+#[test]
+fn a_call_that_writes_progress_past_the_grace_after_stdin_ends_is_cancelled() {
+    let dir = temp_dir("stdin-end-grace");
+    let ledger = dir.join("ledger");
+    let (child, stdin, stdout) = wrap_fault(&ledger, Stdio::null());
+    let calls = [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {
+        "name": "sleep", "arguments": {"ms": 60_000}, "_meta": {"progressToken": "p"}}}),
+    ];
+    let (messages, exited) = end_stdin_while_calls_run(child, stdin, stdout, &calls);
+    assert!(
+        cancelled(answer_to(&messages, 1)),
+        "the call was cancelled: {messages:?}"
+    );
+    let progress = messages
+        .iter()
+        .filter(|m| m["method"] == json!("notifications/progress"))
+        .count();
+    assert!(
+        progress >= 10,
+        "the call's progress reached the client while it ran: {progress}"
+    );
+    assert!(exited, "wrap exits within 10 s of its stdout's end");
+    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A cancellation that comes in the same read as its request finds it: a request read is

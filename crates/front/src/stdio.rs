@@ -55,8 +55,12 @@ const KEEP_BATCH: usize = 1024 * 1024;
 const ROUNDS_PER_WAKE: usize = 32;
 
 /// After stdin ends, how long the output may go without a byte written before what is left
-/// (answers the client does not read, calls that do not end) is dropped.
+/// (answers the client does not read, calls that do not end) is given up on.
 const END_STALL: std::time::Duration = std::time::Duration::from_millis(500);
+
+/// After stdin ends, how long calls still running may go on (also while they write progress)
+/// before they are cancelled: the proxy stops within about 5 s of the end of stdin (SPEC §7).
+const END_GRACE: std::time::Duration = std::time::Duration::from_secs(3);
 
 /// From how many of its client's requests in flight the face counts as busy ([`busy`]).
 const BUSY_FROM: usize = 8;
@@ -194,24 +198,19 @@ where
     };
     std::future::poll_fn(|cx| face.poll_until_input_ends(cx)).await;
     tracing::info!("stdin closed");
-    proxy.disconnect(&client);
-    drop(client);
-    // Answers and notifications already made still go out, for as long as the client reads
-    // them; calls still running are given a moment to end. Bounded: once nothing was written
+    // A client may close stdin and go on reading (`cat requests | wrap`): calls still running
+    // go on to their end, and their answers and the notifications already made go out, for as
+    // long as the client reads them. Bounded: after END_GRACE, or once nothing was written for
+    // END_STALL, the client is let go, which cancels the calls still running (upstream too);
+    // what is made then still goes out while the client reads it, and once nothing was written
     // for END_STALL, what is left is dropped.
-    loop {
-        let sent = face.sent;
-        let end = tokio::time::timeout(
-            END_STALL,
-            std::future::poll_fn(|cx| face.poll_until_written(cx)),
-        );
-        if end.await.is_ok() {
-            break;
-        }
-        if face.sent == sent {
-            tracing::debug!("answers still pending at the end of stdin were dropped");
-            break;
-        }
+    let drained = matches!(
+        tokio::time::timeout(END_GRACE, face.drain()).await,
+        Ok(true)
+    );
+    proxy.disconnect(&client);
+    if !drained && !face.drain().await {
+        tracing::debug!("answers still pending at the end of stdin were dropped");
     }
 }
 
@@ -250,6 +249,24 @@ where
     R: AsyncRead + Unpin,
     W: tokio::io::AsyncWrite + Unpin,
 {
+    /// After the input ended: serve until nothing is running or waiting to be written (true),
+    /// or until nothing was written for END_STALL (false).
+    async fn drain(&mut self) -> bool {
+        loop {
+            let sent = self.sent;
+            let end = tokio::time::timeout(
+                END_STALL,
+                std::future::poll_fn(|cx| self.poll_until_written(cx)),
+            );
+            if end.await.is_ok() {
+                return true;
+            }
+            if self.sent == sent {
+                return false;
+            }
+        }
+    }
+
     /// The client's requests that take a place: running, or answered and not yet written.
     fn in_flight(&self) -> usize {
         self.calls.len() + self.answers.len() + self.answers_in_batch
