@@ -24,5 +24,8 @@ rm -rf "$XDG_RUNTIME_DIR"
 mkdir -p -m 0700 "$XDG_RUNTIME_DIR"
 
 cargo build --workspace --bins
+# The library crates' docs build without a warning (a broken or private intra-doc link fails).
+RUSTDOCFLAGS="-D warnings" cargo doc --no-deps --all-features \
+    -p mcp-supervisor-core -p mcp-supervisor -p mcp-supervisor-front
 # --no-fail-fast: one failing test binary must not hide the results of the others.
 cargo test --workspace --no-fail-fast "$@"

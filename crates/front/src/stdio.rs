@@ -126,7 +126,7 @@ pub fn our_stdin() -> Input {
 }
 
 /// Our stdout: a pipe or a stream socket is written straight, and put on the reactor only while
-/// a write would block ([`crate::quiet`]: registered for good, a socket pair would wake us each
+/// a write would block (`quiet`: registered for good, a socket pair would wake us each
 /// time the client reads an answer); anything else (a terminal, a file) through tokio's
 /// blocking-thread stdout.
 pub fn our_stdout() -> Output {
