@@ -1,7 +1,8 @@
 //! The audit trail (SPEC §14): one JSON line per client request that reaches a server or is
 //! refused ([`Record`], in `record`: who, which server, method and upstream name, the outcome
 //! and what recovery did for it), appended to a file by a writer thread of its own ([`Audit`],
-//! here: the bounded queue, the batching writer, reopening for logrotate).
+//! here: the bounded queue, flush and shutdown; the batching writer, which reopens the file for
+//! logrotate, is in `writer`).
 //!
 //! A record holds names, numbers and times only: it has no place for a token, an argument
 //! value or a result, and the session is written as a digest of its id. The request path only
@@ -9,20 +10,17 @@
 //! dropped and counted. Nothing here decides an outcome: it writes down what the hub and the
 //! front decided.
 
-use std::fs::{File, OpenOptions};
-use std::io::Write;
-use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, SyncSender};
 use std::sync::{Arc, Mutex, OnceLock, PoisonError};
 use std::time::Duration;
 
-use tokio::time::Instant;
-
 mod record;
+mod writer;
 
 pub use record::{Outcome, Pending, Record, Recovery, Target, Who, rfc3339, session_tag};
+use writer::{Entry, Every, Shared, Writer, open};
 
 /// Records the queue holds by default: at 5,000 requests a second, most of a second of a
 /// stalled disk, about 1 MiB.
@@ -33,14 +31,6 @@ pub const DROP_WAIT: Duration = Duration::from_secs(2);
 
 /// At most one warning per this long about dropped records, and one about failed writes.
 const WARN_EVERY: Duration = Duration::from_secs(10);
-
-/// A batch stops growing at this size: one write of at most about this much.
-const MAX_BATCH: usize = 256 * 1024;
-
-/// How long the writer lets a batch gather after the first record of a quiet spell wakes it:
-/// at 5,000 requests a second, one wake and one write per 100 records instead of per record.
-/// [`Audit::flush`] and [`Audit::shutdown`] cut it short.
-const LINGER: Duration = Duration::from_millis(20);
 
 // === Audit ===
 
@@ -71,32 +61,6 @@ pub enum AuditError {
         path.display()
     )]
     Full { path: PathBuf },
-}
-
-/// What the request path hands the writer.
-#[allow(
-    clippy::large_enum_variant,
-    reason = "the queue's slots are records; a box would cost an allocation per request"
-)]
-enum Entry {
-    Line(Record),
-    /// Answer once everything queued before it is written.
-    Flush(SyncSender<()>),
-    /// Write what is queued, then end.
-    Stop,
-}
-
-/// What the request path and the writer both see.
-struct Shared {
-    path: PathBuf,
-    /// Close and reopen the path before the next write.
-    reopen: AtomicBool,
-    /// Write what is queued, then end.
-    stopping: AtomicBool,
-    /// Records not queued (full, or the writer gone).
-    dropped: AtomicU64,
-    /// Records queued but not written (the file could not be opened or written).
-    lost: AtomicU64,
 }
 
 /// The audit log: [`Audit::record`] queues a line, a writer thread appends it. Share it (it is
@@ -163,15 +127,7 @@ impl Audit {
             dropped: AtomicU64::new(0),
             lost: AtomicU64::new(0),
         });
-        let writer = Writer {
-            shared: shared.clone(),
-            file: Some(file),
-            buf: Vec::new(),
-            lines: 0,
-            flushed: Vec::new(),
-            done: done_tx,
-            error_warning: Every::new(WARN_EVERY),
-        };
+        let writer = Writer::new(shared.clone(), file, done_tx);
         let audit = Self {
             queue,
             shared,
@@ -279,165 +235,6 @@ impl Drop for Audit {
     }
 }
 
-/// Open `path` for appending, creating it readable by this user only.
-fn open(path: &Path) -> std::io::Result<File> {
-    OpenOptions::new()
-        .create(true)
-        .append(true)
-        .mode(0o600)
-        .open(path)
-}
-
-// === Writer ===
-
-/// The writer thread: takes whatever is queued, writes it as one batch, repeats.
-struct Writer {
-    shared: Arc<Shared>,
-    /// `None` after a failed open or write: opened again before the next write.
-    file: Option<File>,
-    buf: Vec<u8>,
-    /// Lines in `buf`.
-    lines: u64,
-    /// Flushes to answer once `buf` is written.
-    flushed: Vec<SyncSender<()>>,
-    done: SyncSender<()>,
-    error_warning: Every,
-}
-
-impl Writer {
-    fn run(mut self, entries: Receiver<Entry>) {
-        // Idle, it waits on the queue: the first record of a quiet spell wakes it. It ends when
-        // told to stop, or when the audit is gone.
-        while let Ok(first) = entries.recv() {
-            let urgent = !matches!(first, Entry::Line(_));
-            let mut stop = self.take(first);
-            if !urgent && !self.shared.stopping.load(Ordering::SeqCst) {
-                // Let a batch gather (a flush or a shutdown unparks it at once).
-                std::thread::park_timeout(LINGER);
-            }
-            // Everything queued by now, in writes of at most about MAX_BATCH.
-            stop |= self.drain(&entries);
-            if stop || self.shared.stopping.load(Ordering::SeqCst) {
-                // Told to stop (the Stop, or the flag when the queue had no room for it): what
-                // was queued before the flag is written too.
-                self.drain(&entries);
-                break;
-            }
-        }
-        // Gone before the signal: a record after the end is dropped and counted, never queued.
-        // (One that read the flag just before shutdown set it, and is queued between the last
-        // drain and this, is lost uncounted: a window of a few instructions, at shutdown only.)
-        drop(entries);
-        let _ = self.done.try_send(());
-    }
-
-    /// Write everything queued now, in writes of at most about [`MAX_BATCH`]; whether a Stop
-    /// was among it.
-    fn drain(&mut self, entries: &Receiver<Entry>) -> bool {
-        let mut stop = false;
-        while let Ok(entry) = entries.try_recv() {
-            stop |= self.take(entry);
-            if self.buf.len() >= MAX_BATCH {
-                self.write();
-            }
-        }
-        self.write();
-        stop
-    }
-
-    /// Add an entry to the batch; whether it says to stop.
-    fn take(&mut self, entry: Entry) -> bool {
-        match entry {
-            Entry::Line(record) => {
-                match serde_json::to_writer(&mut self.buf, &record) {
-                    Ok(()) => {
-                        self.buf.push(b'\n');
-                        self.lines += 1;
-                    }
-                    Err(error) => {
-                        // Not expected (names and numbers only); the line is lost, not the batch.
-                        self.shared.lost.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!("an audit record could not be written as JSON: {error}");
-                    }
-                }
-                false
-            }
-            Entry::Flush(answer) => {
-                self.flushed.push(answer);
-                false
-            }
-            Entry::Stop => true,
-        }
-    }
-
-    /// Append the batch in one write, reopening the file first when asked (or after a failure).
-    fn write(&mut self) {
-        if !self.buf.is_empty() {
-            if self.shared.reopen.swap(false, Ordering::SeqCst) {
-                self.file = None;
-            }
-            if let Err(error) = self.append() {
-                self.file = None;
-                self.shared.lost.fetch_add(self.lines, Ordering::Relaxed);
-                if self.error_warning.due() {
-                    tracing::warn!(
-                        path = %self.shared.path.display(),
-                        lost = self.shared.lost.load(Ordering::Relaxed),
-                        "cannot write the audit log: {error}; its records are lost until a write succeeds (the file is opened again for the next one)"
-                    );
-                }
-            }
-            self.buf.clear();
-            self.lines = 0;
-        }
-        for answer in self.flushed.drain(..) {
-            let _ = answer.try_send(());
-        }
-    }
-
-    fn append(&mut self) -> std::io::Result<()> {
-        let file = match &mut self.file {
-            Some(file) => file,
-            None => self.file.insert(open(&self.shared.path)?),
-        };
-        file.write_all(&self.buf)
-    }
-}
-
-// === Every ===
-
-/// Says yes at most once per `gap` (tokio's clock, so a paused test clock drives it).
-struct Every {
-    origin: Instant,
-    gap: Duration,
-    /// Milliseconds since `origin` of the last yes, plus one; 0: never.
-    last: AtomicU64,
-}
-
-impl Every {
-    fn new(gap: Duration) -> Self {
-        Self {
-            origin: Instant::now(),
-            gap,
-            last: AtomicU64::new(0),
-        }
-    }
-
-    fn due(&self) -> bool {
-        let now = u64::try_from(self.origin.elapsed().as_millis())
-            .unwrap_or(u64::MAX - 1)
-            .saturating_add(1);
-        let last = self.last.load(Ordering::Relaxed);
-        let gap = u64::try_from(self.gap.as_millis()).unwrap_or(u64::MAX);
-        if last != 0 && now.saturating_sub(last) < gap {
-            return false;
-        }
-        self.last
-            .compare_exchange(last, now, Ordering::Relaxed, Ordering::Relaxed)
-            .is_ok()
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::record::{MAX_NAME, name};
@@ -447,6 +244,7 @@ mod tests {
     use serde_json::value::RawValue;
     use std::collections::BTreeSet;
     use std::time::{SystemTime, UNIX_EPOCH};
+    use tokio::time::Instant;
 
     const WAIT: Duration = Duration::from_secs(5);
 
