@@ -209,6 +209,48 @@ pub enum Exposure {
     Search,
 }
 
+/// The flags of `wrap`.
+#[derive(Debug, clap::Args)]
+pub struct WrapArgs {
+    /// The name used in logs and status (default: from the command).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Front a streamable-HTTP server instead of a command.
+    #[arg(long, conflicts_with = "command")]
+    pub url: Option<String>,
+    /// Front a legacy HTTP+SSE server (protocol 2024-11-05) instead of a command: the URL of
+    /// its event stream (often ending in /sse).
+    #[arg(long, value_name = "URL", conflicts_with_all = ["command", "url"])]
+    pub sse: Option<String>,
+    /// An HTTP header sent to the --url or --sse server, as `NAME: VALUE` (repeatable).
+    #[arg(long, value_name = "NAME: VALUE")]
+    pub header: Vec<String>,
+    /// An HTTP header sent to the --url or --sse server, its value read from the environment
+    /// variable VAR, so that it never shows on a command line (repeatable).
+    #[arg(long, value_name = "NAME=VAR")]
+    pub header_from_env: Vec<String>,
+    /// The --url server is protected by OAuth: use the token `mcp-supervisor login NAME
+    /// --url URL` stored (same NAME, so give --name), refreshed as needed.
+    #[arg(long, requires = "url")]
+    pub oauth: bool,
+    #[command(flatten)]
+    pub policy: PolicyArgs,
+    #[command(flatten)]
+    pub faces: FaceArgs,
+    #[command(flatten)]
+    pub auth: AuthArgs,
+    /// Append one JSON line per client request that reaches the server or is refused to
+    /// FILE (who, the tool, the outcome, what recovery did; never a token, an argument or a
+    /// result), reopened on SIGHUP for log rotation.
+    #[arg(long, value_name = "FILE")]
+    pub audit: Option<PathBuf>,
+    #[command(flatten)]
+    pub catalog: CatalogArgs,
+    /// The server's command and arguments, after `--`.
+    #[arg(last = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
 /// The flags of `adopt`.
 #[derive(Debug, clap::Args)]
 pub struct AdoptArgs {
@@ -256,45 +298,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  mcp-supervisor wrap -- npx -y @modelcontextprotocol/server-everything\n  mcp-supervisor wrap --max-attempts 20 -- python my_server.py\n  mcp-supervisor wrap --url http://127.0.0.1:3001/mcp --http 127.0.0.1:8080\n  mcp-supervisor wrap --sse http://127.0.0.1:8000/sse\n\nPut `mcp-supervisor wrap --` in front of any command in your host's mcpServers config."
     )]
-    Wrap {
-        /// The name used in logs and status (default: from the command).
-        #[arg(long)]
-        name: Option<String>,
-        /// Front a streamable-HTTP server instead of a command.
-        #[arg(long, conflicts_with = "command")]
-        url: Option<String>,
-        /// Front a legacy HTTP+SSE server (protocol 2024-11-05) instead of a command: the URL of
-        /// its event stream (often ending in /sse).
-        #[arg(long, value_name = "URL", conflicts_with_all = ["command", "url"])]
-        sse: Option<String>,
-        /// An HTTP header sent to the --url or --sse server, as `NAME: VALUE` (repeatable).
-        #[arg(long, value_name = "NAME: VALUE")]
-        header: Vec<String>,
-        /// An HTTP header sent to the --url or --sse server, its value read from the environment
-        /// variable VAR, so that it never shows on a command line (repeatable).
-        #[arg(long, value_name = "NAME=VAR")]
-        header_from_env: Vec<String>,
-        /// The --url server is protected by OAuth: use the token `mcp-supervisor login NAME
-        /// --url URL` stored (same NAME, so give --name), refreshed as needed.
-        #[arg(long, requires = "url")]
-        oauth: bool,
-        #[command(flatten)]
-        policy: Box<PolicyArgs>,
-        #[command(flatten)]
-        faces: FaceArgs,
-        #[command(flatten)]
-        auth: Box<AuthArgs>,
-        /// Append one JSON line per client request that reaches the server or is refused to
-        /// FILE (who, the tool, the outcome, what recovery did; never a token, an argument or a
-        /// result), reopened on SIGHUP for log rotation.
-        #[arg(long, value_name = "FILE")]
-        audit: Option<PathBuf>,
-        #[command(flatten)]
-        catalog: CatalogArgs,
-        /// The server's command and arguments, after `--`.
-        #[arg(last = true, value_name = "COMMAND")]
-        command: Vec<String>,
-    },
+    Wrap(Box<WrapArgs>),
     /// Rewrite a host's MCP config so every server runs through `wrap` (or back, with --undo).
     #[command(
         after_help = "Examples:\n  mcp-supervisor adopt                      # show the diff for every host config found\n  mcp-supervisor adopt --write              # save it (a timestamped backup is kept beside each file)\n  mcp-supervisor adopt --undo --write       # restore the original entries\n  mcp-supervisor adopt --file .mcp.json --only github,fs --write\n\nHosts: Claude Desktop, Cursor, Claude Code (.mcp.json, ~/.claude.json), VS Code (mcp.json), Codex (~/.codex/config.toml), Zed (settings.json), Gemini CLI (.gemini/settings.json).\nStdio servers become `wrap -- CMD`, streamable-HTTP ones `wrap --url URL`, SSE ones `wrap --sse URL` (header values move to env).\nExit code 0 when done, 2 for bad usage or a config that does not parse, 1 when a file could not be written."
@@ -441,6 +445,6 @@ pub enum Command {
 impl Command {
     /// Whether this is `wrap` with the stdio face alone (no `--http`): one client, one server.
     pub fn is_stdio_wrap(&self) -> bool {
-        matches!(self, Command::Wrap { faces, .. } if faces.http.is_none())
+        matches!(self, Command::Wrap(args) if args.faces.http.is_none())
     }
 }

@@ -62,61 +62,7 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             )
             .await
         }
-        Command::Wrap {
-            name,
-            url,
-            sse,
-            header,
-            header_from_env,
-            oauth,
-            policy,
-            faces,
-            auth,
-            audit,
-            catalog,
-            command,
-        } => {
-            let remote = match (url, sse) {
-                (Some(url), None) => Some(crate::wrap::Remote::Http(url)),
-                (None, Some(url)) => Some(crate::wrap::Remote::Sse(url)),
-                _ => None,
-            };
-            let config = match crate::wrap::wrap_config(
-                name,
-                remote,
-                (header, header_from_env),
-                &policy,
-                command,
-            ) {
-                Ok(mut config) => {
-                    if oauth && let Some(server) = config.servers.first_mut() {
-                        server.oauth = Some(Default::default());
-                    }
-                    match crate::wrap::auth_of(&auth) {
-                        Ok(auth) => config.auth = auth,
-                        Err(message) => {
-                            eprintln!("mcp-supervisor wrap: {message}");
-                            return Ok(ExitCode::from(USAGE));
-                        }
-                    }
-                    config.audit = audit.map(|path| AuditConfig { path });
-                    config
-                }
-                Err(message) => {
-                    eprintln!("mcp-supervisor wrap: {message}");
-                    return Ok(ExitCode::from(USAGE));
-                }
-            };
-            crate::serve::run(
-                config,
-                None,
-                None,
-                mcp_supervisor_front::Mode::Transparent,
-                faces_of(faces)?,
-                state_dir(catalog),
-            )
-            .await
-        }
+        Command::Wrap(args) => wrap(*args).await,
         Command::Tools {
             config,
             json,
@@ -171,6 +117,37 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             crate::login::run(target, &server, no_browser, wait_ms).await
         }
     }
+}
+
+/// `mcp-supervisor wrap`: its one-server config from its flags, served in transparent mode.
+async fn wrap(args: crate::cli::WrapArgs) -> anyhow::Result<ExitCode> {
+    let usage = |message: String| {
+        eprintln!("mcp-supervisor wrap: {message}");
+        Ok(ExitCode::from(USAGE))
+    };
+    let mut config = match crate::wrap::wrap_config(&args) {
+        Ok(config) => config,
+        Err(message) => return usage(message),
+    };
+    if args.oauth
+        && let Some(server) = config.servers.first_mut()
+    {
+        server.oauth = Some(Default::default());
+    }
+    config.auth = match crate::wrap::auth_of(&args.auth) {
+        Ok(auth) => auth,
+        Err(message) => return usage(message),
+    };
+    config.audit = args.audit.map(|path| AuditConfig { path });
+    crate::serve::run(
+        config,
+        None,
+        None,
+        mcp_supervisor_front::Mode::Transparent,
+        faces_of(args.faces)?,
+        state_dir(args.catalog),
+    )
+    .await
 }
 
 /// Read and validate a config file, printing every problem on failure.

@@ -17,6 +17,7 @@ mod logging;
 mod login;
 mod mcp_http;
 mod registry;
+mod reload;
 mod serve;
 mod telemetry;
 mod wrap;

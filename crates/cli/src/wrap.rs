@@ -11,24 +11,24 @@ use std::time::Duration;
 use mcp_supervisor::core::config::{Config, Problem};
 
 /// The server `wrap` fronts when it is not a command: `--url` or `--sse`.
-pub(crate) enum Remote {
+enum Remote {
     Http(String),
     Sse(String),
 }
 
 /// The one-server config of `wrap`: naming mode `original`, policy from the flags.
-pub(crate) fn wrap_config(
-    name: Option<String>,
-    url: Option<Remote>,
-    (header, header_from_env): (Vec<String>, Vec<String>),
-    policy: &crate::cli::PolicyArgs,
-    command: Vec<String>,
-) -> Result<Config, String> {
+pub(crate) fn wrap_config(args: &crate::cli::WrapArgs) -> Result<Config, String> {
     use mcp_supervisor::core::config::{Secret, Start, ToolExposure, TransportConfig};
     use mcp_supervisor::core::naming::NamingMode;
     use mcp_supervisor::core::pin::PinMode;
+    let policy = &args.policy;
+    let url = match (&args.url, &args.sse) {
+        (Some(url), None) => Some(Remote::Http(url.clone())),
+        (None, Some(url)) => Some(Remote::Sse(url.clone())),
+        _ => None,
+    };
     let mut headers = Vec::new();
-    for line in header {
+    for line in &args.header {
         match line.split_once(':') {
             Some((name, value)) if !name.trim().is_empty() => {
                 headers.push((name.trim().to_owned(), Secret::new(value.trim_start())));
@@ -39,7 +39,7 @@ pub(crate) fn wrap_config(
             }
         }
     }
-    for pair in header_from_env {
+    for pair in &args.header_from_env {
         let Some((name, var)) = pair
             .split_once('=')
             .filter(|(name, _)| !name.trim().is_empty())
@@ -58,7 +58,7 @@ pub(crate) fn wrap_config(
     if !headers.is_empty() && url.is_none() {
         return Err("--header and --header-from-env go with --url or --sse: a command's server takes no HTTP headers".into());
     }
-    let transport = match (url, command.split_first()) {
+    let transport = match (url, args.command.split_first()) {
         (Some(Remote::Http(url)), None) => TransportConfig::Http { url, headers },
         (Some(Remote::Sse(url)), None) => TransportConfig::Sse { url, headers },
         (None, Some((program, args))) => TransportConfig::Stdio {
@@ -70,7 +70,10 @@ pub(crate) fn wrap_config(
         (None, None) => return Err("give the server's command after `--` (e.g. `mcp-supervisor wrap -- npx -y some-server`), --url URL or --sse URL".into()),
         (Some(_), Some(_)) => return Err("give either --url, --sse or a command, not one with another".into()),
     };
-    let name = name.unwrap_or_else(|| default_name(&transport));
+    let name = args
+        .name
+        .clone()
+        .unwrap_or_else(|| default_name(&transport));
     let url_flag = match &transport {
         TransportConfig::Sse { .. } => "--sse",
         TransportConfig::Http { .. } | TransportConfig::Stdio { .. } => "--url",
@@ -324,21 +327,10 @@ mod tests {
     fn wrap(args: &[&str]) -> Result<Config, String> {
         let cli = crate::cli::Cli::try_parse_from(["mcp-supervisor", "wrap"].iter().chain(args))
             .expect("the flags parse");
-        let Command::Wrap {
-            name,
-            url,
-            sse,
-            header,
-            header_from_env,
-            policy,
-            command,
-            ..
-        } = cli.command
-        else {
+        let Command::Wrap(args) = cli.command else {
             panic!("not wrap");
         };
-        let remote = url.map(Remote::Http).or(sse.map(Remote::Sse));
-        wrap_config(name, remote, (header, header_from_env), &policy, command)
+        wrap_config(&args)
     }
 
     #[test]

@@ -1,7 +1,7 @@
 //! The dashboard's side of a proxy's Unix socket: one `GET /dashboard/state` within a deadline
 //! ([`fetch`]), the `GET /dashboard/events` stream read as states ([`follow`]), and the merge of
 //! several proxies' states into one ([`merged`]). A proxy that does not answer is shown as
-//! unreachable ([`unreachable`]); one whose socket refuses is stale, and its files are removed.
+//! unreachable ([`unreachable()`]); one whose socket refuses is stale, and its files are removed.
 //!
 //! It only reads from proxies (never a POST), and holds no more of a stream than one event
 //! ([`MAX_EVENT`]).
