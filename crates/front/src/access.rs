@@ -7,104 +7,24 @@
 //! Who the caller is comes from the client ([`crate::caller`]); a client with no caller is
 //! judged with no claims (and, for the limits, as one anonymous identity).
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
-use mcp_supervisor::core::authorize::{Claims, Request, Rule, Target};
-use mcp_supervisor::core::config::{AuthConfig, Config, RateLimit};
+use mcp_supervisor::core::authorize::{Claims, Request, Target};
+use mcp_supervisor::core::config::Config;
 use mcp_supervisor::link::RpcError;
 use serde_json::json;
 
 use crate::audit::Outcome;
 use crate::client::Client;
 use crate::proxy::Proxy;
-use crate::rate::{self, Limits, Rate, RetryAfter};
+use crate::rate::{self, RetryAfter};
+pub use crate::rules::Rules;
 
 /// The JSON-RPC error code of a request an `authorize` rule denied (it did not run).
 pub const DENIED: i64 = -32003;
 /// The JSON-RPC error code of a request past a rate limit (it did not run); its `data` holds
 /// `retryAfter` in seconds, which an HTTP face also gives as `429` with `Retry-After`.
 pub const RATE_LIMITED: i64 = -32029;
-
-/// The rules of one config: each server's `authorize`, and every rate limit.
-#[derive(Default)]
-pub struct Rules {
-    authorize: HashMap<String, Rule>,
-    limits: Option<Arc<Limits>>,
-    /// The rates the limits were made from: a reload that keeps them keeps the budgets.
-    rates: Rates,
-    /// The config's `auth`, as read: a transport reads it once, at start.
-    auth: Option<AuthConfig>,
-}
-
-type Rates = (Option<RateLimit>, Vec<(String, RateLimit)>);
-
-impl Rules {
-    /// The rules `config` sets. A rate that the limiter cannot hold (the config checks the same
-    /// bounds first) is left out, with a warning.
-    pub fn of(config: &Config) -> Self {
-        let authorize = config
-            .servers
-            .iter()
-            .filter_map(|s| Some((s.name.clone(), s.authorize.clone()?)))
-            .collect();
-        let rate = |limit: &RateLimit, whose: &str| {
-            Rate::new(limit.requests_per_second, limit.burst)
-                .map_err(|error| tracing::warn!("rateLimit of {whose} left out: {error}"))
-                .ok()
-        };
-        let rates: Rates = (
-            config.rate_limit,
-            config
-                .servers
-                .iter()
-                .filter_map(|s| Some((s.name.clone(), s.rate_limit?)))
-                .collect(),
-        );
-        let top = rates.0.as_ref().and_then(|l| rate(l, "the proxy"));
-        let servers: Vec<(String, Rate)> = rates
-            .1
-            .iter()
-            .filter_map(|(name, limit)| Some((name.clone(), rate(limit, name)?)))
-            .collect();
-        let limits =
-            (top.is_some() || !servers.is_empty()).then(|| Arc::new(Limits::new(top, servers)));
-        Self {
-            authorize,
-            limits,
-            rates,
-            auth: config.auth.clone(),
-        }
-    }
-
-    /// These rules, keeping `old`'s budgets when the rates are the same (a reload that did not
-    /// change them does not give every caller a fresh budget).
-    fn keeping(mut self, old: &Rules) -> Self {
-        if self.rates == old.rates {
-            self.limits = old.limits.clone();
-        }
-        if self.auth != old.auth {
-            tracing::warn!(
-                "the config's \"auth\" changed: it is read at start, and the running one stays; restart the proxy to apply it"
-            );
-            self.auth = old.auth.clone();
-        }
-        self
-    }
-
-    /// Whether any server has a rule (lists are then filtered per caller).
-    pub fn any_rule(&self) -> bool {
-        !self.authorize.is_empty()
-    }
-
-    /// Spend one request of the caller's top budget (`rateLimit` at the top of the config).
-    pub fn check_top(&self, key: &str) -> Result<(), RetryAfter> {
-        match &self.limits {
-            Some(limits) => limits.check(key, rate::Scope::Top),
-            None => Ok(()),
-        }
-    }
-}
 
 /// The error of a request past `retry`.
 pub fn rate_limited(retry: &RetryAfter) -> RpcError {
@@ -128,7 +48,7 @@ impl Proxy {
         crate::trail::routed(server, target);
         let rules = self.rules();
         let caller = client.caller();
-        if let Some(rule) = rules.authorize.get(server) {
+        if let Some(rule) = rules.rule(server) {
             let no_claims = Claims::default();
             let jwt = caller.as_ref().map_or(&no_claims, |c| &c.claims);
             let request = Request {
@@ -148,7 +68,7 @@ impl Proxy {
                 return Err(denied(server, method, target));
             }
         }
-        if let Some(limits) = &rules.limits {
+        if let Some(limits) = rules.limits() {
             let key = caller.as_ref().map_or(rate::ANONYMOUS, |c| c.key());
             limits
                 .check(key, rate::Scope::Server(server))
@@ -182,7 +102,7 @@ impl Proxy {
         method: &str,
         target: Target<'_>,
     ) -> bool {
-        let Some(rule) = rules.authorize.get(server) else {
+        let Some(rule) = rules.rule(server) else {
             return true;
         };
         let caller = client.caller();

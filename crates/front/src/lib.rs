@@ -45,6 +45,7 @@ mod json;
 mod listen;
 pub mod message;
 pub mod metrics;
+mod owners;
 mod prompts;
 pub mod proxy;
 mod quiet;
@@ -52,6 +53,7 @@ pub mod rate;
 mod reload;
 mod resources;
 pub mod rounds;
+mod rules;
 pub mod seal;
 pub mod session;
 mod shared;
@@ -104,7 +106,7 @@ pub fn start(config: Config, mode: Mode, options: HubOptions) -> Arc<Proxy> {
         ..options
     };
     let exposure = config.tool_exposure;
-    let rules = crate::access::Rules::of(&config);
+    let rules = crate::rules::Rules::of(&config);
     let hub = Arc::new(Hub::start_with_options(config, options));
     let proxy = Proxy::new(hub, mode);
     proxy.set_exposure(exposure);

@@ -49,10 +49,10 @@ pub struct Proxy {
     pub(crate) restored: Mutex<HashMap<String, u64>>,
     /// Reloads asked for and read ([`Proxy::reload`]).
     pub(crate) reloads: Reloads,
-    /// Each server's `authorize` rule and the rate limits ([`crate::access`]).
-    pub(crate) access: Mutex<Arc<crate::access::Rules>>,
-    /// Who created each task ([`crate::tasks`]).
-    pub(crate) tasks: crate::tasks::TaskOwners,
+    /// Each server's `authorize` rule and the rate limits ([`crate::rules`]).
+    pub(crate) access: Mutex<Arc<crate::rules::Rules>>,
+    /// Who created each task ([`crate::owners`]).
+    pub(crate) tasks: crate::owners::TaskOwners,
     /// Where each request that reaches a server or is refused is written down (SPEC §14);
     /// unset: nothing is noted ([`crate::trail`]). A reload may move it ([`Proxy::reload`]).
     audit: Mutex<Option<Arc<Audit>>>,
@@ -79,7 +79,7 @@ impl Proxy {
             restored: Mutex::new(HashMap::new()),
             reloads: Reloads::default(),
             access: Mutex::default(),
-            tasks: crate::tasks::TaskOwners::default(),
+            tasks: crate::owners::TaskOwners::default(),
             audit: Mutex::new(None),
         });
         proxy.pass_events_down();

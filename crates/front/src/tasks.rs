@@ -1,7 +1,7 @@
 //! Tasks: `tasks/list` of every server, `tasks/get`, `tasks/result` and `tasks/cancel` routed
 //! by the namespaced task id in `serve` (as they came in `wrap`), and the namespacing itself
 //! ([`namespace_task`]). Each is judged by its server's `authorize` rule (`mcp.method`,
-//! `mcp.server`), and a task is its creator's (SPEC §14, [`TaskOwners`]): a caller with an
+//! `mcp.server`), and a task is its creator's (SPEC §14, [`crate::owners`]): a caller with an
 //! identity sees only the tasks it created, and asking for another's gets the same answer as
 //! for a task that does not exist.
 //!
@@ -9,8 +9,6 @@
 //! other member passes whole.
 
 use std::borrow::Cow;
-use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
 
 use mcp_supervisor::CallArgs;
 use mcp_supervisor::core::authorize::Target;
@@ -21,51 +19,9 @@ use serde_json::Value;
 use serde_json::value::RawValue;
 
 use crate::client::Client;
-use crate::json::{list_answer, lock, member_str, object_params, to_raw};
+use crate::json::{list_answer, member_str, object_params, to_raw};
 use crate::message::Head;
 use crate::proxy::{Mode, Proxy};
-
-/// The most tasks whose creator is kept; past it the oldest is forgotten, and becomes unknown
-/// to its creator too (about 100 bytes each: some 6 MiB at the most).
-pub const OWNED_TASKS: usize = 65_536;
-
-/// Who created each task that a caller with an identity created, by the id its client sees.
-/// Bounded: [`OWNED_TASKS`], the oldest forgotten first.
-#[derive(Default)]
-pub(crate) struct TaskOwners(Mutex<Owners>);
-
-#[derive(Default)]
-struct Owners {
-    by_task: HashMap<String, String>,
-    /// The tasks in the order they were created, to forget the oldest.
-    order: VecDeque<String>,
-}
-
-impl TaskOwners {
-    /// The task `id` was created by the identity whose key is `owner`.
-    fn created(&self, id: String, owner: &str) {
-        let mut owners = lock(&self.0);
-        if owners
-            .by_task
-            .insert(id.clone(), owner.to_string())
-            .is_none()
-        {
-            owners.order.push_back(id);
-        }
-        while owners.order.len() > OWNED_TASKS {
-            if let Some(oldest) = owners.order.pop_front() {
-                owners.by_task.remove(&oldest);
-            }
-        }
-    }
-
-    /// Whether a client whose identity's key is `caller` (none: no identity) may see the task
-    /// `id`: one that an identity created is that identity's alone; one that none did (created
-    /// by a client without one, or not through this proxy) only a client without one sees.
-    fn sees(&self, id: &str, caller: Option<&str>) -> bool {
-        lock(&self.0).by_task.get(id).map(String::as_str) == caller
-    }
-}
 
 /// The answer for a task the caller does not know: one that does not exist and another
 /// identity's get the same.
@@ -222,29 +178,6 @@ impl Proxy {
 mod tests {
     use super::*;
     use crate::json::raw_json;
-
-    #[test]
-    fn a_task_is_seen_by_its_creator_alone_and_the_oldest_is_forgotten_past_the_bound() {
-        let owners = TaskOwners::default();
-        owners.created("s:t-0".into(), "alice");
-        assert!(owners.sees("s:t-0", Some("alice")));
-        assert!(!owners.sees("s:t-0", Some("bob")));
-        assert!(
-            !owners.sees("s:t-0", None),
-            "not to a client without an identity"
-        );
-        assert!(
-            owners.sees("s:other", None),
-            "one no identity made: as before"
-        );
-        assert!(!owners.sees("s:other", Some("alice")));
-        for n in 1..=OWNED_TASKS {
-            owners.created(format!("s:t-{n}"), "alice");
-        }
-        assert!(!owners.sees("s:t-0", Some("alice")), "forgotten");
-        assert!(owners.sees("s:t-1", Some("alice")));
-        assert_eq!(lock(&owners.0).by_task.len(), OWNED_TASKS);
-    }
 
     #[test]
     fn task_ids_are_namespaced_by_server() {
