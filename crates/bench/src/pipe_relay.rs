@@ -68,3 +68,96 @@ pub async fn run(command: &[String], max_secs: u64, tokio_stdio: bool) -> Result
     let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
     outcome
 }
+
+/// `pipe-relay --map-ids`: the floor of a hop that parses. Each line is framed as the stdio face
+/// frames it, its envelope read as the library reads it ([`Envelope::read`]), and a request's id
+/// swapped for one of ours both ways (the least a proxy that shares a server must do), on one
+/// task of a current-thread runtime, as `wrap` runs. Nothing else: no routing, no supervision.
+pub fn run_mapping_ids(command: &[String], max_secs: u64) -> Result<()> {
+    let runtime = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    runtime.block_on(async {
+        let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
+        let (program, args) = command.split_first().context("no command after --")?;
+        let mut child = Command::new(program)
+            .args(args)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::inherit())
+            .kill_on_drop(true)
+            .spawn()
+            .with_context(|| format!("cannot start {program}"))?;
+        let child_stdin = child.stdin.take().context("stdin not piped")?;
+        let child_stdout = child.stdout.take().context("stdout not piped")?;
+        let relayed = tokio::select! {
+            relayed = relay_mapping_ids(our_stdin(false), our_stdout(false), child_stdin, child_stdout) => relayed,
+            _ = tokio::time::sleep(Duration::from_secs(max_secs)) => Ok(()),
+        };
+        let _ = child.start_kill();
+        let _ = tokio::time::timeout(Duration::from_secs(5), child.wait()).await;
+        relayed
+    })
+}
+
+/// `text` with the JSON value `old` (a slice of it) replaced by `new`, as one line.
+fn swapped(text: &str, old: &serde_json::value::RawValue, new: &str) -> String {
+    let start = old.get().as_ptr() as usize - text.as_ptr() as usize;
+    let end = start + old.get().len();
+    let mut line = String::with_capacity(text.len() + new.len() + 1);
+    line.push_str(&text[..start]);
+    line.push_str(new);
+    line.push_str(&text[end..]);
+    line.push('\n');
+    line
+}
+
+async fn relay_mapping_ids(
+    input: Input,
+    mut output: Output,
+    mut child_in: tokio::process::ChildStdin,
+    child_out: tokio::process::ChildStdout,
+) -> Result<()> {
+    use futures::StreamExt;
+    use mcp_supervisor::upstream::Envelope;
+    use mcp_supervisor::upstream::lines::LineCodec;
+    use tokio::io::AsyncWriteExt;
+    use tokio_util::codec::FramedRead;
+    const MAX: usize = 64 * 1024 * 1024;
+    let mut from_client = FramedRead::with_capacity(input, LineCodec::new(MAX), 64 * 1024);
+    let mut from_server = FramedRead::with_capacity(child_out, LineCodec::new(MAX), 64 * 1024);
+    let mut pending: std::collections::HashMap<u64, Box<serde_json::value::RawValue>> =
+        std::collections::HashMap::new();
+    let mut next: u64 = 0;
+    loop {
+        tokio::select! {
+            line = from_client.next() => {
+                let Some(line) = line else { return Ok(()) };
+                let line = line.map_err(|e| anyhow!("reading stdin: {e:?}"))?;
+                let text = std::str::from_utf8(&line)?;
+                let envelope = Envelope::read(text)?;
+                let out = match (envelope.id, envelope.method) {
+                    (Some(id), Some(_)) => {
+                        next += 1;
+                        pending.insert(next, id.to_owned());
+                        swapped(text, id, &next.to_string())
+                    }
+                    _ => format!("{text}\n"),
+                };
+                child_in.write_all(out.as_bytes()).await?;
+            }
+            line = from_server.next() => {
+                let Some(line) = line else { return Ok(()) };
+                let line = line.map_err(|e| anyhow!("reading the child: {e:?}"))?;
+                let text = std::str::from_utf8(&line)?;
+                let envelope = Envelope::read(text)?;
+                let ours = envelope.id.filter(|_| envelope.method.is_none());
+                let out = match ours.and_then(|id| Some((id, pending.remove(&id.get().parse().ok()?)?))) {
+                    Some((id, theirs)) => swapped(text, id, theirs.get()),
+                    None => format!("{text}\n"),
+                };
+                output.write_all(out.as_bytes()).await?;
+            }
+        }
+    }
+}

@@ -8,6 +8,7 @@
 //! | `ours-stdio` | `mcp-supervisor wrap -- server-everything` | `StdioClientTransport` |
 //! | `pipe-relay-c` | `pipe-relay-c server-everything`: the C relay of `crates/bench/c/pipe_relay.c` (`poll()`, 64 KiB `read`/`write`), built with `cc -O2` at the start of the run | `StdioClientTransport` |
 //! | `pipe-relay` | `mcp-supervisor-bench pipe-relay -- server-everything` (bytes copied both ways by `tokio::io::copy`) | `StdioClientTransport` |
+//! | `parse-relay` | `mcp-supervisor-bench pipe-relay --map-ids -- server-everything`: lines framed, each envelope read, request ids swapped both ways, on one thread (the floor of a hop that parses; run only when named) | `StdioClientTransport` |
 //! | `ours-http` | `mcp-supervisor wrap --http 127.0.0.1:PORT -- server-everything` | `StreamableHTTPClientTransport` |
 //! | `relay-http` | `mcp-supervisor-bench relay --listen 127.0.0.1:PORT -- server-everything` | `StreamableHTTPClientTransport` |
 //!
@@ -50,16 +51,17 @@ use crate::util::{self, Stats};
 /// Every target, in the order of the rounds and tables. `ours-stdio-b` (another build's
 /// `wrap`, given with `--ours-b`) is for comparing two builds in one run, round by round; it is
 /// not run unless asked for.
-pub const ALL: [&str; 7] = [
+pub const ALL: [&str; 8] = [
     "direct",
     "ours-stdio",
     "ours-stdio-b",
     "pipe-relay-c",
     "pipe-relay",
+    "parse-relay",
     "ours-http",
     "relay-http",
 ];
-/// The targets run when none are named: all but `ours-stdio-b`.
+/// The targets run when none are named: all but `ours-stdio-b` and `parse-relay`.
 pub const DEFAULT: [&str; 6] = [
     "direct",
     "ours-stdio",
@@ -73,6 +75,9 @@ const STDIO_FLOORS: [(&str, &str); 2] = [
     ("pipe-relay-c", "the C pipe relay"),
     ("pipe-relay", "the tokio pipe relay"),
 ];
+/// The floors shown side by side when they ran: the two of the verdicts, and the floor of a hop
+/// that parses (no verdict of its own: it says how much of the gap any parsing hop pays).
+const SHOWN_FLOORS: [&str; 3] = ["pipe-relay-c", "pipe-relay", "parse-relay"];
 /// Bound of a target's start (front listening, client connected, first call answered).
 const START_LIMIT: Duration = Duration::from_secs(60);
 /// Bound of one call inside the client (`--call-ms`).
@@ -376,6 +381,14 @@ pub(crate) async fn start(
             None,
             "tokio pipe relay (mcp-supervisor-bench pipe-relay: tokio::io::copy both ways)",
         ),
+        "parse-relay" => (
+            Some(with(
+                &[&here_s, "pipe-relay", "--map-ids", "--"],
+                &everything,
+            )),
+            None,
+            "parsing relay (mcp-supervisor-bench pipe-relay --map-ids: lines, envelopes, ids swapped, one thread)",
+        ),
         "ours-http" | "relay-http" => {
             let port = util::free_port()?;
             let listen = format!("127.0.0.1:{port}");
@@ -509,7 +522,7 @@ pub(crate) async fn launch(
 fn stdio_hop(id: &str) -> bool {
     matches!(
         id,
-        "ours-stdio" | "ours-stdio-b" | "pipe-relay-c" | "pipe-relay"
+        "ours-stdio" | "ours-stdio-b" | "pipe-relay-c" | "pipe-relay" | "parse-relay"
     )
 }
 
@@ -789,7 +802,7 @@ fn stdio_floors(rows: &[Row]) -> Value {
     let ours = rows.iter().find(|r| r.id == "ours-stdio");
     let mut out = serde_json::Map::new();
     let mut parts = Vec::new();
-    for (floor_id, _) in STDIO_FLOORS {
+    for floor_id in SHOWN_FLOORS {
         let Some(floor) = rows.iter().find(|r| r.id == floor_id) else {
             continue;
         };
