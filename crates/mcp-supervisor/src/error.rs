@@ -6,6 +6,8 @@
 
 use std::time::Duration;
 
+use crate::core::classify::Failure;
+
 /// Whether the connection was re-established after a failed call.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Restored {
@@ -330,17 +332,17 @@ pub enum OpenError {
 pub enum HandshakeError {
     /// `initialize` got no result: the server answered it with an error, refused it over
     /// HTTP, or the transport failed (the failure says which).
-    #[error("initialize failed: {}", crate::link::describe(.0))]
-    Initialize(crate::core::classify::Failure),
+    #[error("initialize failed: {}", describe(.0))]
+    Initialize(Failure),
     /// The `initialize` result has no `protocolVersion`.
     #[error("initialize failed: the server's answer has no protocolVersion")]
     NoProtocolVersion,
     /// `notifications/initialized` could not be sent.
-    #[error("sending notifications/initialized failed: {}", crate::link::describe(.0))]
-    Initialized(crate::core::classify::Failure),
+    #[error("sending notifications/initialized failed: {}", describe(.0))]
+    Initialized(Failure),
     /// `server/discover` failed in a way that says nothing of the server's era.
-    #[error("server/discover failed: {}", crate::link::describe(.0))]
-    Discover(crate::core::classify::Failure),
+    #[error("server/discover failed: {}", describe(.0))]
+    Discover(Failure),
     /// The `server/discover` result is not an object.
     #[error("the server's server/discover answer is not an object")]
     DiscoverNotObject,
@@ -359,8 +361,8 @@ pub(crate) enum AttemptError {
     #[error(transparent)]
     Handshake(#[from] HandshakeError),
     /// The first `tools/list` failed.
-    #[error("the first tools/list failed: {}", crate::link::describe(.0))]
-    FirstList(crate::core::classify::Failure),
+    #[error("the first tools/list failed: {}", describe(.0))]
+    FirstList(Failure),
     /// `connectTimeoutMs` passed before the handshake and the first list were done.
     #[error(
         "no answer within connectTimeoutMs ({} ms) over spawn, initialize and the first tools/list",
@@ -389,6 +391,29 @@ pub(crate) struct Stuck {
     pub generation: u64,
     /// The barrier it overran.
     pub within: Duration,
+}
+
+/// A failure in words, for logs and errors.
+pub(crate) fn describe(failure: &Failure) -> String {
+    match failure {
+        Failure::NoLiveGeneration => "there is no live connection".into(),
+        Failure::ConnectRefused => "the connection was refused".into(),
+        Failure::SessionExpired => "the server no longer knows our session (HTTP 404)".into(),
+        Failure::HttpStatus { status, body, .. } if body.is_empty() => format!("HTTP {status}"),
+        Failure::HttpStatus { status, body, .. } => format!("HTTP {status}: {body}"),
+        Failure::ServerError { code, message, .. } => format!("error {code}: {message}"),
+        Failure::TransportClosedBeforeSend => {
+            "the connection was closed before the request went out".into()
+        }
+        Failure::ConnectionLostAfterSend => {
+            "the connection broke after the request went out".into()
+        }
+        Failure::TransportError { message, .. } => format!("transport error: {message}"),
+        Failure::DeadlinePassed => "the deadline passed".into(),
+        Failure::CancelledByCaller => "cancelled by the caller".into(),
+        Failure::UnexpectedResponse => "the reply was of the wrong type".into(),
+        Failure::Unauthorized { message } => format!("not authorized: {message}"),
+    }
 }
 
 #[cfg(test)]

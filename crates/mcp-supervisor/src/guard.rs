@@ -32,7 +32,7 @@ use std::time::{Duration, Instant};
 
 use nix::sys::signal::{SigSet, SigmaskHow, Signal, sigprocmask};
 
-use crate::upstream::process;
+use crate::groups::{group_alive, signal_group, start_time};
 
 /// The hidden first argument that starts the proxy binary as the guard.
 pub const GUARD_ARG: &str = "__mcp-supervisor-orphan-guard";
@@ -153,9 +153,9 @@ fn run_guard() -> ExitCode {
 fn live_ours(table: &Table) -> Vec<i32> {
     table
         .iter()
-        .filter(|(pgid, start)| still_ours(**start, process::start_time(**pgid)))
+        .filter(|(pgid, start)| still_ours(**start, start_time(**pgid)))
         .map(|(pgid, _)| *pgid)
-        .filter(|pgid| process::group_alive(*pgid))
+        .filter(|pgid| group_alive(*pgid))
         .collect()
 }
 
@@ -168,13 +168,13 @@ fn end_groups(table: &Table) {
         "mcp-supervisor: the proxy ended without stopping its servers; ending process group(s) {left:?}"
     );
     for pgid in &left {
-        process::signal_group(*pgid, Signal::SIGTERM);
+        signal_group(*pgid, Signal::SIGTERM);
     }
     if wait_gone(table, TERM_GRACE) {
         return;
     }
     for pgid in live_ours(table) {
-        process::signal_group(pgid, Signal::SIGKILL);
+        signal_group(pgid, Signal::SIGKILL);
     }
     if !wait_gone(table, KILL_WAIT) {
         eprintln!(

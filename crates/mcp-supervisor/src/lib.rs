@@ -56,6 +56,7 @@
 pub mod auth;
 pub mod catalog;
 pub mod error;
+mod groups;
 pub mod guard;
 pub mod history;
 pub mod hub;

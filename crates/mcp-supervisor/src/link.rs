@@ -533,29 +533,6 @@ impl LinkEvents {
     }
 }
 
-/// A failure in words, for logs and errors.
-pub(crate) fn describe(failure: &Failure) -> String {
-    match failure {
-        Failure::NoLiveGeneration => "there is no live connection".into(),
-        Failure::ConnectRefused => "the connection was refused".into(),
-        Failure::SessionExpired => "the server no longer knows our session (HTTP 404)".into(),
-        Failure::HttpStatus { status, body, .. } if body.is_empty() => format!("HTTP {status}"),
-        Failure::HttpStatus { status, body, .. } => format!("HTTP {status}: {body}"),
-        Failure::ServerError { code, message, .. } => format!("error {code}: {message}"),
-        Failure::TransportClosedBeforeSend => {
-            "the connection was closed before the request went out".into()
-        }
-        Failure::ConnectionLostAfterSend => {
-            "the connection broke after the request went out".into()
-        }
-        Failure::TransportError { message, .. } => format!("transport error: {message}"),
-        Failure::DeadlinePassed => "the deadline passed".into(),
-        Failure::CancelledByCaller => "cancelled by the caller".into(),
-        Failure::UnexpectedResponse => "the reply was of the wrong type".into(),
-        Failure::Unauthorized { message } => format!("not authorized: {message}"),
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

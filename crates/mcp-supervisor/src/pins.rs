@@ -17,9 +17,9 @@ use std::time::SystemTime;
 use mcp_supervisor_core::config::ServerConfig;
 use mcp_supervisor_core::pin::{self, Action, Pin, PinMode, PinState, Verdict};
 use serde::{Deserialize, Serialize};
+use serde_json::value::RawValue;
 
 use crate::catalog::WriteError;
-use crate::registry::UpstreamTool;
 
 /// The format of the pin files this build writes and reads.
 pub const FORMAT_VERSION: u32 = 1;
@@ -225,16 +225,17 @@ impl PinBook {
         true
     }
 
-    /// Judge a server's list against its pins: log what is new or changed, save what is to be
-    /// kept, and return the tools to withhold, each with the members that changed.
-    pub(crate) fn judge(&mut self, tools: &[UpstreamTool]) -> Withheld {
+    /// Judge a server's list (each tool's name and definition) against its pins: log what is
+    /// new or changed, save what is to be kept, and return the tools to withhold, each with the
+    /// members that changed.
+    pub(crate) fn judge(&mut self, tools: &[(&str, &RawValue)]) -> Withheld {
         // An approval written since the last look counts before this list is judged.
         self.refresh();
         let current: Vec<(String, Pin)> = tools
             .iter()
-            .map(|t| {
-                let definition = serde_json::from_str(t.definition.get()).unwrap_or_default();
-                (t.name.clone(), pin::pin_of(&definition))
+            .map(|(name, definition)| {
+                let definition = serde_json::from_str(definition.get()).unwrap_or_default();
+                (name.to_string(), pin::pin_of(&definition))
             })
             .collect();
         let (judged, changed) = self.state.observe(self.mode, &current);

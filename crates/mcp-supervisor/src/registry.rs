@@ -512,14 +512,14 @@ fn judge(inner: &mut Inner, server: &str) {
     };
     let open = ToolFilter::default();
     let filter = filters.get(server).unwrap_or(&open);
-    let listed: Vec<UpstreamTool> = servers
+    let listed: Vec<(&str, &RawValue)> = servers
         .iter()
         .find(|(s, _)| s == server)
         .map(|(_, tools)| {
             tools
                 .iter()
                 .filter(|t| filter.allows(&t.name))
-                .cloned()
+                .map(|t| (t.name.as_str(), &*t.definition))
                 .collect()
         })
         .unwrap_or_default();

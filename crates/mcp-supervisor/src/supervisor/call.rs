@@ -16,8 +16,9 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Phase, ServerState, SupervisorHandle};
+use crate::error::describe;
 use crate::error::{CallError, Restored};
-use crate::link::{CallOptions, Downstream, Link, describe};
+use crate::link::{CallOptions, Downstream, Link};
 
 /// How long past its deadline a call may run before the call path ends it itself.
 const OUTER_GRACE: Duration = Duration::from_millis(250);

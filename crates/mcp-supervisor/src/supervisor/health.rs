@@ -11,7 +11,8 @@ use mcp_supervisor_core::classify::Failure;
 use mcp_supervisor_core::policy::HealthPolicy;
 use tokio::sync::mpsc;
 
-use crate::link::{Link, describe};
+use crate::error::describe;
+use crate::link::Link;
 
 /// JSON-RPC "method not found".
 const METHOD_NOT_FOUND: i32 = -32601;

@@ -269,7 +269,7 @@ impl Supervisor {
             Err(failure) => tracing::warn!(
                 server = %self.name,
                 "re-syncing tools after list_changed failed: {}",
-                crate::link::describe(&failure)
+                crate::error::describe(&failure)
             ),
         }
         Served::Continue
