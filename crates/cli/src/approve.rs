@@ -10,8 +10,7 @@ use std::process::ExitCode;
 use mcp_supervisor::core::config::{ServerConfig, TransportConfig};
 use mcp_supervisor::pins;
 
-/// Exit code for bad usage or an invalid config.
-const USAGE: u8 = 2;
+use crate::config_file::USAGE;
 
 /// How the server is named.
 pub enum Which {
@@ -100,7 +99,7 @@ fn locate(
                     "name the server: `mcp-supervisor approve SERVER --config FILE`".into(),
                 ));
             };
-            let config = crate::commands::load(&config).map_err(|_| {
+            let config = crate::config_file::load(&config).map_err(|_| {
                 (
                     USAGE,
                     format!("the config {} cannot be used (see above)", config.display()),

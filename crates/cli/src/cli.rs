@@ -116,6 +116,16 @@ pub struct HttpLimitArgs {
     pub http_max_connections: u32,
 }
 
+impl From<HttpLimitArgs> for crate::http::limits::Limits {
+    fn from(args: HttpLimitArgs) -> Self {
+        Self {
+            header_timeout: std::time::Duration::from_millis(args.http_header_timeout_ms),
+            idle_timeout: std::time::Duration::from_millis(args.http_idle_timeout_ms),
+            max_connections: args.http_max_connections,
+        }
+    }
+}
+
 /// Where saved catalogs live (`serve`, `wrap`).
 #[derive(Clone, Debug, clap::Args)]
 pub struct CatalogArgs {
@@ -251,29 +261,6 @@ pub struct WrapArgs {
     pub command: Vec<String>,
 }
 
-/// The flags of `adopt`.
-#[derive(Debug, clap::Args)]
-pub struct AdoptArgs {
-    /// The config file to rewrite (default: every usual host config that exists).
-    #[arg(long, value_name = "PATH")]
-    pub file: Option<PathBuf>,
-    /// Which host the file belongs to, when its name does not say.
-    #[arg(long, value_enum, value_name = "NAME")]
-    pub format: Option<crate::adopt::Format>,
-    /// Save the change (default: print the diff only).
-    #[arg(long)]
-    pub write: bool,
-    /// Restore the original entries from the wrapped ones.
-    #[arg(long)]
-    pub undo: bool,
-    /// Only these servers (comma-separated names).
-    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
-    pub only: Vec<String>,
-    /// The command written into each entry (default: this program's absolute path).
-    #[arg(long, value_name = "PATH")]
-    pub binary: Option<PathBuf>,
-}
-
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Supervise every server of a config and serve their tools as one MCP server.
@@ -303,7 +290,7 @@ pub enum Command {
     #[command(
         after_help = "Examples:\n  mcp-supervisor adopt                      # show the diff for every host config found\n  mcp-supervisor adopt --write              # save it (a timestamped backup is kept beside each file)\n  mcp-supervisor adopt --undo --write       # restore the original entries\n  mcp-supervisor adopt --file .mcp.json --only github,fs --write\n\nHosts: Claude Desktop, Cursor, Claude Code (.mcp.json, ~/.claude.json), VS Code (mcp.json), Codex (~/.codex/config.toml), Zed (settings.json), Gemini CLI (.gemini/settings.json).\nStdio servers become `wrap -- CMD`, streamable-HTTP ones `wrap --url URL`, SSE ones `wrap --sse URL` (header values move to env).\nExit code 0 when done, 2 for bad usage or a config that does not parse, 1 when a file could not be written."
     )]
-    Adopt(AdoptArgs),
+    Adopt(crate::adopt::AdoptArgs),
     /// Validate a config and print every problem.
     #[command(
         after_help = "Examples:\n  mcp-supervisor check --config examples/servers.json\n  mcp-supervisor check --config examples/servers.json --list   # also start the servers and check their tool filters\n\nExit code 0 when valid, 2 with every problem listed otherwise. Warnings (--list) do not change it."

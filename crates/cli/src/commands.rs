@@ -6,13 +6,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::{Context, bail};
-use mcp_supervisor::core::config::{AuditConfig, Config, parse_config};
+use mcp_supervisor::core::config::AuditConfig;
 use mcp_supervisor::{CallArgs, Hub};
 
 use crate::cli::Command;
-
-/// Exit code for bad usage or an invalid config.
-const USAGE: u8 = 2;
+use crate::config_file::{USAGE, load};
 
 pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
     match command {
@@ -27,7 +25,10 @@ pub async fn run(command: Command) -> anyhow::Result<ExitCode> {
             }
             Ok(code)
         }
-        Command::Adopt(args) => Ok(crate::adopt::run(args)),
+        Command::Adopt(args) => Ok(crate::adopt::run(
+            args,
+            &<crate::cli::Cli as clap::CommandFactory>::command(),
+        )),
         Command::Status {
             url,
             json,
@@ -148,27 +149,6 @@ async fn wrap(args: crate::cli::WrapArgs) -> anyhow::Result<ExitCode> {
         state_dir(args.catalog),
     )
     .await
-}
-
-/// Read and validate a config file, printing every problem on failure.
-pub(crate) fn load(path: &Path) -> Result<Config, ExitCode> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(text) => text,
-        Err(error) => {
-            eprintln!(
-                "mcp-supervisor: cannot read config {}: {error}",
-                path.display()
-            );
-            return Err(ExitCode::from(USAGE));
-        }
-    };
-    parse_config(&text, &|name| std::env::var(name).ok()).map_err(|errors| {
-        eprintln!("{}: {} problem(s):", path.display(), errors.problems.len());
-        for problem in &errors.problems {
-            eprintln!("  - {problem}");
-        }
-        ExitCode::from(USAGE)
-    })
 }
 
 fn check(path: &Path) -> anyhow::Result<ExitCode> {

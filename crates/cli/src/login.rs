@@ -31,7 +31,7 @@ pub async fn run(
     wait_ms: u64,
 ) -> anyhow::Result<ExitCode> {
     let config = match target {
-        Target::Config(path) => match crate::commands::load(&path) {
+        Target::Config(path) => match crate::config_file::load(&path) {
             Ok(config) => config,
             Err(code) => return Ok(code),
         },

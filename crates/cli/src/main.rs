@@ -9,6 +9,7 @@ mod adopt;
 mod approve;
 mod cli;
 mod commands;
+mod config_file;
 mod control;
 mod dashboard;
 mod drain;

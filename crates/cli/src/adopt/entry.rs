@@ -79,6 +79,8 @@ pub enum Outcome {
 pub struct Binary<'a> {
     /// The command written by adopt.
     pub path: &'a str,
+    /// clap's definition of our command line: which of `wrap`'s flags take a value.
+    pub command_line: &'a clap::Command,
 }
 
 impl Binary<'_> {
@@ -404,7 +406,7 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
         Ok(Kind::Wrapped(args)) => args,
         Ok(_) | Err(_) => return Outcome::Unchanged("does not go through mcp-supervisor"),
     };
-    match restore(map, keys, &args) {
+    match unwrap_args(&args, binary.command_line).and_then(|server| restore(map, keys, server)) {
         Ok(()) => Outcome::Changed("restored"),
         Err(reason) => Outcome::Skipped(reason),
     }
@@ -412,8 +414,7 @@ pub fn undo(map: &mut dyn EntryMap, keys: &Keys, binary: &Binary) -> Outcome {
 
 /// The rules of the module's doc, then the notes of [`UNDO_VAR`]; everything is read and checked
 /// before the first write.
-fn restore(map: &mut dyn EntryMap, keys: &Keys, args: &[String]) -> Result<(), String> {
-    let server = unwrap_args(args)?;
+fn restore(map: &mut dyn EntryMap, keys: &Keys, server: Server) -> Result<(), String> {
     // An `env` adopt did not write into may hold anything.
     let read_env = map.get_map("env");
     let mut env = match &read_env {
@@ -502,11 +503,10 @@ fn wrap_flag(cli: &clap::Command, flag: &str) -> Option<bool> {
         .map(|arg| arg.get_action().takes_values())
 }
 
-fn unwrap_args(args: &[String]) -> Result<Server, String> {
+fn unwrap_args(args: &[String], cli: &clap::Command) -> Result<Server, String> {
     let mut url = None;
     let mut sse = false;
     let mut headers = Vec::new();
-    let cli = <crate::cli::Cli as clap::CommandFactory>::command();
     let mut rest = args.iter().skip(1);
     while let Some(arg) = rest.next() {
         let (flag, inline) = match arg.split_once('=') {
@@ -523,7 +523,7 @@ fn unwrap_args(args: &[String]) -> Result<Server, String> {
                 args: command.collect(),
             });
         }
-        match wrap_flag(&cli, flag) {
+        match wrap_flag(cli, flag) {
             Some(true) => {}
             Some(false) => continue,
             None => {
@@ -577,17 +577,22 @@ mod tests {
         items.iter().map(|s| (*s).to_owned()).collect()
     }
 
+    /// [`unwrap_args`] with our command line as clap defines it.
+    fn unwrap(args: &[String]) -> Result<Server, String> {
+        unwrap_args(args, &<crate::cli::Cli as clap::CommandFactory>::command())
+    }
+
     #[test]
     fn wrap_arguments_give_back_the_command_or_url_and_headers() {
         assert_eq!(
-            unwrap_args(&strings(&["wrap", "--", "npx", "-y", "pkg", "--", "x"])),
+            unwrap(&strings(&["wrap", "--", "npx", "-y", "pkg", "--", "x"])),
             Ok(Server::Stdio {
                 command: "npx".into(),
                 args: strings(&["-y", "pkg", "--", "x"]),
             })
         );
         assert_eq!(
-            unwrap_args(&strings(&[
+            unwrap(&strings(&[
                 "wrap",
                 "--max-attempts",
                 "3",
@@ -602,7 +607,7 @@ mod tests {
             })
         );
         assert_eq!(
-            unwrap_args(&strings(&["wrap", "--sse", "http://h/sse"])),
+            unwrap(&strings(&["wrap", "--sse", "http://h/sse"])),
             Ok(Server::Url {
                 url: "http://h/sse".into(),
                 headers: Vec::new(),
@@ -611,7 +616,7 @@ mod tests {
         );
         // Every flag wrap has, added by hand, is dropped (its value with it).
         assert_eq!(
-            unwrap_args(&strings(&[
+            unwrap(&strings(&[
                 "wrap",
                 "--pin",
                 "block",
@@ -628,8 +633,8 @@ mod tests {
                 sse: true,
             })
         );
-        assert!(unwrap_args(&strings(&["wrap", "--weird", "--", "x"])).is_err());
-        assert!(unwrap_args(&strings(&["wrap", "--"])).is_err());
+        assert!(unwrap(&strings(&["wrap", "--weird", "--", "x"])).is_err());
+        assert!(unwrap(&strings(&["wrap", "--"])).is_err());
     }
 
     #[test]
@@ -678,8 +683,10 @@ mod tests {
 
     #[test]
     fn only_our_binary_with_wrap_counts_as_wrapped() {
+        let command_line = <crate::cli::Cli as clap::CommandFactory>::command();
         let binary = Binary {
             path: "/opt/bin/mcp-supervisor",
+            command_line: &command_line,
         };
         assert!(binary.is_ours("/opt/bin/mcp-supervisor", &strings(&["wrap", "--", "x"])));
         assert!(binary.is_ours("mcp-supervisor", &strings(&["wrap"])));

@@ -16,7 +16,6 @@ use std::process::ExitCode;
 
 pub use formats::Format;
 
-use crate::cli::AdoptArgs;
 use entry::{Binary, EntryMap, Keys, Outcome};
 use formats::Syntax;
 
@@ -77,7 +76,32 @@ pub struct Plan {
     lines: Vec<Line>,
 }
 
-pub fn run(args: AdoptArgs) -> ExitCode {
+/// The flags of `adopt`.
+#[derive(Debug, clap::Args)]
+pub struct AdoptArgs {
+    /// The config file to rewrite (default: every usual host config that exists).
+    #[arg(long, value_name = "PATH")]
+    pub file: Option<PathBuf>,
+    /// Which host the file belongs to, when its name does not say.
+    #[arg(long, value_enum, value_name = "NAME")]
+    pub format: Option<Format>,
+    /// Save the change (default: print the diff only).
+    #[arg(long)]
+    pub write: bool,
+    /// Restore the original entries from the wrapped ones.
+    #[arg(long)]
+    pub undo: bool,
+    /// Only these servers (comma-separated names).
+    #[arg(long, value_name = "NAME,...", value_delimiter = ',')]
+    pub only: Vec<String>,
+    /// The command written into each entry (default: this program's absolute path).
+    #[arg(long, value_name = "PATH")]
+    pub binary: Option<PathBuf>,
+}
+
+/// Adopt (or undo) as `args` say. `command_line` is clap's definition of ours: which of `wrap`'s
+/// flags take a value, to read a wrapped entry back on undo.
+pub fn run(args: AdoptArgs, command_line: &clap::Command) -> ExitCode {
     let binary = match binary_path(args.binary.as_deref()) {
         Ok(binary) => binary,
         Err(message) => {
@@ -94,7 +118,10 @@ pub fn run(args: AdoptArgs) -> ExitCode {
     };
     let op = Op {
         undo: args.undo,
-        binary: Binary { path: &binary },
+        binary: Binary {
+            path: &binary,
+            command_line,
+        },
         only: &args.only,
     };
     let mut code = 0u8;

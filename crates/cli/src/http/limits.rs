@@ -53,16 +53,6 @@ impl Default for Limits {
     }
 }
 
-impl From<crate::cli::HttpLimitArgs> for Limits {
-    fn from(args: crate::cli::HttpLimitArgs) -> Self {
-        Self {
-            header_timeout: Duration::from_millis(args.http_header_timeout_ms),
-            idle_timeout: Duration::from_millis(args.http_idle_timeout_ms),
-            max_connections: args.http_max_connections,
-        }
-    }
-}
-
 /// The value of `--http-header-timeout-ms` and `--http-idle-timeout-ms`: 1 ms to a day.
 pub fn timeout_ms(text: &str) -> Result<u64, String> {
     let ms: u64 = text
