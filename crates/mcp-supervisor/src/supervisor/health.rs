@@ -65,7 +65,7 @@ impl Prober {
         &mut self,
         generation: u64,
         link: Arc<dyn Link>,
-        done: mpsc::UnboundedSender<ProbeDone>,
+        done: mpsc::UnboundedSender<Box<ProbeDone>>,
     ) {
         if self.in_flight {
             return;
@@ -76,11 +76,11 @@ impl Prober {
         tokio::spawn(async move {
             let started = tokio::time::Instant::now();
             let result = probe(&*link, timeout, &no_ping).await;
-            let _ = done.send(ProbeDone {
+            let _ = done.send(Box::new(ProbeDone {
                 generation,
                 result,
                 elapsed: started.elapsed(),
-            });
+            }));
         });
     }
 

@@ -866,11 +866,11 @@ struct Supervisor {
     events: mpsc::Receiver<(u64, LinkEvent)>,
     /// Unbounded: at most two syncs of a generation are under way at once, the one listing and
     /// one waiting behind it ([`Supervisor::enqueue_sync`]), and each sends one.
-    synced_tx: mpsc::UnboundedSender<SyncDone>,
-    synced: mpsc::UnboundedReceiver<SyncDone>,
+    synced_tx: mpsc::UnboundedSender<Box<SyncDone>>,
+    synced: mpsc::UnboundedReceiver<Box<SyncDone>>,
     /// Unbounded: a ready generation runs one probe at a time, and each sends one.
-    probe_tx: mpsc::UnboundedSender<health::ProbeDone>,
-    probes: mpsc::UnboundedReceiver<health::ProbeDone>,
+    probe_tx: mpsc::UnboundedSender<Box<health::ProbeDone>>,
+    probes: mpsc::UnboundedReceiver<Box<health::ProbeDone>>,
     /// The generation whose re-sync waits for its turn and has not begun listing (0: none): a
     /// list change meanwhile is covered by it.
     sync_waiting: Arc<AtomicU64>,
@@ -894,13 +894,15 @@ struct CatalogWriter {
     /// Unbounded: one catalog per list the server answered (a first list, a re-sync, a
     /// relisting after its `list_changed`), so what waits is bounded by the listings under way,
     /// and the writer keeps only the newest of it.
-    tx: mpsc::UnboundedSender<Catalog>,
+    tx: mpsc::UnboundedSender<Box<Catalog>>,
     task: tokio::task::JoinHandle<()>,
 }
 
 impl CatalogWriter {
     fn start(store: Arc<CatalogStore>, config: ServerConfig, saved: Option<Catalog>) -> Self {
-        let (tx, mut rx) = mpsc::unbounded_channel::<Catalog>();
+        // Boxed: a channel's first block holds 32 of its items, made with the channel, for each
+        // server (a `Catalog` is 160 bytes, its box 8).
+        let (tx, mut rx) = mpsc::unbounded_channel::<Box<Catalog>>();
         let task = tokio::spawn(async move {
             while let Some(mut catalog) = rx.recv().await {
                 // Only the newest of a burst is worth writing.
@@ -930,13 +932,13 @@ impl CatalogWriter {
     /// Change the catalog and queue a save of the whole.
     fn update(
         current: &std::sync::Mutex<Catalog>,
-        tx: &mpsc::UnboundedSender<Catalog>,
+        tx: &mpsc::UnboundedSender<Box<Catalog>>,
         change: impl FnOnce(&mut Catalog),
     ) {
         let mut catalog = current.lock().unwrap_or_else(|p| p.into_inner());
         change(&mut catalog);
         // Sent under the lock, so saves are queued in the order of the changes.
-        let _ = tx.send(catalog.clone());
+        let _ = tx.send(Box::new(catalog.clone()));
     }
 
     /// Let the queued saves finish (bounded), then end.
@@ -1587,7 +1589,7 @@ impl Supervisor {
             // It begins listing: a change from now on needs a sync of its own.
             let _ = waiting.compare_exchange(generation, 0, Ordering::SeqCst, Ordering::SeqCst);
             let result = sync_tools(&*link, timeout, &name).await;
-            let _ = done.send(SyncDone { generation, result });
+            let _ = done.send(Box::new(SyncDone { generation, result }));
         });
     }
 

@@ -93,8 +93,8 @@ impl Supervisor {
                 () = &mut closed => self.closed(&serving),
                 command = self.commands.recv() => self.ready_command(&mut serving, command).await,
                 Some((g, event)) = self.events.recv() => self.link_event(&serving, g, event),
-                Some(done) = self.synced.recv() => self.synced(&serving, done),
-                Some(probe) = self.probes.recv() => self.probed(&mut serving, probe),
+                Some(done) = self.synced.recv() => self.synced(&serving, *done),
+                Some(probe) = self.probes.recv() => self.probed(&mut serving, *probe),
                 why = login_needed(serving.auth.as_mut()) => {
                     serving.link.close(CloseHow::Graceful);
                     Served::Ends(ReadyEnd::NeedsAuth(why))
