@@ -11,12 +11,12 @@
 //! until the child exits, until SIGTERM/SIGINT, until `--max-secs`, or until its parent dies
 //! (PR_SET_PDEATHSIG), and then kills its child.
 
-use std::process::Stdio;
 use std::time::Duration;
 
 use anyhow::{Context, Result, anyhow};
 use mcp_supervisor_front::stdio::{Input, Output};
-use tokio::process::Command;
+
+use crate::procs::relayed_child;
 
 /// Our stdin on the reactor as `mcp-supervisor`'s stdio face opens it (a pipe or a stream
 /// socket), unless `tokio_stdio`.
@@ -36,19 +36,7 @@ fn our_stdout(tokio_stdio: bool) -> Output {
 }
 
 pub async fn run(command: &[String], max_secs: u64, tokio_stdio: bool) -> Result<()> {
-    // Die with the bench that started us.
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    let (program, args) = command.split_first().context("no command after --")?;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot start {program}"))?;
-    let mut child_stdin = child.stdin.take().context("stdin not piped")?;
-    let mut child_stdout = child.stdout.take().context("stdout not piped")?;
+    let (mut child, mut child_stdin, mut child_stdout) = relayed_child(command)?;
     let mut stdin = our_stdin(tokio_stdio);
     let mut stdout = our_stdout(tokio_stdio);
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
@@ -78,18 +66,7 @@ pub fn run_mapping_ids(command: &[String], max_secs: u64) -> Result<()> {
         .enable_all()
         .build()?;
     runtime.block_on(async {
-        let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-        let (program, args) = command.split_first().context("no command after --")?;
-        let mut child = Command::new(program)
-            .args(args)
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::inherit())
-            .kill_on_drop(true)
-            .spawn()
-            .with_context(|| format!("cannot start {program}"))?;
-        let child_stdin = child.stdin.take().context("stdin not piped")?;
-        let child_stdout = child.stdout.take().context("stdout not piped")?;
+        let (mut child, child_stdin, child_stdout) = relayed_child(command)?;
         let relayed = tokio::select! {
             relayed = relay_mapping_ids(our_stdin(false), our_stdout(false), child_stdin, child_stdout) => relayed,
             _ = tokio::time::sleep(Duration::from_secs(max_secs)) => Ok(()),

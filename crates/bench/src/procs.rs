@@ -172,6 +172,25 @@ impl Drop for Spawned {
     }
 }
 
+/// A relay's child: `command` (program and arguments) started with its stdin and stdout piped
+/// and its stderr ours, killed when dropped; and we die with the bench that started us
+/// (PR_SET_PDEATHSIG), so a relay never outlives its run.
+pub fn relayed_child(command: &[String]) -> Result<(Child, ChildStdin, ChildStdout)> {
+    let _ = nix::sys::prctl::set_pdeathsig(Signal::SIGKILL);
+    let (program, args) = command.split_first().context("no command after --")?;
+    let mut child = Command::new(program)
+        .args(args)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::inherit())
+        .kill_on_drop(true)
+        .spawn()
+        .with_context(|| format!("cannot start {program}"))?;
+    let stdin = child.stdin.take().context("stdin not piped")?;
+    let stdout = child.stdout.take().context("stdout not piped")?;
+    Ok((child, stdin, stdout))
+}
+
 /// Send `sig` to one process; false when it could not be sent.
 pub fn signal(pid: u32, sig: Signal) -> bool {
     i32::try_from(pid).is_ok_and(|raw| kill(Pid::from_raw(raw), sig).is_ok())

@@ -9,7 +9,6 @@
 //! dies (PR_SET_PDEATHSIG), and then kills its child.
 
 use std::net::SocketAddr;
-use std::process::Stdio;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -23,7 +22,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use serde_json::Value;
 use tokio::io::AsyncWriteExt;
-use tokio::process::{ChildStdin, Command};
+use tokio::process::ChildStdin;
 use tokio::sync::oneshot;
 
 /// How long one request waits for its answer line.
@@ -49,19 +48,7 @@ pub async fn run(listen: SocketAddr, command: &[String], max_secs: u64) -> Resul
     if !listen.ip().is_loopback() {
         bail!("the relay listens on loopback only, not {listen}");
     }
-    // Die with the bench that started us.
-    let _ = nix::sys::prctl::set_pdeathsig(nix::sys::signal::Signal::SIGKILL);
-    let (program, args) = command.split_first().context("no command after --")?;
-    let mut child = Command::new(program)
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()
-        .with_context(|| format!("cannot start {program}"))?;
-    let stdin = child.stdin.take().context("stdin not piped")?;
-    let stdout = child.stdout.take().context("stdout not piped")?;
+    let (mut child, stdin, stdout) = crate::procs::relayed_child(command)?;
     let relay = Arc::new(Relay {
         stdin: tokio::sync::Mutex::new(stdin),
         pending: Default::default(),
