@@ -14,6 +14,7 @@ pub mod naming;
 pub mod pin;
 pub mod policy;
 pub mod result_cap;
+pub mod skim;
 pub mod tool_search;
 pub mod versions;
 

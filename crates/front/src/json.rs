@@ -131,10 +131,14 @@ pub(crate) fn read_error(error: &RawValue) -> RpcError {
     })
 }
 
+/// The word a tool result that says it is an error holds.
+static IS_ERROR: mcp_supervisor::core::skim::Word =
+    mcp_supervisor::core::skim::Word::new("isError");
+
 /// Whether a tool result says `isError: true`.
 pub(crate) fn is_error(result: &RawValue) -> bool {
     // Most results are no error and say nothing of it: no pass over them.
-    if !result.get().contains("isError") {
+    if !IS_ERROR.in_text(result.get()) {
         return false;
     }
     #[derive(Deserialize)]

@@ -12,8 +12,9 @@ use std::borrow::Cow;
 use std::ops::Range;
 use std::sync::atomic::{AtomicU64, Ordering};
 
+use mcp_supervisor::core::skim;
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::upstream::{Envelope, response_text};
+use mcp_supervisor::upstream::{Envelope, Json, response_text};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -102,16 +103,84 @@ pub struct Meta {
 pub static PARAMS_READ: AtomicU64 = AtomicU64::new(0);
 
 impl Head {
-    /// Read the head of `params` in one pass; `None` when they are not an object or their
-    /// `_meta` is neither an object nor null (a server could not read such params).
-    pub fn read(params: &RawValue) -> Option<Self> {
+    /// Read the head of `params` (JSON text, checked well-formed) in one pass; `None` when they
+    /// are not an object or their `_meta` is neither an object nor null (a server could not read
+    /// such params).
+    ///
+    /// The quick reader ([`skim::members`]) reads it when it can; what it leaves (a key with an
+    /// escape, ...) serde_json reads, and its answer is the answer.
+    pub fn read(params: &str) -> Option<Self> {
         PARAMS_READ.fetch_add(1, Ordering::Relaxed);
-        let text = params.get();
-        let mut deserializer = serde_json::Deserializer::from_str(text);
+        match Self::skimmed(params) {
+            Some(head) => head,
+            None => Self::parsed(params),
+        }
+    }
+
+    /// The head as serde_json reads it.
+    fn parsed(params: &str) -> Option<Self> {
+        let mut deserializer = serde_json::Deserializer::from_str(params);
         let head =
-            serde::de::DeserializeSeed::deserialize(HeadSeed { text }, &mut deserializer).ok()?;
+            serde::de::DeserializeSeed::deserialize(HeadSeed { text: params }, &mut deserializer)
+                .ok()?;
         deserializer.end().ok()?;
         Some(head)
+    }
+
+    /// The head as the quick reader reads it: `Some(None)` for params a server could not read,
+    /// `None` for what it leaves to serde_json.
+    fn skimmed(params: &str) -> Option<Option<Self>> {
+        let mut head = Head::default();
+        let (mut meta, mut metas) = (None, 0);
+        skim::members(params, |key, value| match key {
+            "name" => {
+                head.name = string(value);
+                head.name_at = head.name.as_ref().and_then(|_| span(params, value));
+            }
+            "uri" => head.uri = string(value),
+            "taskId" => head.task_id = string(value),
+            "requestState" => head.request_state = string(value),
+            "inputResponses" => head.input_responses = Some(skim::boxed(value)),
+            "cursor" => head.cursor = value != "null",
+            "_meta" => {
+                meta = Some(value);
+                metas += 1;
+            }
+            _ => {}
+        })?;
+        // Two of them: serde_json says which counts (the last, unless one before is not an object).
+        if metas > 1 {
+            return None;
+        }
+        match meta {
+            None | Some("null") => {}
+            Some(meta) => {
+                let mut read = Meta::default();
+                let (mut plain, mut escaped) = (true, false);
+                let object = skim::members(meta, |key, value| {
+                    let slot = match key {
+                        META_VERSION => &mut read.version,
+                        META_CAPABILITIES => &mut read.capabilities,
+                        META_CLIENT_INFO => &mut read.client_info,
+                        _ => return,
+                    };
+                    *slot = Some(skim::boxed(value));
+                });
+                if object.is_none() {
+                    // Not an object (a server could not read it), or a key with an escape.
+                    escaped = meta.starts_with('{');
+                    plain = false;
+                }
+                if escaped {
+                    return None;
+                }
+                if !plain {
+                    return Some(None);
+                }
+                head.meta = read;
+            }
+        }
+        Some(Some(head))
     }
 }
 
@@ -146,9 +215,11 @@ impl<'de> serde::de::Visitor<'de> for HeadSeed<'_> {
                         .as_ref()
                         .and_then(|_| span(self.text, value.get()));
                 }
-                "uri" => head.uri = string(map.next_value::<Raw<'de>>()?),
-                "taskId" => head.task_id = string(map.next_value::<Raw<'de>>()?),
-                "requestState" => head.request_state = string(map.next_value::<Raw<'de>>()?),
+                "uri" => head.uri = string(map.next_value::<Raw<'de>>()?.get()),
+                "taskId" => head.task_id = string(map.next_value::<Raw<'de>>()?.get()),
+                "requestState" => {
+                    head.request_state = string(map.next_value::<Raw<'de>>()?.get());
+                }
                 "inputResponses" => {
                     head.input_responses = Some(map.next_value::<Raw<'de>>()?.to_owned());
                 }
@@ -203,8 +274,8 @@ pub(crate) const META_CAPABILITIES: &str = "io.modelcontextprotocol/clientCapabi
 pub(crate) const META_CLIENT_INFO: &str = "io.modelcontextprotocol/clientInfo";
 
 /// A JSON string's value, if the text is one.
-fn string(raw: &RawValue) -> Option<String> {
-    serde_json::from_str(raw.get()).ok()
+fn string(text: &str) -> Option<String> {
+    serde_json::from_str(text).ok()
 }
 
 /// Where `part` (a slice of `whole`) lies in `whole`.
@@ -237,7 +308,7 @@ impl Message {
             }
         };
         let head = match envelope.params {
-            Some(params) => Head::read(params).ok_or_else(|| {
+            Some(params) => Head::read(params.get()).ok_or_else(|| {
                 error_text(
                     None,
                     -32600,
@@ -248,11 +319,11 @@ impl Message {
         };
         Ok(Self {
             kind,
-            id: envelope.id.map(ToOwned::to_owned),
-            params: envelope.params.map(ToOwned::to_owned),
+            id: envelope.id.map(Json::to_owned),
+            params: envelope.params.map(Json::to_owned),
             head,
-            result: envelope.result.map(ToOwned::to_owned),
-            error: envelope.error.map(ToOwned::to_owned),
+            result: envelope.result.map(Json::to_owned),
+            error: envelope.error.map(Json::to_owned),
         })
     }
 
@@ -309,7 +380,7 @@ pub(crate) fn read_envelope(text: &str) -> Result<Envelope<'_>, String> {
     if envelope.jsonrpc.as_deref() != Some("2.0") {
         return Err(invalid("`jsonrpc` must be \"2.0\""));
     }
-    if envelope.id.is_some_and(|id| !is_valid_id(id)) {
+    if envelope.id.is_some_and(|id| !is_valid_id(id.get())) {
         return Err(invalid("an `id` is a string or an integer"));
     }
     if envelope.params.is_some_and(|p| p.get() == "null") {
@@ -319,8 +390,7 @@ pub(crate) fn read_envelope(text: &str) -> Result<Envelope<'_>, String> {
 }
 
 /// Whether a request id is one MCP allows: a string or an integer.
-pub(crate) fn is_valid_id(id: &RawValue) -> bool {
-    let text = id.get();
+pub(crate) fn is_valid_id(text: &str) -> bool {
     text.starts_with('"')
         || serde_json::from_str::<i64>(text).is_ok()
         || serde_json::from_str::<u64>(text).is_ok()
@@ -336,6 +406,42 @@ pub fn error_text(id: Option<&RawValue>, code: i64, message: &str) -> String {
 mod tests {
     use super::*;
     use serde_json::Value;
+
+    /// The quick reader reads a head as serde_json does, and leaves to it what it must (a key
+    /// with an escape, `_meta` twice).
+    #[test]
+    fn the_quick_reader_and_serde_json_read_a_head_alike() {
+        let quick = [
+            r#"{"name":"echo","arguments":{"message":"x\"y"}}"#,
+            r#"{"name":"a\u00e9","uri":"file:///x","cursor":null,"taskId":"t","_meta":{"progressToken":1}}"#,
+            r#"{"name":7,"cursor":"c","requestState":"s","inputResponses":{"a":[1]},"_meta":null}"#,
+            r#"{"_meta":{"io.modelcontextprotocol/protocolVersion":"2026-07-28","io.modelcontextprotocol/clientCapabilities":{},"io.modelcontextprotocol/clientInfo":{"name":"c"}}}"#,
+            r#"{"_meta":7}"#,
+            r#"{"_meta":[]}"#,
+            r#"{}"#,
+        ];
+        for params in quick {
+            let skimmed = Head::skimmed(params).expect(params);
+            assert_eq!(
+                format!("{skimmed:?}"),
+                format!("{:?}", Head::parsed(params)),
+                "{params}"
+            );
+        }
+        for params in [
+            r#"{"na\u006de":"x"}"#,
+            r#"{"_meta":{"a":1},"_meta":7}"#,
+            r#"{"_meta":{"io.modelcontextprotocol\/protocolVersion":"v"}}"#,
+            "[1]",
+        ] {
+            assert!(Head::skimmed(params).is_none(), "{params}");
+            assert_eq!(
+                format!("{:?}", Head::read(params)),
+                format!("{:?}", Head::parsed(params)),
+                "{params}"
+            );
+        }
+    }
 
     fn kind_of(text: &str) -> Kind {
         Message::read(text).expect("a message").kind

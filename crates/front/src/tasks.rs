@@ -34,10 +34,13 @@ fn unknown_task(public: &str) -> RpcError {
     )
 }
 
+/// The word a result that made or names a task holds.
+static TASK_ID: mcp_supervisor::core::skim::Word = mcp_supervisor::core::skim::Word::new("taskId");
+
 /// `task.taskId` (a tool call's task) or `taskId` (a task's state) of a result, namespaced by
 /// `server`.
 pub(crate) fn namespace_task(server: &str, result: Box<RawValue>) -> Box<RawValue> {
-    if !result.get().contains("taskId") {
+    if !TASK_ID.in_text(result.get()) {
         return result;
     }
     let mut result = result;
@@ -62,7 +65,7 @@ impl Proxy {
     /// A tool call's `result` as `client` gets it: when it made a task, the task is the caller's
     /// (when it has an identity). `result` is the task's as the client sees it (namespaced).
     pub(crate) fn note_task(&self, client: &Client, result: &RawValue) {
-        if !result.get().contains("taskId") {
+        if !TASK_ID.in_text(result.get()) {
             return;
         }
         let Some(caller) = client.caller() else {

@@ -84,6 +84,10 @@ pub trait Link: Send + Sync + 'static {
     }
 }
 
+/// The word an input-required result holds.
+static INPUT_REQUIRED: mcp_supervisor_core::skim::Word =
+    mcp_supervisor_core::skim::Word::new("input_required");
+
 /// Whether a result is an input-required one (SEP-2322: `resultType` is `input_required`): the
 /// server needs the client's answers before the request can finish. Most results are complete;
 /// only those that mention the type are read further.
@@ -93,7 +97,7 @@ pub fn is_input_required(result: &RawValue) -> bool {
         #[serde(rename = "resultType", borrow)]
         result_type: Option<std::borrow::Cow<'a, str>>,
     }
-    result.get().contains("input_required")
+    INPUT_REQUIRED.in_text(result.get())
         && serde_json::from_str::<Kind<'_>>(result.get())
             .is_ok_and(|k| k.result_type.as_deref() == Some("input_required"))
 }

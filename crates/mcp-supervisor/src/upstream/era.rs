@@ -170,11 +170,15 @@ pub fn with_identity(params: Option<&RawValue>, identity: &RawValue) -> Option<B
 /// `io.modelcontextprotocol/` keys (a related task, say) belong to both eras and pass.
 const ENVELOPE: [&str; 3] = [META_VERSION, META_CLIENT, META_CAPABILITIES];
 
+/// The word every key of the envelope begins with.
+static ENVELOPE_WORD: mcp_supervisor_core::skim::Word =
+    mcp_supervisor_core::skim::Word::new("io.modelcontextprotocol/");
+
 /// `params` without the envelope's members in its `_meta` (and without `_meta` when nothing else
 /// was in it), every other member in its order and text; `None` when there is nothing to take
 /// out, so the caller sends what it has. Cheap when the text names no envelope key.
 pub fn without_envelope(params: &RawValue) -> Option<Box<RawValue>> {
-    if !params.get().contains("io.modelcontextprotocol/") {
+    if !ENVELOPE_WORD.in_text(params.get()) {
         return None;
     }
     let mut top = serde_json::from_str::<Members<'_>>(params.get()).ok()?.0;

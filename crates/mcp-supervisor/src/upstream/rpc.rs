@@ -14,6 +14,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use mcp_supervisor_core::classify::Failure;
+use mcp_supervisor_core::skim;
 use rustc_hash::FxHashMap;
 use serde::Deserialize;
 use serde_json::value::RawValue;
@@ -324,11 +325,11 @@ impl Peer {
             (Some(method), Some(id)) => {
                 let method = method.to_string();
                 let id = id.to_owned();
-                let params = envelope.params.map(ToOwned::to_owned);
+                let params = envelope.params.map(Json::to_owned);
                 self.serve_request(method, id, params, related);
             }
             (Some(method), None) => {
-                let params = envelope.params.map(ToOwned::to_owned);
+                let params = envelope.params.map(Json::to_owned);
                 self.notification(&method, params);
             }
             (None, Some(id)) => {
@@ -572,43 +573,146 @@ async fn read(peer: std::sync::Weak<Peer>, mut incoming: IncomingRx) {
 
 /// A JSON-RPC message's envelope, borrowed from its text: what the peer, and the proxy's face,
 /// read of every message. Everything else stays text.
-#[derive(Deserialize)]
+#[derive(Debug, Default, PartialEq)]
 pub struct Envelope<'a> {
     /// `"2.0"` in a valid message.
-    #[serde(borrow, default, deserialize_with = "borrowed_text")]
     pub jsonrpc: Option<std::borrow::Cow<'a, str>>,
     /// The id of a request or response; `None` for a notification (or `"id": null`).
-    #[serde(borrow, default)]
-    pub id: Option<&'a RawValue>,
+    pub id: Option<Json<'a>>,
     /// The method of a request or notification.
-    #[serde(borrow, default, deserialize_with = "borrowed_text")]
     pub method: Option<std::borrow::Cow<'a, str>>,
     /// The params, as text.
-    #[serde(borrow, default)]
-    pub params: Option<&'a RawValue>,
+    pub params: Option<Json<'a>>,
     /// A successful response's result, as text.
-    #[serde(borrow, default)]
-    pub result: Option<&'a RawValue>,
+    pub result: Option<Json<'a>>,
     /// An error response's error object, as text.
-    #[serde(borrow, default)]
-    pub error: Option<&'a RawValue>,
+    pub error: Option<Json<'a>>,
 }
 
 impl<'a> Envelope<'a> {
     /// Read a message's envelope in one pass. Only an object is a message (serde would read an
     /// array into the struct by position); `"id": null` counts as no id.
+    ///
+    /// The quick reader ([`skim::members`]) reads it when it can; what it leaves (a key or a
+    /// method with an escape, a member twice, a text that is not well-formed, ...) serde_json
+    /// reads, and its answer (or error) is the answer.
     pub fn read(text: &'a str) -> Result<Self, serde_json::Error> {
+        match Self::skimmed(text) {
+            Some(envelope) => Ok(envelope),
+            None => Self::parsed(text),
+        }
+    }
+
+    /// The envelope as serde_json reads it.
+    fn parsed(text: &'a str) -> Result<Self, serde_json::Error> {
         if !text.trim_start().starts_with('{') {
             return Err(serde::de::Error::custom(
                 "a JSON-RPC message is a JSON object",
             ));
         }
-        let mut envelope: Self = serde_json::from_str(text)?;
-        if envelope.id.is_some_and(|id| id.get() == "null") {
-            envelope.id = None;
-        }
-        Ok(envelope)
+        let read: SerdeEnvelope<'a> = serde_json::from_str(text)?;
+        let json = |raw: Option<&'a RawValue>| raw.map(Json::from);
+        Ok(Self {
+            jsonrpc: read.jsonrpc,
+            id: json(read.id).filter(|id| id.get() != "null"),
+            method: read.method,
+            params: json(read.params),
+            result: json(read.result),
+            error: json(read.error),
+        })
     }
+
+    /// The envelope as the quick reader finds it; `None` for anything it leaves to serde_json.
+    fn skimmed(text: &'a str) -> Option<Self> {
+        let mut envelope = Self::default();
+        let (mut seen, mut plain) = (0u8, true);
+        skim::members(text, |key, value| {
+            let (bit, text_member) = match key {
+                "jsonrpc" => (1, Some(&mut envelope.jsonrpc)),
+                "method" => (2, Some(&mut envelope.method)),
+                "id" | "params" | "result" | "error" => (
+                    match key {
+                        "id" => 4,
+                        "params" => 8,
+                        "result" => 16,
+                        _ => 32,
+                    },
+                    None,
+                ),
+                _ => return,
+            };
+            // serde_json refuses a member twice: it says so.
+            plain &= seen & bit == 0;
+            seen |= bit;
+            if value == "null" {
+                return;
+            }
+            match text_member {
+                Some(slot) => match value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                    // Text with an escape to undo, or not text at all: serde_json's.
+                    Some(inner) if !inner.contains('\\') => {
+                        *slot = Some(std::borrow::Cow::Borrowed(inner));
+                    }
+                    _ => plain = false,
+                },
+                None => {
+                    let json = Some(Json::checked(value));
+                    match key {
+                        "id" => envelope.id = json,
+                        "params" => envelope.params = json,
+                        "result" => envelope.result = json,
+                        _ => envelope.error = json,
+                    }
+                }
+            }
+        })?;
+        plain.then_some(envelope)
+    }
+}
+
+/// JSON text known to be one well-formed value, borrowed from a message: what the envelope
+/// holds of it. [`Json::to_owned`] copies it as a `RawValue` without parsing it again.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Json<'a>(&'a str);
+
+impl<'a> Json<'a> {
+    /// Text that [`skim::members`] checked as a member's value.
+    fn checked(text: &'a str) -> Self {
+        Self(text)
+    }
+
+    /// The text.
+    pub fn get(self) -> &'a str {
+        self.0
+    }
+
+    /// A `RawValue` of it, copied once.
+    pub fn to_owned(self) -> Box<RawValue> {
+        skim::boxed(self.0)
+    }
+}
+
+impl<'a> From<&'a RawValue> for Json<'a> {
+    fn from(raw: &'a RawValue) -> Self {
+        Self(raw.get())
+    }
+}
+
+/// The envelope as serde_json reads it, for what the quick reader leaves.
+#[derive(Deserialize)]
+struct SerdeEnvelope<'a> {
+    #[serde(borrow, default, deserialize_with = "borrowed_text")]
+    jsonrpc: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    id: Option<&'a RawValue>,
+    #[serde(borrow, default, deserialize_with = "borrowed_text")]
+    method: Option<std::borrow::Cow<'a, str>>,
+    #[serde(borrow, default)]
+    params: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    result: Option<&'a RawValue>,
+    #[serde(borrow, default)]
+    error: Option<&'a RawValue>,
 }
 
 /// An optional string member borrowed from the message's text unless it has escapes to undo
@@ -623,8 +727,9 @@ fn borrowed_text<'de: 'a, 'a, D: serde::Deserializer<'de>>(
 }
 
 /// A JSON-RPC error object as the normalized failure.
-fn server_error(error: &RawValue) -> Failure {
-    match RpcError::from_json(error) {
+fn server_error(error: Json<'_>) -> Failure {
+    let error = serde_json::from_str::<&RawValue>(error.get()).ok();
+    match error.and_then(RpcError::from_json) {
         Some(error) => Failure::ServerError {
             code: i32::try_from(error.code).unwrap_or(i32::MIN),
             message: error.message,
@@ -646,6 +751,9 @@ fn cancelled_request_id(params: &RawValue) -> Option<String> {
         .map(|p| p.request_id.get().to_string())
 }
 
+/// The word a request's params hold when they carry a progress token.
+static PROGRESS_TOKEN: skim::Word = skim::Word::new("progressToken");
+
 /// `params` with `_meta.progressToken` replaced by `ours`, and the client's token; `None` when
 /// the params carry no progress token (then they go as they are).
 pub(crate) fn replace_progress_token(
@@ -653,7 +761,7 @@ pub(crate) fn replace_progress_token(
     ours: u64,
 ) -> Option<(Box<RawValue>, Box<RawValue>)> {
     // Cheap test first: most requests carry no token.
-    if !params.get().contains("progressToken") {
+    if !PROGRESS_TOKEN.in_text(params.get()) {
         return None;
     }
     // Only the token changes: every other member, and the members' order, stay as they came.
@@ -846,6 +954,37 @@ mod tests {
         assert!(with_member(&raw("[1]"), "k", &raw("1")).is_none());
     }
 
+    /// The quick reader reads an envelope as serde_json does, and leaves to it what it must:
+    /// escapes to undo in the method or the version, a member twice, a method that is not text.
+    #[test]
+    fn the_quick_reader_and_serde_json_read_an_envelope_alike() {
+        let quick = [
+            r#"{"jsonrpc":"2.0","id":7,"method":"tools/call","params":{"name":"e","arguments":{"m":"x\"y"}}}"#,
+            r#" {"result":{"content":[{"type":"text","text":"a\nb"}]},"jsonrpc":"2.0","id":"k"} "#,
+            r#"{"jsonrpc":"2.0","id":null,"error":{"code":-32000,"message":"m"}}"#,
+            r#"{"jsonrpc":"2.0","method":null,"id":1,"result":null,"params":null,"other":[1,{"a":2}]}"#,
+            r#"{"jsonrpc":"2.0","method":"notifications/progress","params":{"progressToken":1,"progress":0.5e1}}"#,
+            r#"{}"#,
+        ];
+        for text in quick {
+            let skimmed = Envelope::skimmed(text).expect(text);
+            assert_eq!(skimmed, Envelope::parsed(text).expect(text), "{text}");
+        }
+        let to_serde = [
+            (r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#, true),
+            (r#"{"jsonrpc":"2\u002e0","id":1,"method":"m"}"#, true),
+            (r#"{"jsonrpc":"2.0","id":1,"id":2,"method":"m"}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1,"method":7}"#, false),
+            (r#"{"jsonrpc":"2.0","id":1,"method":"m"} x"#, false),
+            (r#"{"jsonrpc":"2.0","i\u0064":1,"method":"m"}"#, true),
+            ("[1]", false),
+        ];
+        for (text, well_formed) in to_serde {
+            assert_eq!(Envelope::skimmed(text), None, "{text}");
+            assert_eq!(Envelope::read(text).is_ok(), well_formed, "{text}");
+        }
+    }
+
     #[test]
     fn envelopes_are_read_without_the_model() {
         let p =
@@ -869,7 +1008,9 @@ mod tests {
         assert!(p.method.is_none() && p.result.is_some());
         assert!(Envelope::read(r#"{"jsonrpc":"2.0","id":1,"method":7}"#).is_err());
         assert_eq!(
-            server_error(&raw(r#"{"code":-32601,"message":"nope","data":{"x":1}}"#)),
+            server_error(Json::from(&*raw(
+                r#"{"code":-32601,"message":"nope","data":{"x":1}}"#
+            ))),
             Failure::ServerError {
                 code: -32601,
                 message: "nope".into(),
@@ -877,7 +1018,7 @@ mod tests {
             }
         );
         assert_eq!(
-            server_error(&raw(r#"{"message":"x"}"#)),
+            server_error(Json::from(&*raw(r#"{"message":"x"}"#))),
             Failure::UnexpectedResponse
         );
     }
