@@ -78,7 +78,7 @@ pub fn run_mapping_ids(command: &[String], max_secs: u64) -> Result<()> {
 }
 
 /// `text` with the JSON value `old` (a slice of it) replaced by `new`, as one line.
-fn swapped(text: &str, old: mcp_supervisor::upstream::Json<'_>, new: &str) -> String {
+fn swapped(text: &str, old: &serde_json::value::RawValue, new: &str) -> String {
     let start = old.get().as_ptr() as usize - text.as_ptr() as usize;
     let end = start + old.get().len();
     let mut line = String::with_capacity(text.len() + new.len() + 1);

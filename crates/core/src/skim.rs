@@ -14,8 +14,7 @@
 //! not well-formed. Its callers then read the text with serde_json, so that every answer (and
 //! every error) is serde_json's. No I/O.
 
-use serde::Serialize;
-use serde::ser::SerializeStruct;
+use serde::de::value::{BorrowedStrDeserializer, MapDeserializer};
 use serde_json::value::RawValue;
 
 /// The deepest nesting read here; deeper is left to serde_json (whose own limit is 128).
@@ -79,19 +78,25 @@ pub fn is_value(text: &str) -> bool {
     scan.at == scan.bytes.len()
 }
 
-/// `json`, one well-formed JSON value as [`members`] or [`is_value`] found it, as a `RawValue`:
-/// copied once, not parsed again (serde_json's `RawValue::from_string` would read it whole a
-/// second time).
+/// `json`, one well-formed JSON value as [`members`] or [`is_value`] found it, as a `RawValue`
+/// borrowed from it, not parsed again (serde_json's `from_str` would read it whole a second
+/// time).
 ///
-/// serde_json writes a value that serializes itself as its raw-value struct verbatim, which is
-/// how its own `RawValue` serializes. Should a later serde_json write it otherwise, the copy
-/// would not be `json` itself: then `json` is parsed after all, so the answer is never wrong,
-/// only slower (and a test here fails, to say so).
+/// serde_json hands a raw value to `RawValue`'s own `Deserialize` as a map of one member, named
+/// by its private name, whose value is the text; this gives it the same way. Should a later
+/// serde_json do it otherwise, that fails: then `json` is parsed after all, so the answer is
+/// never wrong, only slower (and a test here fails, to say so).
+pub fn borrowed(json: &str) -> &RawValue {
+    <&RawValue as serde::Deserialize>::deserialize(handed(json))
+        .or_else(|_: serde::de::value::Error| serde_json::from_str(json))
+        .unwrap_or(RawValue::NULL)
+}
+
+/// [`borrowed`], copied once: a `RawValue` of its own.
 pub fn boxed(json: &str) -> Box<RawValue> {
-    match serde_json::value::to_raw_value(&Verbatim(json)) {
-        Ok(raw) if raw.get() == json => raw,
-        _ => RawValue::from_string(json.to_owned()).unwrap_or_else(|_| RawValue::NULL.to_owned()),
-    }
+    <Box<RawValue> as serde::Deserialize>::deserialize(handed(json))
+        .or_else(|_: serde::de::value::Error| RawValue::from_string(json.to_owned()))
+        .unwrap_or_else(|_| RawValue::NULL.to_owned())
 }
 
 /// A word looked for in JSON text before it is parsed (`progressToken`, `isError`, ...): most
@@ -118,18 +123,24 @@ impl Word {
     }
 }
 
-/// The name by which serde_json's serializer knows its raw value.
+/// The name by which serde_json's `RawValue` knows the one member it is handed as.
 const RAW_VALUE: &str = "$serde_json::private::RawValue";
 
-/// JSON text that serializes as itself.
-struct Verbatim<'a>(&'a str);
-
-impl Serialize for Verbatim<'_> {
-    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
-        let mut raw = serializer.serialize_struct(RAW_VALUE, 1)?;
-        raw.serialize_field(RAW_VALUE, self.0)?;
-        raw.end()
-    }
+/// `json` as serde_json hands a raw value over.
+fn handed<'a>(
+    json: &'a str,
+) -> MapDeserializer<
+    'a,
+    std::iter::Once<(
+        &'static str,
+        BorrowedStrDeserializer<'a, serde::de::value::Error>,
+    )>,
+    serde::de::value::Error,
+> {
+    MapDeserializer::new(std::iter::once((
+        RAW_VALUE,
+        BorrowedStrDeserializer::new(json),
+    )))
 }
 
 /// A reader over JSON text; `at` is where it has read to.
@@ -232,16 +243,29 @@ impl<'a> Scan<'a> {
         let mut escaped = false;
         loop {
             let rest = &self.bytes[self.at..];
-            let stop = memchr::memchr2(b'"', b'\\', rest)?;
-            if has_control(&rest[..stop]) {
-                return None;
-            }
+            // A key or a short value ends within a few bytes: they are looked at one by one
+            // (a search costs more to start than that); past them, the rest is searched.
+            let near = rest.len().min(SHORT);
+            let stop = match rest[..near]
+                .iter()
+                .position(|&b| b == b'"' || b == b'\\' || b < 0x20)
+            {
+                Some(stop) => stop,
+                None => {
+                    let far = near + memchr::memchr2(b'"', b'\\', &rest[near..])?;
+                    if has_control(&rest[near..far]) {
+                        return None;
+                    }
+                    far
+                }
+            };
             self.at += stop;
-            if self.next()? == b'"' {
+            match self.next()? {
                 // Both ends are ASCII quotes: a boundary of the text's characters.
-                return Some((self.text.get(start..self.at - 1)?, escaped));
+                b'"' => return Some((self.text.get(start..self.at - 1)?, escaped)),
+                b'\\' => escaped = true,
+                _ => return None,
             }
-            escaped = true;
             match self.next()? {
                 b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => {}
                 b'u' => {
@@ -295,16 +319,25 @@ impl<'a> Scan<'a> {
     }
 }
 
+/// How many bytes of a string are looked at one by one before the rest is searched.
+const SHORT: usize = 16;
+
 /// Whether `bytes` holds a control character (below 0x20), which a JSON string may not hold
-/// unescaped. Checked 32 bytes at a time, which the compiler does with vector instructions.
+/// unescaped: the least byte of each 64, which the compiler finds with vector instructions.
 fn has_control(bytes: &[u8]) -> bool {
-    let mut chunks = bytes.chunks_exact(32);
-    for chunk in &mut chunks {
-        if chunk.iter().fold(false, |seen, &b| seen | (b < 0x20)) {
+    let mut blocks = bytes.chunks_exact(64);
+    for block in &mut blocks {
+        if block.iter().fold(u8::MAX, |least, &b| least.min(b)) < 0x20 {
             return true;
         }
     }
-    chunks.remainder().iter().any(|&b| b < 0x20)
+    let mut rest = blocks.remainder().chunks_exact(16);
+    for block in &mut rest {
+        if block.iter().fold(u8::MAX, |least, &b| least.min(b)) < 0x20 {
+            return true;
+        }
+    }
+    rest.remainder().iter().any(|&b| b < 0x20)
 }
 
 #[cfg(test)]
@@ -437,24 +470,27 @@ mod tests {
     /// what is left after them).
     #[test]
     fn a_control_character_is_found_anywhere() {
-        for at in 0..100 {
-            let mut text = "x".repeat(100);
+        for at in 0..200 {
+            let mut text = "x".repeat(200);
             text.replace_range(at..at + 1, "\t");
             assert_eq!(by_skim(&format!(r#"{{"k":"{text}"}}"#)), None, "at {at}");
         }
     }
 
-    /// The copy is the text itself, made without a second parse: if serde_json ever wrote its
-    /// raw value otherwise, this fails (and `boxed` parses instead, still right).
+    /// The raw value is the text itself, borrowed or copied, made without a second parse: if
+    /// serde_json ever took its raw value otherwise, this fails (and `borrowed` and `boxed`
+    /// parse instead, still right).
     #[test]
-    fn boxed_is_the_text_itself() {
+    fn raw_values_are_the_text_itself() {
         for json in [r#"{"a":[1,"x\"y"]}"#, "null", "\"é\"", "-0.5e7"] {
-            assert_eq!(
-                serde_json::value::to_raw_value(&Verbatim(json))
-                    .expect("serializes")
-                    .get(),
-                json
-            );
+            let raw =
+                <&RawValue as serde::Deserialize>::deserialize(handed(json)).expect("handed over");
+            assert_eq!(raw.get(), json);
+            assert!(std::ptr::eq(raw.get(), json), "borrowed, not copied");
+            let raw = <Box<RawValue> as serde::Deserialize>::deserialize(handed(json))
+                .expect("handed over");
+            assert_eq!(raw.get(), json);
+            assert!(std::ptr::eq(borrowed(json).get(), json));
             assert_eq!(boxed(json).get(), json);
         }
     }

@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use mcp_supervisor::core::skim;
 use mcp_supervisor::link::RpcError;
-use mcp_supervisor::upstream::{Envelope, Json, response_text};
+use mcp_supervisor::upstream::{Envelope, response_text};
 use serde::Deserialize;
 use serde_json::value::RawValue;
 
@@ -319,11 +319,11 @@ impl Message {
         };
         Ok(Self {
             kind,
-            id: envelope.id.map(Json::to_owned),
-            params: envelope.params.map(Json::to_owned),
+            id: envelope.id.map(ToOwned::to_owned),
+            params: envelope.params.map(ToOwned::to_owned),
             head,
-            result: envelope.result.map(Json::to_owned),
-            error: envelope.error.map(Json::to_owned),
+            result: envelope.result.map(ToOwned::to_owned),
+            error: envelope.error.map(ToOwned::to_owned),
         })
     }
 

@@ -34,7 +34,7 @@ use stdio::StdioWire;
 use wire::Wire;
 
 pub use era::{STATELESS as STATELESS_VERSION, as_handshake_result};
-pub use rpc::{Envelope, Json, notification_text, request_text, response_text};
+pub use rpc::{Envelope, notification_text, request_text, response_text};
 
 /// How long the handshake may take at most when the caller sets no tighter bound.
 const HANDSHAKE_LIMIT: Duration = Duration::from_secs(24 * 60 * 60);

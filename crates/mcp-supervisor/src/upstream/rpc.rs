@@ -325,11 +325,11 @@ impl Peer {
             (Some(method), Some(id)) => {
                 let method = method.to_string();
                 let id = id.to_owned();
-                let params = envelope.params.map(Json::to_owned);
+                let params = envelope.params.map(ToOwned::to_owned);
                 self.serve_request(method, id, params, related);
             }
             (Some(method), None) => {
-                let params = envelope.params.map(Json::to_owned);
+                let params = envelope.params.map(ToOwned::to_owned);
                 self.notification(&method, params);
             }
             (None, Some(id)) => {
@@ -573,20 +573,20 @@ async fn read(peer: std::sync::Weak<Peer>, mut incoming: IncomingRx) {
 
 /// A JSON-RPC message's envelope, borrowed from its text: what the peer, and the proxy's face,
 /// read of every message. Everything else stays text.
-#[derive(Debug, Default, PartialEq)]
+#[derive(Debug, Default)]
 pub struct Envelope<'a> {
     /// `"2.0"` in a valid message.
     pub jsonrpc: Option<std::borrow::Cow<'a, str>>,
     /// The id of a request or response; `None` for a notification (or `"id": null`).
-    pub id: Option<Json<'a>>,
+    pub id: Option<&'a RawValue>,
     /// The method of a request or notification.
     pub method: Option<std::borrow::Cow<'a, str>>,
     /// The params, as text.
-    pub params: Option<Json<'a>>,
+    pub params: Option<&'a RawValue>,
     /// A successful response's result, as text.
-    pub result: Option<Json<'a>>,
+    pub result: Option<&'a RawValue>,
     /// An error response's error object, as text.
-    pub error: Option<Json<'a>>,
+    pub error: Option<&'a RawValue>,
 }
 
 impl<'a> Envelope<'a> {
@@ -611,14 +611,13 @@ impl<'a> Envelope<'a> {
             ));
         }
         let read: SerdeEnvelope<'a> = serde_json::from_str(text)?;
-        let json = |raw: Option<&'a RawValue>| raw.map(Json::from);
         Ok(Self {
             jsonrpc: read.jsonrpc,
-            id: json(read.id).filter(|id| id.get() != "null"),
+            id: read.id.filter(|id| id.get() != "null"),
             method: read.method,
-            params: json(read.params),
-            result: json(read.result),
-            error: json(read.error),
+            params: read.params,
+            result: read.result,
+            error: read.error,
         })
     }
 
@@ -656,7 +655,7 @@ impl<'a> Envelope<'a> {
                     _ => plain = false,
                 },
                 None => {
-                    let json = Some(Json::checked(value));
+                    let json = Some(skim::borrowed(value));
                     match key {
                         "id" => envelope.id = json,
                         "params" => envelope.params = json,
@@ -667,34 +666,6 @@ impl<'a> Envelope<'a> {
             }
         })?;
         plain.then_some(envelope)
-    }
-}
-
-/// JSON text known to be one well-formed value, borrowed from a message: what the envelope
-/// holds of it. [`Json::to_owned`] copies it as a `RawValue` without parsing it again.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Json<'a>(&'a str);
-
-impl<'a> Json<'a> {
-    /// Text that [`skim::members`] checked as a member's value.
-    fn checked(text: &'a str) -> Self {
-        Self(text)
-    }
-
-    /// The text.
-    pub fn get(self) -> &'a str {
-        self.0
-    }
-
-    /// A `RawValue` of it, copied once.
-    pub fn to_owned(self) -> Box<RawValue> {
-        skim::boxed(self.0)
-    }
-}
-
-impl<'a> From<&'a RawValue> for Json<'a> {
-    fn from(raw: &'a RawValue) -> Self {
-        Self(raw.get())
     }
 }
 
@@ -727,9 +698,8 @@ fn borrowed_text<'de: 'a, 'a, D: serde::Deserializer<'de>>(
 }
 
 /// A JSON-RPC error object as the normalized failure.
-fn server_error(error: Json<'_>) -> Failure {
-    let error = serde_json::from_str::<&RawValue>(error.get()).ok();
-    match error.and_then(RpcError::from_json) {
+fn server_error(error: &RawValue) -> Failure {
+    match RpcError::from_json(error) {
         Some(error) => Failure::ServerError {
             code: i32::try_from(error.code).unwrap_or(i32::MIN),
             message: error.message,
@@ -968,7 +938,8 @@ mod tests {
         ];
         for text in quick {
             let skimmed = Envelope::skimmed(text).expect(text);
-            assert_eq!(skimmed, Envelope::parsed(text).expect(text), "{text}");
+            let parsed = Envelope::parsed(text).expect(text);
+            assert_eq!(format!("{skimmed:?}"), format!("{parsed:?}"), "{text}");
         }
         let to_serde = [
             (r#"{"jsonrpc":"2.0","id":1,"method":"tools\/call"}"#, true),
@@ -980,7 +951,7 @@ mod tests {
             ("[1]", false),
         ];
         for (text, well_formed) in to_serde {
-            assert_eq!(Envelope::skimmed(text), None, "{text}");
+            assert!(Envelope::skimmed(text).is_none(), "{text}");
             assert_eq!(Envelope::read(text).is_ok(), well_formed, "{text}");
         }
     }
@@ -1008,9 +979,7 @@ mod tests {
         assert!(p.method.is_none() && p.result.is_some());
         assert!(Envelope::read(r#"{"jsonrpc":"2.0","id":1,"method":7}"#).is_err());
         assert_eq!(
-            server_error(Json::from(&*raw(
-                r#"{"code":-32601,"message":"nope","data":{"x":1}}"#
-            ))),
+            server_error(&raw(r#"{"code":-32601,"message":"nope","data":{"x":1}}"#)),
             Failure::ServerError {
                 code: -32601,
                 message: "nope".into(),
@@ -1018,7 +987,7 @@ mod tests {
             }
         );
         assert_eq!(
-            server_error(Json::from(&*raw(r#"{"message":"x"}"#))),
+            server_error(&raw(r#"{"message":"x"}"#)),
             Failure::UnexpectedResponse
         );
     }
