@@ -1,12 +1,13 @@
 //! A JSON object's members, checked and cut out as text in one quick pass ([`members`]), and
-//! JSON text so checked made a `RawValue` with no second parse ([`boxed`]): how the proxy reads
-//! the envelope of each message and the head of each request's params on the call path.
+//! JSON text so checked made a `RawValue` with no second parse ([`borrowed`], [`boxed`]): how
+//! the proxy reads the envelope of each message and the head of each request's params on the
+//! call path. And [`Word`]: a word looked for in a text before it is parsed.
 //!
 //! Why not serde_json alone: serde_json checks a string a word (8 bytes) at a time; a
 //! message's bulk is one or two long strings (a tool's arguments, its result), and the call path
 //! read each of them three times, about a sixth of the instructions the stdio face spends on a
 //! call of 1 KiB (docs/BENCHMARKS.md). Here a string's end is found with `memchr` (vector
-//! instructions) and its bytes checked for control characters 32 at a time.
+//! instructions) and its bytes checked for control characters 64 at a time.
 //!
 //! It accepts only what serde_json accepts (a test goes through every short text over JSON's
 //! characters, and proptest through longer ones), and it leaves to serde_json what it does not
@@ -62,25 +63,10 @@ pub fn members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str)) -> O
     (scan.at == scan.bytes.len()).then_some(())
 }
 
-/// Whether `text` is one well-formed JSON value (whitespace around it allowed) by this reader;
-/// `false` also for one it leaves to serde_json (nesting deeper than [`MAX_DEPTH`]).
-pub fn is_value(text: &str) -> bool {
-    let mut scan = Scan {
-        text,
-        bytes: text.as_bytes(),
-        at: 0,
-    };
-    scan.whitespace();
-    if scan.value(0).is_none() {
-        return false;
-    }
-    scan.whitespace();
-    scan.at == scan.bytes.len()
-}
-
-/// `json`, one well-formed JSON value as [`members`] or [`is_value`] found it, as a `RawValue`
-/// borrowed from it, not parsed again (serde_json's `from_str` would read it whole a second
-/// time).
+/// `json`, a member's value as [`members`] gave it, as a `RawValue` borrowed from it, not
+/// parsed again (serde_json's `from_str` would read it whole a second time). Given text that
+/// [`members`] did not check, the `RawValue` holds it as it is, well-formed or not: only the
+/// call path's readers, on what they were just given, call it.
 ///
 /// serde_json hands a raw value to `RawValue`'s own `Deserialize` as a map of one member, named
 /// by its private name, whose value is the text; this gives it the same way. Should a later
@@ -361,6 +347,22 @@ mod tests {
         let mut read = Vec::new();
         members(text, |k, v| read.push((k.to_owned(), v.to_owned())))?;
         Some(read)
+    }
+
+    /// Whether `text` is one well-formed JSON value (whitespace around it allowed) by this
+    /// reader.
+    fn is_value(text: &str) -> bool {
+        let mut scan = Scan {
+            text,
+            bytes: text.as_bytes(),
+            at: 0,
+        };
+        scan.whitespace();
+        if scan.value(0).is_none() {
+            return false;
+        }
+        scan.whitespace();
+        scan.at == scan.bytes.len()
     }
 
     /// What the skim reads, serde_json reads the same; and a value it calls one, serde_json

@@ -148,7 +148,8 @@ impl Head {
             }
             _ => {}
         })?;
-        // Two of them: serde_json says which counts (the last, unless one before is not an object).
+        // Two of them: serde_json says which counts (the last, unless one before it is not an
+        // object).
         if metas > 1 {
             return None;
         }
@@ -156,7 +157,6 @@ impl Head {
             None | Some("null") => {}
             Some(meta) => {
                 let mut read = Meta::default();
-                let (mut plain, mut escaped) = (true, false);
                 let object = skim::members(meta, |key, value| {
                     let slot = match key {
                         META_VERSION => &mut read.version,
@@ -166,18 +166,13 @@ impl Head {
                     };
                     *slot = Some(skim::boxed(value));
                 });
-                if object.is_none() {
-                    // Not an object (a server could not read it), or a key with an escape.
-                    escaped = meta.starts_with('{');
-                    plain = false;
+                match object {
+                    Some(()) => head.meta = read,
+                    // An object this reader leaves (a key with an escape): serde_json's.
+                    None if meta.starts_with('{') => return None,
+                    // Not an object: a server could not read these params.
+                    None => return Some(None),
                 }
-                if escaped {
-                    return None;
-                }
-                if !plain {
-                    return Some(None);
-                }
-                head.meta = read;
             }
         }
         Some(Some(head))

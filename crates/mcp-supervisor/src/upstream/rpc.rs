@@ -626,18 +626,13 @@ impl<'a> Envelope<'a> {
         let mut envelope = Self::default();
         let (mut seen, mut plain) = (0u8, true);
         skim::members(text, |key, value| {
-            let (bit, text_member) = match key {
-                "jsonrpc" => (1, Some(&mut envelope.jsonrpc)),
-                "method" => (2, Some(&mut envelope.method)),
-                "id" | "params" | "result" | "error" => (
-                    match key {
-                        "id" => 4,
-                        "params" => 8,
-                        "result" => 16,
-                        _ => 32,
-                    },
-                    None,
-                ),
+            let bit = match key {
+                "jsonrpc" => 1,
+                "method" => 2,
+                "id" => 4,
+                "params" => 8,
+                "result" => 16,
+                "error" => 32,
                 _ => return,
             };
             // serde_json refuses a member twice: it says so.
@@ -646,23 +641,25 @@ impl<'a> Envelope<'a> {
             if value == "null" {
                 return;
             }
-            match text_member {
-                Some(slot) => match value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
-                    // Text with an escape to undo, or not text at all: serde_json's.
-                    Some(inner) if !inner.contains('\\') => {
-                        *slot = Some(std::borrow::Cow::Borrowed(inner));
-                    }
-                    _ => plain = false,
-                },
-                None => {
-                    let json = Some(skim::borrowed(value));
-                    match key {
-                        "id" => envelope.id = json,
-                        "params" => envelope.params = json,
-                        "result" => envelope.result = json,
-                        _ => envelope.error = json,
+            let raw = || Some(skim::borrowed(value));
+            match key {
+                "jsonrpc" | "method" => {
+                    let slot = match key {
+                        "jsonrpc" => &mut envelope.jsonrpc,
+                        _ => &mut envelope.method,
+                    };
+                    match value.strip_prefix('"').and_then(|v| v.strip_suffix('"')) {
+                        Some(inner) if !inner.contains('\\') => {
+                            *slot = Some(std::borrow::Cow::Borrowed(inner));
+                        }
+                        // Text with an escape to undo, or not text at all: serde_json's.
+                        _ => plain = false,
                     }
                 }
+                "id" => envelope.id = raw(),
+                "params" => envelope.params = raw(),
+                "result" => envelope.result = raw(),
+                _ => envelope.error = raw(),
             }
         })?;
         plain.then_some(envelope)
