@@ -34,33 +34,16 @@ pub fn members<'a>(text: &'a str, mut member: impl FnMut(&'a str, &'a str)) -> O
         bytes: text.as_bytes(),
         at: 0,
     };
+    let mut plain = true;
     scan.whitespace();
-    scan.expect(b'{')?;
-    scan.whitespace();
-    if scan.peek() == Some(b'}') {
-        scan.at += 1;
-    } else {
-        loop {
-            let (key, escaped) = scan.string()?;
-            if escaped {
-                return None;
-            }
-            scan.whitespace();
-            scan.expect(b':')?;
-            scan.whitespace();
-            let start = scan.at;
-            scan.value(1)?;
-            member(key, &text[start..scan.at]);
-            scan.whitespace();
-            match scan.next()? {
-                b',' => scan.whitespace(),
-                b'}' => break,
-                _ => return None,
-            }
+    scan.object(1, |key, escaped, value| {
+        plain &= !escaped;
+        if plain {
+            member(key, value);
         }
-    }
+    })?;
     scan.whitespace();
-    (scan.at == scan.bytes.len()).then_some(())
+    (plain && scan.at == scan.bytes.len()).then_some(())
 }
 
 /// `json`, a member's value as [`members`] gave it, as a `RawValue` borrowed from it, not
@@ -161,7 +144,7 @@ impl<'a> Scan<'a> {
     fn value(&mut self, depth: usize) -> Option<()> {
         match self.peek()? {
             b'"' => self.string().map(drop),
-            b'{' => self.object(depth + 1),
+            b'{' => self.object(depth + 1, |_, _, _| {}),
             b'[' => self.array(depth + 1),
             b't' => self.word(b"true"),
             b'f' => self.word(b"false"),
@@ -176,47 +159,54 @@ impl<'a> Scan<'a> {
         (self.bytes.get(self.at..end)? == word).then(|| self.at = end)
     }
 
-    fn object(&mut self, depth: usize) -> Option<()> {
+    /// An object at nesting `depth`, each member given to `member`: its key (the text between
+    /// the quotes), whether the key has an escape, and its value as JSON text.
+    fn object(
+        &mut self,
+        depth: usize,
+        mut member: impl FnMut(&'a str, bool, &'a str),
+    ) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
-        self.expect(b'{')?;
-        self.whitespace();
-        if self.peek() == Some(b'}') {
-            self.at += 1;
-            return Some(());
-        }
-        loop {
-            self.string()?;
-            self.whitespace();
-            self.expect(b':')?;
-            self.whitespace();
-            self.value(depth)?;
-            self.whitespace();
-            match self.next()? {
-                b',' => self.whitespace(),
-                b'}' => return Some(()),
-                _ => return None,
-            }
-        }
+        self.list(b'{', b'}', |scan| {
+            let (key, escaped) = scan.string()?;
+            scan.whitespace();
+            scan.expect(b':')?;
+            scan.whitespace();
+            let start = scan.at;
+            scan.value(depth)?;
+            member(key, escaped, &scan.text[start..scan.at]);
+            Some(())
+        })
     }
 
     fn array(&mut self, depth: usize) -> Option<()> {
         if depth > MAX_DEPTH {
             return None;
         }
-        self.expect(b'[')?;
+        self.list(b'[', b']', |scan| scan.value(depth))
+    }
+
+    /// `open`, the items (each read by `item`) separated by commas, then `close`.
+    fn list(
+        &mut self,
+        open: u8,
+        close: u8,
+        mut item: impl FnMut(&mut Self) -> Option<()>,
+    ) -> Option<()> {
+        self.expect(open)?;
         self.whitespace();
-        if self.peek() == Some(b']') {
+        if self.peek() == Some(close) {
             self.at += 1;
             return Some(());
         }
         loop {
-            self.value(depth)?;
+            item(self)?;
             self.whitespace();
             match self.next()? {
                 b',' => self.whitespace(),
-                b']' => return Some(()),
+                byte if byte == close => return Some(()),
                 _ => return None,
             }
         }
