@@ -16,8 +16,7 @@ use tokio::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use super::{Phase, ServerState, SupervisorHandle};
-use crate::error::describe;
-use crate::error::{CallError, Restored};
+use crate::error::{CallError, Restored, describe};
 use crate::link::{CallOptions, Downstream, Link};
 
 /// How long past its deadline a call may run before the call path ends it itself.
